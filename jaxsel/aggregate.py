@@ -1,0 +1,141 @@
+"""HOW replicas are combined at a sync: collectives over the data axis.
+
+Each aggregator maps a per-replica (varying) pytree to one value shared by all
+replicas. The all-reduce family moves one model's worth of bytes per replica; the
+order statistics gather every replica's copy (`all_gather`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregator:
+    """Base: `__call__(tree, axis, ctx) -> aggregated tree (identical on all replicas)`."""
+
+    #: "allreduce" or "allgather": which collective the cost model should charge
+    collective: str = "allreduce"
+
+    def __call__(self, tree: Any, axis: str, ctx) -> Any:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__.lower()
+
+
+def _float_only(fn):
+    """Apply `fn` to floating leaves; integer leaves (counters) are taken from replica 0's value via pmax."""
+    def apply(tree, axis):
+        return jax.tree.map(lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else lax.pmax(x, axis), tree)
+    return apply
+
+
+@dataclasses.dataclass(frozen=True)
+class Mean(Aggregator):
+    def __call__(self, tree, axis, ctx=None):
+        return _float_only(lambda x: lax.pmean(x, axis))(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class Min(Aggregator):
+    def __call__(self, tree, axis, ctx=None):
+        return _float_only(lambda x: lax.pmin(x, axis))(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class Max(Aggregator):
+    def __call__(self, tree, axis, ctx=None):
+        return _float_only(lambda x: lax.pmax(x, axis))(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class Median(Aggregator):
+    """Elementwise median over replicas (mean of the two middle values for even N)."""
+
+    collective: str = "allgather"
+
+    def __call__(self, tree, axis, ctx=None):
+        return _float_only(lambda x: jnp.median(lax.all_gather(x, axis), axis=0))(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrimmedMean(Aggregator):
+    """Drop the `k` highest and `k` lowest replica values per element, average the rest."""
+
+    k: int = 1
+    collective: str = "allgather"
+
+    def __call__(self, tree, axis, ctx=None):
+        n = lax.axis_size(axis)
+        if not (0 <= self.k and 2 * self.k < n):
+            raise ValueError(f"trimmed mean k={self.k} needs 0 <= k and 2k < replicas={n}")
+
+        def trim(x):
+            s = jnp.sort(lax.all_gather(x, axis), axis=0)
+            return jnp.mean(s[self.k : n - self.k], axis=0)
+
+        return _float_only(trim)(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedMean(Aggregator):
+    """sum_i w_i x_i / sum_i w_i. `weights` fixed per replica, or None: the context's
+    per-replica weight (samples seen since the last sync, FedAvg's n_k)."""
+
+    weights: tuple[float, ...] | None = None
+
+    def __call__(self, tree, axis, ctx=None):
+        if self.weights is not None:
+            n = lax.axis_size(axis)
+            if len(self.weights) != n:
+                raise ValueError(f"weighted mean has {len(self.weights)} weights for {n} replicas")
+            w = jnp.asarray(self.weights, jnp.float32)[lax.axis_index(axis)]
+        else:
+            w = jnp.asarray(ctx.weight, jnp.float32)
+        total = lax.psum(w, axis)
+        return _float_only(lambda x: (lax.psum(w * x, axis) / total).astype(x.dtype))(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomReplica(Aggregator):
+    """Every replica adopts one replica's copy, chosen uniformly at random per sync
+    (the same choice on every replica: the key derives from the replicated step)."""
+
+    seed: int = 0
+
+    def __call__(self, tree, axis, ctx):
+        n = lax.axis_size(axis)
+        pick = jax.random.randint(jax.random.fold_in(jax.random.key(self.seed), ctx.step), (), 0, n)
+        mine = lax.axis_index(axis) == pick
+        return _float_only(lambda x: lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), axis))(tree, axis)
+
+
+AGGREGATORS = {
+    "mean": Mean,
+    "weighted": WeightedMean,
+    "median": Median,
+    "min": Min,
+    "max": Max,
+    "trimmed": TrimmedMean,
+    "random": RandomReplica,
+}
+
+
+def get_aggregator(spec: str | Aggregator) -> Aggregator:
+    """An aggregator from its name ("mean", "median", "trimmed:2", ...) or itself."""
+    if isinstance(spec, Aggregator):
+        return spec
+    name, _, arg = str(spec).partition(":")
+    if name not in AGGREGATORS:
+        raise ValueError(f"unknown aggregator {spec!r}; choose one of {', '.join(AGGREGATORS)}")
+    if arg:
+        if name != "trimmed":
+            raise ValueError(f"aggregator {name!r} takes no argument (got {spec!r}); only trimmed:K does")
+        return TrimmedMean(k=int(arg))
+    return AGGREGATORS[name]()

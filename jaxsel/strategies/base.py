@@ -1,0 +1,157 @@
+"""Strategy = trigger (when) x what is synced x aggregator (how).
+
+`TriggeredStrategy` covers every method whose step is "decide on the device, then
+either a collective branch or a local branch"; strategies with their own state
+machines (SSP, SSD-SGD, DiLoCo ...) subclass `Strategy` and override `apply`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from ..aggregate import Aggregator, Mean, get_aggregator
+from ..state import TrainState, tree_bytes
+from ..triggers import Trigger
+
+SYNC_MODES = ("grads", "params", "model")
+
+
+class NonReplicatedDecisionError(TypeError):
+    """A sync decision differs across replicas: `lax.cond` around a collective would deadlock."""
+
+
+def varying_axes(x) -> frozenset:
+    """Manual mesh axes along which `x` may differ (its varying-manual-axes type)."""
+    aval = jax.typeof(x)
+    vma = getattr(aval, "vma", None)
+    if vma is None:
+        vma = getattr(getattr(aval, "manual_axis_type", None), "varying", frozenset())
+    return frozenset(vma)
+
+
+def ensure_replicated(decide, axis: str, who: str = "trigger") -> None:
+    """Raise at trace time unless `decide` is provably identical on every replica."""
+    if isinstance(decide, (bool, int)):
+        return
+    if jnp.shape(decide) != ():
+        raise NonReplicatedDecisionError(f"{who} must return a scalar decision, got shape {jnp.shape(decide)}")
+    if axis in varying_axes(decide):
+        raise NonReplicatedDecisionError(
+            f"{who} returned a sync decision that varies across the {axis!r} axis; replicas "
+            f"could disagree and deadlock inside lax.cond. Reduce per-replica votes with "
+            f"lax.pmax(vote, {axis!r}) (any replica) or lax.pmin (all replicas) first."
+        )
+
+
+def to_varying(tree: Any, axis: str) -> Any:
+    """Cast invariant leaves to varying so both `lax.cond` branches have equal types."""
+    return jax.tree.map(lambda x: x if axis in varying_axes(x) else lax.pcast(x, axis, to="varying"), tree)
+
+
+@dataclasses.dataclass
+class StepContext:
+    """What a strategy sees of the step besides the replica's own state."""
+
+    axis: str
+    n: int                 # number of replicas
+    step: jax.Array        # replicated step counter (before this step)
+    optimizer: optax.GradientTransformation
+    weight: jax.Array      # this replica's sample count this step (FedAvg weights)
+
+
+def local_update(rs: TrainState, grads, ctx: StepContext) -> TrainState:
+    """One optimizer step of this replica on `grads`."""
+    updates, opt_state = ctx.optimizer.update(grads, rs.opt_state, rs.params)
+    return rs.replace(params=optax.apply_updates(rs.params, updates), opt_state=opt_state)
+
+
+class Strategy:
+    """Base class. `apply` returns (replica state, shared metrics, per-replica metrics)."""
+
+    name: str = "strategy"
+
+    def init(self, params, opt_state, n: int) -> Any:
+        """Per-replica strategy state (unbatched); `init_state` adds the replica axis."""
+        return {}
+
+    def apply(self, rs: TrainState, grads, grad_norm, ctx: StepContext):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class TriggeredStrategy(Strategy):
+    """Decide on the device; sync branch = collective, local branch = own update.
+
+    sync="grads":  aggregate gradients, then every replica applies them (BSP).
+    sync="params": aggregate the pre-update parameters, then each replica applies its own
+                   gradient (taken at its pre-average parameters) - SelSync's default.
+    sync="model":  each replica applies its own update, then the updated parameters are
+                   replaced by their aggregate (local SGD / FedAvg).
+    Optimizer state stays local unless `sync_opt_state`; model state (BatchNorm
+    statistics) is averaged at a sync only when `sync_model_state`.
+    """
+
+    trigger: Trigger
+    sync: str = "params"
+    aggregator: Aggregator = Mean()
+    sync_model_state: bool = False
+    sync_opt_state: bool = False
+    name: str = "triggered"
+
+    def __post_init__(self):
+        if self.sync not in SYNC_MODES:
+            raise ValueError(f"sync must be one of {SYNC_MODES}, got {self.sync!r}")
+        object.__setattr__(self, "aggregator", get_aggregator(self.aggregator))
+
+    def init(self, params, opt_state, n):
+        return {"trigger": self.trigger.init()}
+
+    def synced_bytes(self, rs: TrainState, grads) -> int:
+        """Exact bytes each replica puts into the sync collective(s)."""
+        total = tree_bytes(grads if self.sync == "grads" else rs.params)
+        if self.sync_model_state:
+            total += tree_bytes(rs.model_state)
+        if self.sync_opt_state:
+            total += tree_bytes(rs.opt_state)
+        return total
+
+    def sync_update(self, rs: TrainState, grads, ctx: StepContext) -> TrainState:
+        agg = lambda tree: self.aggregator(tree, ctx.axis, ctx)
+        if self.sync_model_state:
+            rs = rs.replace(model_state=agg(rs.model_state))
+        if self.sync_opt_state:
+            rs = rs.replace(opt_state=agg(rs.opt_state))
+        if self.sync == "grads":
+            rs = local_update(rs, agg(grads), ctx)
+        elif self.sync == "params":
+            rs = local_update(rs.replace(params=agg(rs.params)), grads, ctx)
+        else:
+            rs = local_update(rs, grads, ctx)
+            rs = rs.replace(params=agg(rs.params))
+        return to_varying(rs, ctx.axis)
+
+    def apply(self, rs, grads, grad_norm, ctx):
+        tstate, decide, tmetrics = self.trigger(rs.strategy_state["trigger"], grad_norm, ctx.step, ctx.axis)
+        ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
+        rs = rs.replace(strategy_state={**rs.strategy_state, "trigger": tstate})
+        if isinstance(decide, (bool, int)):  # static decision: no cond, no dead branch
+            rs = self.sync_update(rs, grads, ctx) if decide else local_update(rs, grads, ctx)
+        else:
+            rs = lax.cond(
+                decide,
+                lambda op: self.sync_update(op[0], op[1], ctx),
+                lambda op: to_varying(local_update(op[0], op[1], ctx), ctx.axis),
+                (rs, grads),
+            )
+        decide = jnp.asarray(decide)
+        moved = decide.astype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32) * self.synced_bytes(rs, grads)
+        shared = {"synced": decide, "bytes_allreduced": moved + self.trigger.vote_bytes}
+        return rs, shared, tmetrics

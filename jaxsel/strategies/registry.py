@@ -1,0 +1,31 @@
+"""Strategies by name, for the command line and experiment configs."""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from .base import Strategy
+from .bsp import BSP
+from .localsgd import FedAvg, LocalSGD
+from .selsync import SelSync
+
+STRATEGIES: dict[str, Callable[..., Strategy]] = {
+    "bsp": BSP,
+    "localsgd": LocalSGD,
+    "fedavg": FedAvg,
+    "selsync": SelSync,
+}
+
+
+def build_strategy(name: str, options: dict[str, Any] | None = None, **context) -> Strategy:
+    """Build strategy `name`, passing each factory only the options it accepts.
+
+    `options` are user settings (None values are skipped, so defaults apply);
+    `context` carries run facts some strategies need (e.g. `replicas`, `total_steps`).
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    factory = STRATEGIES[name]
+    accepted = inspect.signature(factory).parameters
+    kwargs = {k: v for k, v in {**context, **(options or {})}.items() if k in accepted and v is not None}
+    return factory(**kwargs)
