@@ -1,0 +1,183 @@
+"""The `jaxsel` command: train, compare (and the subcommands other modules register).
+
+Bad input exits with code 2 and one line naming the value and what is allowed.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
+
+
+class UsageError(ValueError):
+    """Bad user input: reported as one line, exit code 2."""
+
+
+def _kv_options(pairs: list[str] | None) -> dict:
+    """--opt key=value pairs -> dict with ints/floats/bools parsed."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--opt expects key=value, got {pair!r}")
+        for cast in (int, float):
+            try:
+                out[key] = cast(raw)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
+    return out
+
+
+def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument("--dataset", default="digits", help="dataset name (embedded: digits)")
+    g.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
+    g.add_argument("--replicas", type=int, default=8, help="data-parallel replicas (devices)")
+    g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
+    g.add_argument("--steps", type=int, default=steps)
+    g.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw")
+    g.add_argument("--lr", type=float, default=0.05)
+    g.add_argument("--momentum", type=float, default=0.9)
+    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--clip-norm", type=float, default=None)
+    g.add_argument("--partition", default="seldp", help="data partitioning (seldp, disjoint, ...)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--eval-every", type=int, default=50)
+    g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    s = p.add_argument_group("strategy options (each strategy takes the ones it knows)")
+    s.add_argument("--period", type=int, default=None, help="local SGD / FedAvg sync period (steps)")
+    s.add_argument("--delta", type=float, default=None, help="SelSync significance threshold")
+    s.add_argument("--window", type=int, default=None, help="SelSync EWMA window")
+    s.add_argument("--alpha", type=float, default=None, help="SelSync EWMA smoothing")
+    s.add_argument("--aggregator", default=None, help="mean, weighted, median, min, max, trimmed:K, random")
+    s.add_argument("--opt", action="append", metavar="KEY=VALUE", help="any other strategy option")
+
+
+def config_from_args(args, strategy: str, out_dir: str | None):
+    from .strategies.base import SYNC_MODES  # noqa: F401  (import check of the package)
+    from .train import TrainConfig
+
+    options = {"period": args.period, "delta": args.delta, "window": args.window,
+               "alpha": args.alpha, "aggregator": args.aggregator, **_kv_options(args.opt)}
+    return TrainConfig(
+        dataset=args.dataset, model=args.model, strategy=strategy,
+        strategy_options={k: v for k, v in options.items() if v is not None},
+        replicas=args.replicas, batch_size=args.batch_size, steps=args.steps,
+        optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
+        weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
+        seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
+        data_dir=args.data_dir, out_dir=out_dir, progress=not args.no_progress,
+    )
+
+
+def _default_out(prefix: str) -> str:
+    return str(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _ensure_writable(path: str) -> None:
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"output dir {path!r} is not writable ({err.strerror}); choose another with --out")
+
+
+def _start_jax(replicas: int) -> None:
+    """Give a CPU-only host enough simulated devices before JAX initialises."""
+    from .parallel import request_cpu_devices
+
+    request_cpu_devices(max(8, replicas))
+
+
+def cmd_compare(args) -> int:
+    _start_jax(args.replicas)
+    from .compare import compare, format_table
+
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    from .strategies.registry import STRATEGIES
+
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise UsageError(f"unknown strategy {s!r}; choose from {', '.join(STRATEGIES)}")
+    out = args.out or _default_out("compare")
+    _ensure_writable(out)
+    print(f"run directory: {out}", flush=True)
+    base = config_from_args(args, strategies[0], None)
+    rows = compare(base, strategies, out)
+    import jax
+
+    dev = jax.devices()[0]
+    print()
+    print(f"{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
+          f"{base.steps} steps, on {base.replicas} x {dev.platform.upper()} ({dev.device_kind})")
+    print(format_table(rows))
+    print(f"\nwrote {out}/results.json and {out}/comparison.png")
+    return 0
+
+
+def cmd_train(args) -> int:
+    _start_jax(args.replicas)
+    from .train import train
+
+    out = args.out or _default_out(args.strategy)
+    _ensure_writable(out)
+    print(f"run directory: {out}", flush=True)
+    result = train(config_from_args(args, args.strategy, out))
+    for k, v in result.final.items():
+        print(f"{k:>22}: {v}")
+    return 0
+
+
+COMMANDS = {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("compare", help="train several strategies side by side (the default job)")
+    add_training_args(p)
+    p.add_argument("--strategies", default=DEFAULT_STRATEGIES, help="comma-separated strategy names")
+    p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("train", help="train one strategy")
+    add_training_args(p)
+    p.add_argument("--strategy", default="selsync")
+    p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
+    p.set_defaults(func=cmd_train)
+
+    for name, (register, _) in COMMANDS.items():
+        register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, ValueError) as err:
+        print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
