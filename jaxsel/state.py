@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from .parallel import num_replicas, replica_sharding, replicated_sharding
@@ -52,8 +53,10 @@ def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None) 
 
 
 def replica(tree: Any, r: int) -> Any:
-    """Replica `r`'s copy of a replica-axis pytree."""
-    return jax.tree.map(lambda x: x[r], tree)
+    """Replica `r`'s copy of a replica-axis pytree, fetched to the host (NumPy).
+
+    (Indexing a sharded array of an explicit-axes mesh directly is ambiguous in JAX.)"""
+    return jax.tree.map(lambda x: np.asarray(jax.device_get(x))[r], tree)
 
 
 @jax.jit

@@ -1,0 +1,25 @@
+"""The README's library example runs as written."""
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def test_readme_library_example_runs():
+    blocks = python_blocks()
+    assert blocks, "README has no python example"
+    scope: dict = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    assert scope["metrics"]["grad_norm"].shape == (8,)
+    assert scope["eval_params"]["w"].shape == (64, 10)
+
+
+def test_readme_quick_start_is_two_commands():
+    text = README.read_text()
+    quick = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [l for l in quick.strip().splitlines() if l.strip()]
+    assert commands == ['pip install -e . && jaxsel compare', 'pip install -e ".[test]" && python -m pytest -q']

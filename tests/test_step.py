@@ -1,0 +1,130 @@
+"""The shard_map'd step: BSP exactness, local SGD sync invariants, trace-time guard."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import jaxsel
+from jaxsel.triggers import Trigger
+
+R, B, D, C = 8, 4, 5, 3
+
+
+def softmax_loss(params, batch):
+    logits = batch["x"] @ params["w"] + params["b"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+
+
+def make_params(seed=0):
+    k = jax.random.key(seed)
+    return {"w": 0.1 * jax.random.normal(k, (D, C)), "b": jnp.zeros(C)}
+
+
+def make_batches(steps, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
+            for _ in range(steps)]
+
+
+def run(strategy, mesh, batches, opt=None, params=None):
+    opt = opt or optax.sgd(0.1, momentum=0.9)
+    state = jaxsel.init_state(params or make_params(), opt, strategy, mesh)
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
+    history = []
+    for batch in batches:
+        state, metrics = step(state, batch)
+        history.append((jax.device_get(state.params), jax.device_get(metrics)))
+    return state, history
+
+
+def test_bsp_equals_single_device_on_concatenated_batch(mesh):
+    batches = make_batches(5)
+    state, _ = run(jaxsel.BSP(), mesh, batches)
+    opt = optax.sgd(0.1, momentum=0.9)
+    params = make_params()
+    opt_state = opt.init(params)
+    for batch in batches:  # one device, the whole N*b batch
+        grads = jax.grad(softmax_loss)(params, batch)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+    for name in params:
+        got = np.asarray(state.params[name])
+        for r in range(R):
+            np.testing.assert_allclose(got[r], np.asarray(params[name]), rtol=1e-5, atol=1e-6)
+
+
+def test_bsp_replicas_identical_and_bytes_counted(mesh):
+    state, history = run(jaxsel.BSP(), mesh, make_batches(3))
+    w = np.asarray(state.params["w"])
+    assert all(np.array_equal(w[0], w[r]) for r in range(R))
+    metrics = history[-1][1]
+    assert bool(metrics["synced"])
+    assert int(metrics["bytes_allreduced"]) == (D * C + C) * 4  # float32 gradients of w and b
+    assert metrics["grad_norm"].shape == (R,) and metrics["replica_loss"].shape == (R,)
+
+
+def test_localsgd_identical_after_sync_and_different_between(mesh):
+    period = 3
+    _, history = run(jaxsel.LocalSGD(period=period), mesh, make_batches(9))
+    for t, (params, metrics) in enumerate(history):
+        w = params["w"]
+        same = all(np.array_equal(w[0], w[r]) for r in range(R))
+        if (t + 1) % period == 0:
+            assert bool(metrics["synced"]) and same, f"step {t}: replicas differ right after a sync"
+            assert int(metrics["bytes_allreduced"]) == (D * C + C) * 4
+        else:
+            assert not bool(metrics["synced"]) and not same, f"step {t}: replicas equal between syncs"
+            assert int(metrics["bytes_allreduced"]) == 0
+
+
+def test_localsgd_sync_is_the_mean_of_locally_updated_params(mesh):
+    """At a sync step each replica updates locally, then parameters are averaged."""
+    batches = make_batches(2)
+    _, history = run(jaxsel.LocalSGD(period=2), mesh, batches, opt=optax.sgd(0.1))
+    before = history[0][0]
+    grads = [jax.grad(softmax_loss)({k: v[r] for k, v in before.items()},
+                                    {k: v[r * B:(r + 1) * B] for k, v in batches[1].items()}) for r in range(R)]
+    expect = np.mean([before["w"][r] - 0.1 * np.asarray(grads[r]["w"]) for r in range(R)], axis=0)
+    np.testing.assert_allclose(history[1][0]["w"][3], expect, rtol=1e-5, atol=1e-6)
+
+
+@dataclasses.dataclass(frozen=True)
+class PerReplicaTrigger(Trigger):
+    """Wrong on purpose: a per-replica decision with no pmax."""
+
+    def __call__(self, tstate, grad_norm, step, axis):
+        return tstate, grad_norm > 1.0, {}
+
+
+def test_non_replicated_trigger_raises_at_trace_time(mesh):
+    strategy = jaxsel.TriggeredStrategy(trigger=PerReplicaTrigger(), sync="params", name="bad")
+    opt = optax.sgd(0.1)
+    state = jaxsel.init_state(make_params(), opt, strategy, mesh)
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
+    with pytest.raises(jaxsel.NonReplicatedDecisionError, match="varies across the 'data' axis"):
+        step.lower(state, make_batches(1)[0])
+
+
+def test_consensus_is_replica_mean(mesh):
+    state, _ = run(jaxsel.LocalSGD(period=100), mesh, make_batches(2))
+    np.testing.assert_allclose(np.asarray(jaxsel.consensus(state)["w"]),
+                               np.asarray(state.params["w"]).mean(0), rtol=1e-6)
+    div = float(jaxsel.divergence(state.params))
+    w = np.asarray(state.params["w"]).reshape(R, -1)
+    b = np.asarray(state.params["b"]).reshape(R, -1)
+    flat = np.concatenate([w, b], 1)
+    assert div == pytest.approx(np.max(np.linalg.norm(flat - flat.mean(0), axis=1)), rel=1e-5)
+
+
+def test_bad_strategy_arguments():
+    with pytest.raises(ValueError, match="period must be an integer >= 1"):
+        jaxsel.LocalSGD(period=0)
+    with pytest.raises(ValueError, match="delta must be a number >= 0"):
+        jaxsel.SelSync(delta=-0.1)
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        jaxsel.SelSync(window=0)
+    with pytest.raises(ValueError, match="aggregate must be 'params' or 'grads'"):
+        jaxsel.SelSync(aggregate="both")
