@@ -21,6 +21,12 @@ class Aggregator:
     #: "allreduce" or "allgather": which collective the cost model should charge
     collective: str = "allreduce"
 
+    @property
+    def uses_sample_weights(self) -> bool:
+        """True when the aggregate weights replicas by `ctx.weight` (samples seen since
+        the last sync): the strategy must then count samples between syncs."""
+        return False
+
     def __call__(self, tree: Any, axis: str, ctx) -> Any:
         raise NotImplementedError
 
@@ -86,20 +92,44 @@ class TrimmedMean(Aggregator):
 @dataclasses.dataclass(frozen=True)
 class WeightedMean(Aggregator):
     """sum_i w_i x_i / sum_i w_i. `weights` fixed per replica, or None: the context's
-    per-replica weight (samples seen since the last sync, FedAvg's n_k)."""
+    per-replica weight, which strategies set to the samples seen since the last sync
+    (FedAvg's n_k). All-zero weights (nothing seen yet) fall back to the plain mean."""
 
     weights: tuple[float, ...] | None = None
 
-    def __call__(self, tree, axis, ctx=None):
+    def __post_init__(self):
+        if self.weights is not None:
+            w = tuple(float(x) for x in self.weights)
+            if any(not (x >= 0.0) for x in w) or not any(x > 0.0 for x in w):
+                raise ValueError(f"weighted mean weights must be >= 0 and not all zero, got {self.weights!r}")
+            object.__setattr__(self, "weights", w)
+
+    @property
+    def uses_sample_weights(self) -> bool:
+        return self.weights is None
+
+    def replica_weight(self, axis: str, ctx) -> jax.Array:
+        """This replica's weight (fixed, or `ctx.weight`)."""
         if self.weights is not None:
             n = lax.axis_size(axis)
             if len(self.weights) != n:
                 raise ValueError(f"weighted mean has {len(self.weights)} weights for {n} replicas")
-            w = jnp.asarray(self.weights, jnp.float32)[lax.axis_index(axis)]
-        else:
-            w = jnp.asarray(ctx.weight, jnp.float32)
-        total = lax.psum(w, axis)
-        return _float_only(lambda x: (lax.psum(w * x, axis) / total).astype(x.dtype))(tree, axis)
+            return jnp.asarray(self.weights, jnp.float32)[lax.axis_index(axis)]
+        if ctx is None or getattr(ctx, "weight", None) is None:
+            raise ValueError("weighted mean without fixed weights needs a StepContext carrying `weight`")
+        return jnp.asarray(ctx.weight, jnp.float32)
+
+    def __call__(self, tree, axis, ctx=None):
+        return weighted_mean(tree, axis, self.replica_weight(axis, ctx))
+
+
+def weighted_mean(tree: Any, axis: str, w: jax.Array, fallback=1.0) -> Any:
+    """sum_i w_i x_i / sum_i w_i over `axis`; if every weight is zero, the `fallback`
+    weights are used instead (default: the plain mean)."""
+    total = lax.psum(w, axis)
+    w = jnp.where(total > 0, w, jnp.asarray(fallback, jnp.float32))
+    total = lax.psum(w, axis)
+    return _float_only(lambda x: (lax.psum(w * x, axis) / total).astype(x.dtype))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +146,43 @@ class RandomReplica(Aggregator):
         return _float_only(lambda x: lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), axis))(tree, axis)
 
 
+@dataclasses.dataclass(frozen=True)
+class ClientSampled(Aggregator):
+    """FedAvg's client sampling: a fraction C of the replicas, drawn anew at every sync
+    (without replacement, at least one), is averaged; the others' updates of the round
+    are discarded and every replica adopts the result, as a non-selected client would
+    receive the new global model at the next round. The draw uses a key from the
+    replicated step, so every replica agrees on it. `base`: "weighted" (by samples seen
+    since the last sync, FedAvg) or "mean" (uniform over participants)."""
+
+    fraction: float = 1.0
+    base: str = "weighted"
+    seed: int = 0
+
+    def __post_init__(self):
+        if not (0.0 < float(self.fraction) <= 1.0):
+            raise ValueError(f"client fraction C must be in (0, 1], got {self.fraction!r}")
+        if self.base not in ("weighted", "mean"):
+            raise ValueError(f"client sampling averages with 'weighted' or 'mean', got {self.base!r}")
+
+    @property
+    def uses_sample_weights(self) -> bool:
+        return self.base == "weighted"
+
+    def participants(self, n: int, step) -> jax.Array:
+        """Boolean mask of length n: the replicas taking part in the sync at `step`."""
+        m = max(1, int(round(float(self.fraction) * n)))
+        key = jax.random.fold_in(jax.random.key(self.seed), step)
+        chosen = jax.random.choice(key, n, (m,), replace=False)
+        return jnp.zeros((n,), bool).at[chosen].set(True)
+
+    def __call__(self, tree, axis, ctx):
+        n = lax.axis_size(axis)
+        mine = self.participants(n, ctx.step)[lax.axis_index(axis)]
+        w = jnp.asarray(ctx.weight, jnp.float32) if self.base == "weighted" else jnp.float32(1.0)
+        return weighted_mean(tree, axis, jnp.where(mine, w, 0.0), fallback=mine.astype(jnp.float32))
+
+
 AGGREGATORS = {
     "mean": Mean,
     "weighted": WeightedMean,
@@ -125,6 +192,7 @@ AGGREGATORS = {
     "trimmed": TrimmedMean,
     "random": RandomReplica,
 }
+# ClientSampled is built by FedAvg(fraction=C), not by name.
 
 
 def get_aggregator(spec: str | Aggregator) -> Aggregator:
@@ -137,5 +205,9 @@ def get_aggregator(spec: str | Aggregator) -> Aggregator:
     if arg:
         if name != "trimmed":
             raise ValueError(f"aggregator {name!r} takes no argument (got {spec!r}); only trimmed:K does")
-        return TrimmedMean(k=int(arg))
+        try:
+            k = int(arg)
+        except ValueError:
+            raise ValueError(f"trimmed mean needs an integer K in 'trimmed:K', got {spec!r}") from None
+        return TrimmedMean(k=k)
     return AGGREGATORS[name]()

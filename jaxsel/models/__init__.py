@@ -10,9 +10,13 @@ from typing import Callable
 
 from flax import nnx
 
+from .alexnet import AlexNet
 from .cnn import SmallCNN
 from .functional import FunctionalModel, count_params
 from .mlp import MLP
+from .resnet import ResNet, cifar_resnet, resnet
+from .transformer import TransformerLM, lm_loss
+from .vgg import VGG
 
 
 def _mlp(input_shape, num_classes, rngs):
@@ -24,9 +28,53 @@ def _cnn(input_shape, num_classes, rngs):
     return SmallCNN(channels, num_classes, rngs=rngs)
 
 
+def _channels(input_shape):
+    return input_shape[-1] if len(input_shape) == 3 else 1
+
+
+def _resnet(depth):
+    """ImageNet-family ResNet; the CIFAR stem for inputs up to 64 pixels a side, else ImageNet's."""
+    def make(input_shape, num_classes, rngs):
+        stem = "cifar" if max(input_shape[:2]) <= 64 else "imagenet"
+        return resnet(depth, num_classes, _channels(input_shape), stem, rngs=rngs)
+    return make
+
+
+def _cifar_resnet(depth):
+    """CIFAR-family ResNet with parameter-free (option A) shortcuts, as He et al."""
+    def make(input_shape, num_classes, rngs):
+        return cifar_resnet(depth, num_classes, _channels(input_shape), rngs=rngs)
+    return make
+
+
+def _vgg11(input_shape, num_classes, rngs):
+    if min(input_shape[:2]) < 32:
+        raise ValueError(f"vgg11 pools 5 times and needs inputs of at least 32x32, got {input_shape}")
+    return VGG(num_classes, _channels(input_shape), rngs=rngs)
+
+
+def _alexnet(input_shape, num_classes, rngs):
+    return AlexNet(num_classes, _channels(input_shape), rngs=rngs)
+
+
+def _transformer_lm(input_shape, num_classes, rngs):
+    """input_shape = (seq_len,), num_classes = vocabulary size."""
+    return TransformerLM(num_classes, int(input_shape[0]), rngs=rngs)
+
+
 MODEL_REGISTRY: dict[str, Callable] = {
     "mlp": _mlp,
     "cnn": _cnn,
+    "resnet18": _resnet(18),
+    "resnet34": _resnet(34),
+    "resnet50": _resnet(50),
+    "resnet101": _resnet(101),
+    "resnet20": _cifar_resnet(20),
+    "resnet32": _cifar_resnet(32),
+    "resnet56": _cifar_resnet(56),
+    "vgg11": _vgg11,
+    "alexnet": _alexnet,
+    "transformer_lm": _transformer_lm,
 }
 
 

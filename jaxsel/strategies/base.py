@@ -64,6 +64,12 @@ class StepContext:
     weight: jax.Array      # this replica's sample count this step (FedAvg weights)
 
 
+def byte_count(nbytes, when=True) -> jax.Array:
+    """`nbytes` where `when` holds, else 0, as the step's integer byte metric."""
+    dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    return jnp.asarray(when).astype(dtype) * jnp.asarray(nbytes, dtype)
+
+
 def local_update(rs: TrainState, grads, ctx: StepContext) -> TrainState:
     """One optimizer step of this replica on `grads`."""
     updates, opt_state = ctx.optimizer.update(grads, rs.opt_state, rs.params)
@@ -112,7 +118,20 @@ class TriggeredStrategy(Strategy):
         object.__setattr__(self, "aggregator", get_aggregator(self.aggregator))
 
     def init(self, params, opt_state, n):
-        return {"trigger": self.trigger.init()}
+        state = {"trigger": self.trigger.init()}
+        if self.aggregator.uses_sample_weights:
+            state["samples"] = jnp.zeros((), jnp.float32)  # samples in params since the last sync
+        return state
+
+    def sample_weight(self, strategy_state, ctx: StepContext) -> tuple[StepContext, Any]:
+        """(context whose `weight` is what a sync this step aggregates, counter after a
+        local step). "params" aggregates the pre-update parameters (samples so far);
+        "model" the post-update ones (this batch too); "grads" this batch's gradients."""
+        if "samples" not in strategy_state:
+            return ctx, None
+        seen = strategy_state["samples"]
+        weight = {"params": seen, "model": seen + ctx.weight, "grads": ctx.weight}[self.sync]
+        return dataclasses.replace(ctx, weight=weight), seen + ctx.weight
 
     def synced_bytes(self, rs: TrainState, grads) -> int:
         """Exact bytes each replica puts into the sync collective(s)."""
@@ -141,16 +160,20 @@ class TriggeredStrategy(Strategy):
     def apply(self, rs, grads, grad_norm, ctx):
         tstate, decide, tmetrics = self.trigger(rs.strategy_state["trigger"], grad_norm, ctx.step, ctx.axis)
         ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
+        sync_ctx, seen = self.sample_weight(rs.strategy_state, ctx)
         rs = rs.replace(strategy_state={**rs.strategy_state, "trigger": tstate})
         if isinstance(decide, (bool, int)):  # static decision: no cond, no dead branch
-            rs = self.sync_update(rs, grads, ctx) if decide else local_update(rs, grads, ctx)
+            rs = self.sync_update(rs, grads, sync_ctx) if decide else local_update(rs, grads, ctx)
         else:
             rs = lax.cond(
                 decide,
-                lambda op: self.sync_update(op[0], op[1], ctx),
+                lambda op: self.sync_update(op[0], op[1], sync_ctx),
                 lambda op: to_varying(local_update(op[0], op[1], ctx), ctx.axis),
                 (rs, grads),
             )
+        if seen is not None:  # after a params sync this step's own update is already in
+            after_sync = ctx.weight if self.sync == "params" else jnp.zeros_like(seen)
+            rs = rs.replace(strategy_state={**rs.strategy_state, "samples": jnp.where(decide, after_sync, seen)})
         decide = jnp.asarray(decide)
         moved = decide.astype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32) * self.synced_bytes(rs, grads)
         shared = {"synced": decide, "bytes_allreduced": moved + self.trigger.vote_bytes}

@@ -6,14 +6,27 @@ from typing import Any, Callable
 
 from .base import Strategy
 from .bsp import BSP
+from .diloco import DiLoCo
 from .localsgd import FedAvg, LocalSGD
+from .postlocal import PostLocalSGD
 from .selsync import SelSync
+from .ssdsgd import SSDSGD
+from .ssp import ASP, SSP
+from .superstep import Superstep
+from .syncswitch import SyncSwitch
 
 STRATEGIES: dict[str, Callable[..., Strategy]] = {
     "bsp": BSP,
     "localsgd": LocalSGD,
     "fedavg": FedAvg,
     "selsync": SelSync,
+    "ssp": SSP,            # emulated staleness
+    "asp": ASP,            # emulated, s = N - 1
+    "syncswitch": SyncSwitch,
+    "ssdsgd": SSDSGD,
+    "postlocalsgd": PostLocalSGD,
+    "diloco": DiLoCo,
+    "superstep": Superstep,
 }
 
 

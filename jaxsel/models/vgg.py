@@ -1,0 +1,53 @@
+"""VGG with BatchNorm (Simonyan & Zisserman 2015), sized for CIFAR: SelSync's VGG-11 / CIFAR-100.
+
+Five 2x2 max-pools take a 32x32 image to 1x1x512, so the ImageNet classifier (7x7x512 ->
+4096 -> 4096) is replaced, as CIFAR ports of VGG do, by linear layers on the 512 features.
+Default: one linear layer 512 -> classes (VGG-11: 9,231,114 parameters for 10 classes,
+9,277,284 for 100); `hidden=(512, 512)` gives the three-layer variant (~9.76M).
+Convs keep their bias as in the published BN variant (redundant before BN, but it is what
+the parameter counts assume). Larger inputs are average-pooled to 1x1 before the classifier.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from flax import nnx
+
+# Configuration "A" of the paper (VGG-11): channels of each 3x3 conv, "M" = 2x2 max-pool.
+VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+class VGG(nnx.Module):
+    def __init__(
+        self,
+        num_classes: int,
+        in_channels: int = 3,
+        config: Sequence = VGG11,
+        hidden: Sequence[int] = (),
+        *,
+        rngs: nnx.Rngs,
+    ):
+        convs, bns, pools, cin = [], [], [], in_channels
+        for item in config:
+            if item == "M":  # pool after the last conv so far
+                pools.append(len(convs) - 1)
+                continue
+            convs.append(nnx.Conv(cin, item, (3, 3), padding=((1, 1), (1, 1)), rngs=rngs))
+            bns.append(nnx.BatchNorm(item, momentum=0.9, epsilon=1e-5, rngs=rngs))
+            cin = item
+        self.convs, self.bns, self.pool_after = nnx.List(convs), nnx.List(bns), tuple(pools)
+        sizes = [cin, *hidden]
+        self.hidden = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
+        self.head = nnx.Linear(sizes[-1], num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        if x.ndim == 3:  # (batch, H, W): single-channel images
+            x = x[..., None]
+        for i, (conv, bn) in enumerate(zip(self.convs, self.bns)):
+            x = nnx.relu(bn(conv(x)))
+            if i in self.pool_after:
+                x = nnx.max_pool(x, (2, 2), strides=(2, 2))
+        x = x.mean(axis=(1, 2))
+        for layer in self.hidden:
+            x = nnx.relu(layer(x))
+        return self.head(x)

@@ -1,0 +1,319 @@
+"""The rest of the methods: SSP/ASP emulation, Sync-Switch, SSD-SGD, post-local SGD,
+DiLoCo, FedAvg client sampling, supersteps, the registry, and the BSP-fraction search."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import jaxsel
+from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.strategies.syncswitch_search import search_bsp_fraction
+from jaxsel.strategies.base import TriggeredStrategy
+from jaxsel.triggers import Never
+
+R, B, D, C = 8, 4, 5, 3
+LR = 0.1
+
+
+# ---------------------------------------------------------------- models and runs
+
+def softmax_loss(params, batch):
+    logits = batch["x"] @ params["w"] + params["b"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+
+
+def softmax_params():
+    return {"w": 0.1 * jax.random.normal(jax.random.key(0), (D, C)), "b": jnp.zeros(C)}
+
+
+def softmax_batches(steps, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
+            for _ in range(steps)]
+
+
+def linear_loss(params, batch):
+    """Gradient = the mean of the replica's rows of c: known per replica and step."""
+    return jnp.mean(batch["c"] @ params["w"])
+
+
+def linear_batches(steps, seed=1):
+    rng = np.random.default_rng(seed)
+    return [{"c": rng.normal(size=(R * B, D)).astype(np.float32)} for _ in range(steps)]
+
+
+def linear_grads(batch):
+    """(R, D): replica r's gradient for this batch."""
+    return batch["c"].reshape(R, B, D).mean(axis=1)
+
+
+def run(strategy, mesh, batches, loss=softmax_loss, params=None, opt=None, before_step=None):
+    opt = opt or optax.sgd(LR, momentum=0.9)
+    params = params if params is not None else softmax_params()
+    state = jaxsel.init_state(params, opt, strategy, mesh)
+    step = jaxsel.make_train_step(loss, opt, strategy, mesh)
+    history = []
+    for t, batch in enumerate(batches):
+        if before_step is not None:
+            state = before_step(t, state)
+        state, metrics = step(state, batch)
+        history.append((jax.device_get(state), jax.device_get(metrics)))
+    return state, history
+
+
+def identical(tree):
+    return all(np.array_equal(x[0], x[r]) for x in jax.tree.leaves(tree) for r in range(R))
+
+
+# ----------------------------------------------------------------------- SSP / ASP
+
+def test_ssp_zero_equals_bsp_exactly(mesh):
+    batches = softmax_batches(4)
+    bsp, _ = run(jaxsel.BSP(), mesh, batches)
+    ssp, hist = run(jaxsel.SSP(staleness=0), mesh, batches)
+    for a, b in zip(jax.tree.leaves(bsp.params), jax.tree.leaves(ssp.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert bool(hist[-1][1]["synced"])
+
+
+@pytest.mark.parametrize("staleness", [2, None])  # None: ASP, s = N - 1
+def test_ssp_applies_others_gradients_s_steps_late(mesh, staleness):
+    s = R - 1 if staleness is None else staleness
+    T = s + 3
+    batches = linear_batches(T)
+    w0 = np.zeros(D, np.float32)
+    strategy = jaxsel.SSP(staleness=staleness)
+    _, hist = run(strategy, mesh, batches, loss=linear_loss, params={"w": jnp.asarray(w0)}, opt=optax.sgd(LR))
+    g = np.stack([linear_grads(b) for b in batches])  # (T, R, D)
+    prev = np.broadcast_to(w0, (R, D))
+    for t, (state, metrics) in enumerate(hist):
+        others = (g[t - s].sum(0) - g[t - s]) if t >= s else 0.0   # sum_{j != i} g_j(t - s)
+        want = prev - LR * (g[t] + others) / R
+        np.testing.assert_allclose(state.params["w"], want, rtol=1e-5, atol=1e-6, err_msg=f"step {t}")
+        prev = np.asarray(state.params["w"])
+        assert not bool(metrics["synced"]) and int(metrics["bytes_allreduced"]) == D * 4
+    assert "emulated" in strategy.describe()
+
+
+def test_asp_with_momentum_feeds_combined_gradient_to_optimizer(mesh):
+    batches = linear_batches(R + 1)
+    opt = optax.sgd(LR, momentum=0.9)
+    _, hist = run(jaxsel.ASP(), mesh, batches, loss=linear_loss, params={"w": jnp.zeros(D)}, opt=opt)
+    g, s = np.stack([linear_grads(b) for b in batches]), R - 1
+    for r in (0, 5):
+        w, ostate = jnp.zeros(D), opt.init(jnp.zeros(D))
+        for t in range(len(batches)):
+            others = (g[t - s].sum(0) - g[t - s][r]) if t >= s else 0.0
+            u, ostate = opt.update(jnp.asarray((g[t][r] + others) / R), ostate, w)
+            w = optax.apply_updates(w, u)
+        np.testing.assert_allclose(hist[-1][0].params["w"][r], w, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- Sync-Switch
+
+@pytest.mark.parametrize("lr_scale", [1.0, 0.5])
+def test_syncswitch_bsp_then_async_with_rescaled_lr(mesh, lr_scale):
+    switch, s, T = 3, R - 1, 3 + R + 1
+    batches = linear_batches(T)
+    strat = jaxsel.SyncSwitch(bsp_fraction=0.25, total_steps=12, lr_scale=lr_scale)
+    assert strat.switch_step == switch
+    _, hist = run(strat, mesh, batches, loss=linear_loss, params={"w": jnp.zeros(D)}, opt=optax.sgd(LR))
+    g = np.stack([linear_grads(b) for b in batches])
+    prev = np.zeros((R, D))
+    for t, (state, m) in enumerate(hist):
+        if t < switch:   # BSP: every replica applies lr * mean gradient
+            want = prev - LR * g[t].mean(0)
+            assert bool(m["synced"]) and not bool(m["asynchronous"]) and identical(state.params)
+        else:            # emulated ASP: each gradient enters with lr * lr_scale / N
+            tau = t - s
+            others = (g[tau].sum(0) - g[tau]) if tau >= switch else 0.0  # nothing stale from BSP steps
+            want = prev - LR * lr_scale * (g[t] + others) / R
+            assert not bool(m["synced"]) and bool(m["asynchronous"])
+        np.testing.assert_allclose(state.params["w"], want, rtol=1e-5, atol=1e-6, err_msg=f"step {t}")
+        prev = np.asarray(state.params["w"])
+
+
+@pytest.mark.parametrize("rule", ["reset", "scale"])
+def test_syncswitch_momentum_rule_at_the_switch(mesh, rule):
+    switch, mu = 2, 0.9
+    batches = linear_batches(switch + 1)
+    opt = optax.sgd(LR, momentum=mu)
+    strat = jaxsel.SyncSwitch(switch_step=switch, momentum=rule)
+    _, hist = run(strat, mesh, batches, loss=linear_loss, params={"w": jnp.zeros(D)}, opt=opt)
+    g = np.stack([linear_grads(b) for b in batches])
+    trace = np.zeros(D)
+    for t in range(switch):
+        trace = mu * trace + g[t].mean(0)
+    carried = {"reset": 0.0, "scale": 1.0 / R}[rule] * trace
+    before = hist[switch - 1][0].params["w"]
+    after = hist[switch][0].params["w"]
+    for r in range(R):  # first async step: nothing stale yet, own gradient / N
+        new_trace = mu * carried + g[switch][r] / R
+        np.testing.assert_allclose(after[r], before[r] - LR * new_trace, rtol=1e-5, atol=1e-6)
+
+
+def test_syncswitch_online_follows_a_straggler_and_drains_back_to_bsp(mesh):
+    T, slow_steps = 8, range(2, 5)  # replica 2 is 3x slower on steps 2, 3, 4
+
+    def feed(t, state):
+        times = np.ones(R, np.float32)
+        if t in slow_steps:
+            times[2] = 3.0
+        return jaxsel.feed_step_times(state, times)
+
+    strat = jaxsel.SyncSwitch(policy="online", step_times="state", straggler_factor=2.0, straggler_steps=2)
+    batches = linear_batches(T)
+    _, hist = run(strat, mesh, batches, loss=linear_loss, params={"w": jnp.zeros(D)}, opt=optax.sgd(LR),
+                  before_step=feed)
+    modes = [bool(m["asynchronous"]) for _, m in hist]
+    assert modes == [False, False, False, True, True, False, False, False]  # 2 consecutive slow steps
+    g = np.stack([linear_grads(b) for b in batches])
+    state = hist[5][0]  # back to BSP: stale gradients drained, one model again
+    assert identical(state.params)
+    np.testing.assert_allclose(state.params["w"][0], -LR * g[:6].mean(1).sum(0), rtol=1e-5, atol=1e-6)
+    assert int(hist[5][1]["bytes_allreduced"]) > int(hist[4][1]["bytes_allreduced"])  # drain averages
+
+
+def test_syncswitch_online_simulated_stragglers_from_costmodel(mesh):
+    strat = jaxsel.SyncSwitch(policy="online", total_steps=4, stragglers="fixed:factor=3,replicas=1",
+                              straggler_steps=2)
+    _, hist = run(strat, mesh, softmax_batches(4))
+    # step t sees the times of step t-1 (step 0 sees none): slow at 1 and 2 -> async from 2
+    assert [bool(m["asynchronous"]) for _, m in hist] == [False, False, True, True]
+    grad_bytes = (D * C + C) * 4
+    assert int(hist[0][1]["bytes_allreduced"]) == grad_bytes + 12  # + the step-time exchange
+    assert int(hist[0][1]["vote_bytes"]) == 0  # the straggler monitor holds no barrier
+
+
+# -------------------------------------------------------------------------- SSD-SGD
+
+def test_ssdsgd_local_equals_global_after_each_pull(mesh):
+    k, warm, T = 3, 2, 11
+    _, hist = run(jaxsel.SSDSGD(k=k, warmup_steps=warm), mesh, softmax_batches(T))
+    grad_bytes = (D * C + C) * 4
+    for t, (state, m) in enumerate(hist):
+        local, glob = state.params, state.strategy_state["global"]
+        assert identical(glob), f"step {t}: global weights differ across replicas"
+        assert int(m["bytes_allreduced"]) == grad_bytes  # gradients reduce every step
+        pulled = t >= warm and (t - warm + 1) % k == 0
+        if t < warm or pulled:
+            assert bool(m["synced"]) and identical(local)
+            for a, b in zip(jax.tree.leaves(local), jax.tree.leaves(glob)):
+                np.testing.assert_array_equal(a, b)
+        else:
+            assert not bool(m["synced"]) and not identical(local)
+
+
+def test_ssdsgd_glu_formula(mesh):
+    k, warm, beta, scale = 4, 1, 0.25, 4.0
+    batches = linear_batches(4)
+    strat = jaxsel.SSDSGD(k=k, warmup_steps=warm, glu_beta=beta, local_lr_scale=scale)
+    _, hist = run(strat, mesh, batches, loss=linear_loss, params={"w": jnp.zeros(D)}, opt=optax.sgd(LR))
+    g = np.stack([linear_grads(b) for b in batches])
+    glob = -LR * g[0].mean(0)                  # warm-up step: BSP
+    local = np.broadcast_to(glob, (R, D)).copy()
+    anchor = glob
+    for t in range(warm, 4):
+        glob = glob - LR * g[t].mean(0)
+        local = local - scale * LR * g[t] + beta * (anchor - local)
+        np.testing.assert_allclose(hist[t][0].params["w"], local, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(hist[t][0].strategy_state["global"]["w"][0], glob, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------ post-local SGD, DiLoCo
+
+def test_postlocalsgd_sync_schedule(mesh):
+    switch, period, T = 3, 2, 9
+    _, hist = run(jaxsel.PostLocalSGD(switch_step=switch, period=period), mesh, softmax_batches(T))
+    synced = [bool(m["synced"]) for _, m in hist]
+    assert synced == [t < switch or (t - switch + 1) % period == 0 for t in range(T)]
+    for t, (state, _) in enumerate(hist):
+        assert identical(state.params) == synced[t], f"step {t}"
+
+
+def test_diloco_with_plain_outer_sgd_equals_localsgd(mesh):
+    H, batches = 3, softmax_batches(7)
+    local, _ = run(jaxsel.LocalSGD(period=H), mesh, batches)
+    dil, hist = run(jaxsel.DiLoCo(inner_steps=H, outer_lr=1.0, outer_momentum=0.0), mesh, batches)
+    for a, b in zip(jax.tree.leaves(local.params), jax.tree.leaves(dil.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    assert [bool(m["synced"]) for _, m in hist] == [(t + 1) % H == 0 for t in range(7)]
+
+
+def test_diloco_nesterov_outer_step_is_replicated(mesh):
+    _, hist = run(jaxsel.DiLoCo(inner_steps=2), mesh, softmax_batches(4))
+    state = hist[-1][0]
+    assert identical(state.params) and identical(state.strategy_state["outer"])
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(state.strategy_state["global"])):
+        np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------- FedAvg, supersteps, the registry
+
+def test_fedavg_client_sampling_averages_the_drawn_replicas(mesh):
+    batches = softmax_batches(2)
+    fed = jaxsel.FedAvg(period=2, fraction=0.5, seed=4)
+    _, hist = run(fed, mesh, batches)
+    apart, _ = run(TriggeredStrategy(trigger=Never(), sync="model"), mesh, batches)
+    mask = np.asarray(fed.aggregator.participants(R, jnp.int32(1)))
+    for name in ("w", "b"):
+        want = np.asarray(apart.params[name])[mask].mean(0)
+        for r in range(R):
+            np.testing.assert_allclose(hist[-1][0].params[name][r], want, rtol=1e-5, atol=1e-6)
+    assert hist[0][0].strategy_state["samples"][0] == B  # samples seen since the last sync
+    assert hist[1][0].strategy_state["samples"][0] == 0
+
+
+def test_superstep_period_is_epochs_times_steps_per_epoch(mesh):
+    strat = build_strategy("superstep", {"epochs": 2, "aggregator": "median"}, steps_per_epoch=2)
+    assert strat.trigger.period == 4 and strat.name == "superstep"
+    _, hist = run(strat, mesh, softmax_batches(8))
+    assert [bool(m["synced"]) for _, m in hist] == [(t + 1) % 4 == 0 for t in range(8)]
+    assert identical(hist[3][0].params) and not identical(hist[4][0].params)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_registered_strategy_builds_and_runs(mesh, name):
+    strat = build_strategy(name, {"period": 2}, replicas=R, total_steps=3, steps_per_epoch=2, base_lr=LR)
+    _, hist = run(strat, mesh, softmax_batches(3))
+    for _, m in hist:
+        assert np.isfinite(m["loss"]) and "synced" in m and int(m["bytes_allreduced"]) >= 0
+    assert strat.describe()
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: jaxsel.SSP(staleness=-1), "staleness"),
+    (lambda: jaxsel.SyncSwitch(policy="sometimes", switch_step=1), "policy"),
+    (lambda: jaxsel.SyncSwitch(momentum="flip", switch_step=1), "momentum rule"),
+    (lambda: jaxsel.SyncSwitch(), "total_steps"),
+    (lambda: jaxsel.SyncSwitch(policy="online", total_steps=5, stragglers="slowish"), "straggler model"),
+    (lambda: jaxsel.SSDSGD(k=0), "pull period"),
+    (lambda: jaxsel.DiLoCo(inner_steps=0), "period"),
+    (lambda: jaxsel.PostLocalSGD(), "switch_step"),
+    (lambda: jaxsel.Superstep(epochs=1), "steps_per_epoch"),
+    (lambda: jaxsel.FedAvg(fraction=0.0), "fraction"),
+    (lambda: jaxsel.FedAvg(fraction=0.5, aggregator="median"), "client sampling"),
+])
+def test_bad_options_raise_clear_errors(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+# ------------------------------------------------------------- BSP-fraction search
+
+def test_search_bsp_fraction_finds_the_smallest_good_fraction():
+    calls = []
+
+    def fake_train(fraction):  # accuracy rises with the BSP share, saturating at BSP's 0.92
+        calls.append(fraction)
+        return min(0.92, 0.8 + fraction)
+
+    res = search_bsp_fraction(fake_train, tolerance=0.01)
+    assert res.fraction == pytest.approx(8 / 64) and res.reference_accuracy == pytest.approx(0.92)
+    assert res.accuracy >= 0.91 and len(calls) == len(set(calls)) <= 8
+    res = search_bsp_fraction(fake_train, tolerance=0.5, reference_accuracy=0.92, resolution=0.25)
+    assert res.fraction == 0.0
+    with pytest.raises(ValueError, match="tolerance"):
+        search_bsp_fraction(fake_train, tolerance=-1)
