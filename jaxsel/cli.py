@@ -36,7 +36,7 @@ def _kv_options(pairs: list[str] | None) -> dict:
 
 def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g = p.add_argument_group("training")
-    g.add_argument("--dataset", default="digits", help="dataset name (embedded: digits)")
+    g.add_argument("--dataset", default="digits", help="dataset name (`jaxsel datasets` lists them)")
     g.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
     g.add_argument("--replicas", type=int, default=8, help="data-parallel replicas (devices)")
@@ -47,7 +47,17 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--momentum", type=float, default=0.9)
     g.add_argument("--weight-decay", type=float, default=0.0)
     g.add_argument("--clip-norm", type=float, default=None)
-    g.add_argument("--partition", default="seldp", help="data partitioning (seldp, disjoint, ...)")
+    g.add_argument("--partition", default="seldp",
+                   help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
+    g.add_argument("--partition-opt", action="append", metavar="KEY=VALUE",
+                   help="partitioner option, e.g. classes_per_replica=1 or alpha=0.5 (dirichlet)")
+    g.add_argument("--inject", default=None, metavar="ALPHA,BETA",
+                   help="SelSync data injection: ceil(ALPHA*C) foreign classes, BETA*b*N/C samples each")
+    g.add_argument("--dataset-opt", action="append", metavar="KEY=VALUE",
+                   help="dataset option: seq_len, in_memory, records_per_window, num_samples, seed")
+    g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
+                   help="on-device random crop + flip (auto: the dataset's default)")
+    g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--eval-every", type=int, default=50)
     g.add_argument("--log-every", type=int, default=10)
@@ -67,6 +77,13 @@ def config_from_args(args, strategy: str, out_dir: str | None):
 
     options = {"period": args.period, "delta": args.delta, "window": args.window,
                "alpha": args.alpha, "aggregator": args.aggregator, **_kv_options(args.opt)}
+    partition_options = _kv_options(getattr(args, "partition_opt", None))
+    if getattr(args, "inject", None):
+        try:
+            alpha, beta = (float(v) for v in args.inject.split(","))
+        except ValueError:
+            raise UsageError(f"--inject expects ALPHA,BETA (two numbers), got {args.inject!r}") from None
+        partition_options["injection"] = (alpha, beta)
     return TrainConfig(
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
@@ -75,6 +92,10 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
         seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
         data_dir=args.data_dir, out_dir=out_dir, progress=not args.no_progress,
+        partition_options=partition_options,
+        dataset_options=_kv_options(getattr(args, "dataset_opt", None)),
+        augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
+        eval_examples=getattr(args, "eval_examples", None),
     )
 
 
@@ -139,6 +160,19 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_datasets(args) -> int:
+    """List every known dataset and whether it is ready in the data dir."""
+    from .data.sources import KNOWN, resolve_data_dir, status
+
+    root = resolve_data_dir(args.data_dir)
+    print(f"data dir: {root}")
+    print(f"{'name':<14} {'kind':<13} {'TFDS name':<13} status")
+    for name, spec in sorted(KNOWN.items(), key=lambda kv: (kv[1].builder is None, kv[0])):
+        line = f"{name:<14} {spec.kind:<13} {spec.source_name:<13} {status(name, root)}"
+        print(line + (f"\n{'':<42}{spec.description}" if args.verbose and spec.description else ""))
+    return 0
+
+
 COMMANDS = {}
 
 
@@ -158,6 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
     p.set_defaults(func=cmd_train)
 
+    p = sub.add_parser("datasets", help="list known datasets and which are prepared locally")
+    p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also describe each dataset")
+    p.set_defaults(func=cmd_datasets)
+
     for name, (register, _) in COMMANDS.items():
         register(sub)
     return parser
@@ -171,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (UsageError, ValueError) as err:
+    except (UsageError, ValueError, FileNotFoundError) as err:  # FileNotFoundError: DatasetNotPrepared
         print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -31,11 +31,12 @@ def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path) -> li
 
 
 def format_table(rows: list[dict]) -> str:
-    head = f"{'strategy':<22} {'test acc':>9} {'sync frac':>9} {'MB all-reduced':>15} {'wall s':>8}"
+    w = max([8] + [len(r.get("label", r["strategy"])) for r in rows])
+    head = f"{'strategy':<{w}} {'test acc':>9} {'sync frac':>9} {'MB all-reduced':>15} {'wall s':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r.get('label', r['strategy']):<22} {r['final_test_accuracy']:>9.4f} {r['sync_fraction']:>9.3f} "
+            f"{r.get('label', r['strategy']):<{w}} {r['final_test_accuracy']:>9.4f} {r['sync_fraction']:>9.3f} "
             f"{r['bytes_allreduced'] / 1e6:>15.2f} {r['wall_time_s']:>8.2f}"
         )
     return "\n".join(lines)

@@ -19,13 +19,20 @@ import numpy as np
 import optax
 
 from . import parallel
-from .data import Loader, load_arrays, make_partition
+from .data import Loader
+from .data.pipeline import build_input
 from .data.sources import KNOWN
 from .models import FunctionalModel, build_model
 from .optim import build_optimizer
 from .state import consensus, consensus_model_state, divergence, init_state
 from .step import make_train_step
 from .strategies.registry import build_strategy
+
+
+# Simulated CPU devices share a few cores: with dozens of collective steps queued, XLA's
+# CPU rendezvous can time out (observed at 50+ queued BSP steps on 2 cores). On CPU the
+# loop waits for the device every this many steps; on accelerators it never waits per step.
+CPU_MAX_INFLIGHT = 8
 
 
 @dataclasses.dataclass
@@ -51,6 +58,14 @@ class TrainConfig:
     data_dir: str | None = None
     out_dir: str | None = None      # metrics.jsonl and config.json go here when set
     progress: bool = True
+    # data pipeline (jaxsel/data): dataset_options: seq_len, in_memory, records_per_window
+    # (token/big sets), num_samples/seed (mnist1d); partition_options may hold
+    # injection=(alpha, beta); augment None = the dataset's default crop+flip
+    dataset_options: dict = dataclasses.field(default_factory=dict)
+    augment: bool | None = None
+    prefetch: int = 2               # batches placed on the devices ahead of the step
+    loader_workers: int = 2         # host threads building batches (decoding big images)
+    eval_examples: int | None = None  # evaluate on the first N test examples (None: all)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad value and what is allowed."""
@@ -96,25 +111,17 @@ def make_eval_fn(fm: FunctionalModel, spec, batch_size: int = 512):
     logits_fn = jax.jit(fm.logits_fn(spec.input_key))
 
     def evaluate(params, model_state, arrays) -> dict:
-        correct, total_loss, n = 0, 0.0, len(arrays[spec.label_key])
-        for i in range(0, n, batch_size):
+        correct, total_loss, n, rows = 0, 0.0, 0, len(arrays[spec.label_key])
+        for i in range(0, rows, batch_size):
             batch = {k: v[i:i + batch_size] for k, v in arrays.items()}
             logits = logits_fn(params, model_state, batch)
             labels = batch[spec.label_key]
             correct += int(jnp.sum(jnp.argmax(logits, -1) == labels))
             total_loss += float(optax.softmax_cross_entropy_with_integer_labels(logits, labels).sum())
+            n += int(np.size(labels))  # per token for language models
         return {"test_accuracy": correct / n, "test_loss": total_loss / n}
 
     return evaluate
-
-
-def normalizer(spec):
-    """Host-side transform: raw inputs -> float32 scaled by the dataset's range."""
-    def transform(batch):
-        out = dict(batch)
-        out[spec.input_key] = batch[spec.input_key].astype(np.float32) / spec.scale
-        return out
-    return transform
 
 
 @dataclasses.dataclass
@@ -136,15 +143,9 @@ class Run:
 def build_run(cfg: TrainConfig) -> Run:
     cfg.validate()
     mesh = parallel.data_mesh(cfg.replicas)
-    spec = KNOWN[cfg.dataset]
-    transform = normalizer(spec)
-    train_arrays = load_arrays(cfg.dataset, "train", cfg.data_dir)
-    test_arrays = transform(load_arrays(cfg.dataset, "test", cfg.data_dir))
-    labels = train_arrays[spec.label_key]
-    partition = make_partition(cfg.partition, labels, cfg.replicas, seed=cfg.seed, **cfg.partition_options)
-    loader = Loader(train_arrays, partition, cfg.batch_size, parallel.local_replica_ids(mesh), transform)
-    num_classes = int(labels.max()) + 1
-    model = build_model(cfg.model, train_arrays[spec.input_key].shape[1:], num_classes, seed=cfg.seed)
+    data = build_input(cfg, mesh)   # tables, partition/injection, prefetching loader, transform
+    spec, loader, partition = data.spec, data.loader, data.loader.partition
+    model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
     fm = FunctionalModel.from_module(model)
     optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm)
     strategy = build_strategy(
@@ -153,8 +154,8 @@ def build_run(cfg: TrainConfig) -> Run:
     )
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
-    step_fn = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful)
-    return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, test_arrays,
+    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful))
+    return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
                make_eval_fn(fm, spec))
 
 
@@ -197,10 +198,13 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
         return res
 
     do_eval(0)
+    on_cpu = run.mesh.devices.flat[0].platform == "cpu"
     tick = time.perf_counter()
     for t, batch in loader.iterate(0, cfg.steps):
         state, metrics = compiled(state, batch)
         window.append((t, metrics))
+        if on_cpu and (t + 1) % CPU_MAX_INFLIGHT == 0:
+            jax.block_until_ready(metrics)  # see CPU_MAX_INFLIGHT
         if (t + 1) % div_every == 0:
             divs[t] = divergence(state.params)
         last = t + 1 == cfg.steps

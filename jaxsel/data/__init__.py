@@ -1,4 +1,7 @@
-"""Data: TFDS sources (no TensorFlow), embedded offline sets, partitioners, loader."""
+"""Data: TFDS sources (no TensorFlow), the dataset catalogue, embedded offline sets,
+partitioners, data injection, the loader and on-device augmentation."""
+from .catalog import CATALOG, DatasetSpec
+from .injection import Injection
 from .loader import Loader
-from .partition import PARTITIONERS, Partition, disjoint, make_partition, seldp
-from .sources import DEFAULT_DATA_DIR, KNOWN, DatasetNotPrepared, DatasetSpec, load_arrays, open_source
+from .partition import PARTITIONERS, Partition, dirichlet, disjoint, label_skew, make_partition, seldp
+from .sources import DEFAULT_DATA_DIR, KNOWN, DatasetNotPrepared, load_arrays, open_source

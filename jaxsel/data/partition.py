@@ -3,10 +3,16 @@
 A partition is a pure function of (replica, step): replica r owns a pool of example
 indices and walks it in its own random order, reshuffled every pass. Because the order
 derives from (seed, replica, pass), a resumed run only needs the step number.
+
+Partitioners: `disjoint` (IID shards), `seldp` (SelSync: everyone walks everything),
+`label_skew` (non-IID: each replica owns a few classes) and `dirichlet` (per-class
+Dirichlet(alpha) shares). Label-aware ones record the classes each replica owns, which
+data injection (injection.py) needs.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -17,6 +23,7 @@ class Partition:
     pools: tuple[np.ndarray, ...]   # example indices owned by each replica
     seed: int = 0
     name: str = "partition"
+    classes: tuple[tuple[int, ...], ...] | None = None  # classes each replica owns (label-aware)
 
     @property
     def replicas(self) -> int:
@@ -57,14 +64,93 @@ def seldp(num_examples: int, replicas: int, seed: int = 0) -> Partition:
     return Partition(tuple(np.arange(num_examples) for _ in range(replicas)), seed, "seldp")
 
 
-PARTITIONERS = {"disjoint": disjoint, "seldp": seldp}
+def _class_pools(labels: np.ndarray, seed: int) -> dict[int, np.ndarray]:
+    """Each class's example indices in a seeded random order."""
+    rng = np.random.default_rng([seed, 2**31 - 2])
+    return {int(c): rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)}
 
 
-def make_partition(name: str, labels: np.ndarray, replicas: int, seed: int = 0, **options) -> Partition:
-    """Partition by name; `labels` lets label-aware partitioners see the classes."""
+def label_skew(labels: np.ndarray, replicas: int, seed: int = 0, classes_per_replica: int | None = None,
+               classes=None) -> Partition:
+    """Non-IID label skew (SelSync's non-IID mode: C/N classes per replica).
+
+    Replica r owns `classes_per_replica` consecutive classes starting at r*k (wrapping),
+    k = ceil(C/N) by default, so every class has an owner; or the explicit per-replica
+    class lists `classes`. A class owned by several replicas is split between them
+    disjointly; a class nobody owns is left out (reachable only through injection).
+    """
+    labels = np.asarray(labels)
+    pools_by_class = _class_pools(labels, seed)
+    all_classes = sorted(pools_by_class)
+    if classes is None:
+        k = int(classes_per_replica or math.ceil(len(all_classes) / replicas))
+        if not 1 <= k <= len(all_classes):
+            raise ValueError(f"classes_per_replica must be in 1..{len(all_classes)}, got {k}")
+        classes = [[all_classes[(r * k + j) % len(all_classes)] for j in range(k)] for r in range(replicas)]
+    owned = tuple(tuple(sorted({int(c) for c in cs})) for cs in classes)
+    if len(owned) != replicas or not all(owned):
+        raise ValueError(f"classes must list at least one class for each of the {replicas} replicas")
+    unknown = {c for cs in owned for c in cs} - set(all_classes)
+    if unknown:
+        raise ValueError(f"classes {sorted(unknown)} do not occur in the labels")
+    owners = {c: [r for r in range(replicas) if c in owned[r]] for c in all_classes}
+    parts: list[list[np.ndarray]] = [[] for _ in range(replicas)]
+    for c, idx in pools_by_class.items():
+        for i, r in enumerate(owners[c]):
+            parts[r].append(idx[i::len(owners[c])])
+    pools = tuple(np.sort(np.concatenate(p)) for p in parts)
+    return Partition(pools, seed, "label_skew", owned)
+
+
+label_skew.needs_labels = True
+
+
+def dirichlet(labels: np.ndarray, replicas: int, seed: int = 0, alpha: float = 0.5, min_size: int = 1,
+              max_tries: int = 100) -> Partition:
+    """Dirichlet label skew: each class is split across replicas in shares drawn from
+    Dirichlet(alpha); small alpha -> few classes per replica, large alpha -> near IID.
+    Redrawn (seeded) until every replica holds at least `min_size` examples. A replica
+    owns the classes it holds any example of."""
+    if not alpha > 0:
+        raise ValueError(f"dirichlet alpha must be > 0, got {alpha!r}")
+    labels = np.asarray(labels)
+    pools_by_class = _class_pools(labels, seed)
+    for attempt in range(max_tries):
+        rng = np.random.default_rng([seed, attempt, 2**31 - 3])
+        parts: list[list[np.ndarray]] = [[] for _ in range(replicas)]
+        for c, idx in pools_by_class.items():
+            shares = rng.dirichlet(np.full(replicas, float(alpha)))
+            cuts = np.round(np.cumsum(shares)[:-1] * len(idx)).astype(int)
+            for r, piece in enumerate(np.split(idx, cuts)):
+                parts[r].append(piece)
+        pools = tuple(np.sort(np.concatenate(p)) for p in parts)
+        if min(len(p) for p in pools) >= min_size:
+            owned = tuple(tuple(int(c) for c in np.unique(labels[p])) for p in pools)
+            return Partition(pools, seed, f"dirichlet({alpha})", owned)
+    raise ValueError(f"dirichlet(alpha={alpha}) left a replica with fewer than {min_size} examples "
+                     f"in {max_tries} draws; raise alpha or lower min_size")
+
+
+dirichlet.needs_labels = True
+
+PARTITIONERS = {"disjoint": disjoint, "seldp": seldp, "label_skew": label_skew, "dirichlet": dirichlet}
+
+
+def needs_labels(name: str) -> bool:
+    return bool(getattr(PARTITIONERS.get(name), "needs_labels", False))
+
+
+def make_partition(name: str, labels: np.ndarray | None, replicas: int, seed: int = 0, *,
+                   num_examples: int | None = None, **options) -> Partition:
+    """Partition by name; `labels` lets label-aware partitioners see the classes (others
+    need only `num_examples`, so big sets never read their labels)."""
     if name not in PARTITIONERS:
         raise ValueError(f"unknown partition {name!r}; choose one of {', '.join(PARTITIONERS)}")
     fn = PARTITIONERS[name]
     if getattr(fn, "needs_labels", False):
+        if labels is None:
+            raise ValueError(f"partition {name!r} needs labels")
         return fn(labels, replicas, seed=seed, **options)
-    return fn(len(labels), replicas, seed=seed)
+    if options:
+        raise ValueError(f"partition {name!r} takes no options, got {sorted(options)}")
+    return fn(len(labels) if num_examples is None else num_examples, replicas, seed=seed)

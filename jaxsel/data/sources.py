@@ -1,61 +1,75 @@
 """Datasets by name: embedded ones are built on first use, real ones come from a local
-TFDS `data_dir`. Everything is read with `tfds.data_source` (ArrayRecord random access).
+TFDS `data_dir`. Everything is read with TFDS data sources (ArrayRecord random access);
+TensorFlow is never needed and nothing is downloaded at run time.
 """
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import os
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import tensorflow_datasets as tfds
 
+from .catalog import CATALOG, DatasetSpec  # noqa: F401  (DatasetSpec re-exported)
+
 DEFAULT_DATA_DIR = Path(os.environ.get("JAXSEL_DATA_DIR", Path.home() / ".cache" / "jaxsel" / "tfds"))
 
-
-@dataclasses.dataclass(frozen=True)
-class DatasetSpec:
-    """How to read and normalise one dataset."""
-
-    name: str                       # TFDS name
-    input_key: str = "image"
-    label_key: str = "label"
-    scale: float = 255.0            # inputs are divided by this
-    builder: Callable | None = None  # embedded datasets: a TFDS builder class built offline
-
-
-def _embedded_builders() -> dict[str, DatasetSpec]:
-    from .digits import Digits
-
-    return {"digits": DatasetSpec("digits", scale=16.0, builder=Digits)}
-
-
-EMBEDDED: dict[str, DatasetSpec] = _embedded_builders()
+KNOWN: dict[str, DatasetSpec] = dict(CATALOG)
+EMBEDDED: dict[str, DatasetSpec] = {k: s for k, s in KNOWN.items() if s.builder is not None}
 
 
 def register_dataset(spec: DatasetSpec) -> None:
-    """Make `spec.name` known to `load_arrays` (used by the dataset catalogue)."""
-    EMBEDDED[spec.name] = spec if spec.builder else EMBEDDED.get(spec.name, spec)
+    """Make `spec.name` known to `open_source`/`load_arrays` and the training loop."""
     KNOWN[spec.name] = spec
-
-
-KNOWN: dict[str, DatasetSpec] = dict(EMBEDDED)
+    if spec.builder is not None:
+        EMBEDDED[spec.name] = spec
 
 
 class DatasetNotPrepared(FileNotFoundError):
     """A real dataset is missing from the local data dir (nothing is downloaded at run time)."""
 
 
+@contextlib.contextmanager
+def _quiet_tfds():
+    """Hide TFDS's absl warnings (e.g. 'no dataset_info.json') while we probe a data dir."""
+    from absl import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
     return Path(data_dir) if data_dir else DEFAULT_DATA_DIR
 
 
-def ensure_built(name: str, data_dir: str | os.PathLike | None = None) -> Path:
+def spec_of(name: str) -> DatasetSpec:
+    if name not in KNOWN:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(KNOWN))}")
+    return KNOWN[name]
+
+
+def embedded_builder(name: str, data_dir=None, **options):
+    """The TFDS builder of an embedded dataset (mnist1d takes num_samples / seed)."""
+    spec = spec_of(name)
+    kwargs = {"data_dir": str(resolve_data_dir(data_dir)), "file_format": "array_record"}
+    if options:
+        from .mnist1d import Mnist1D, config_for
+
+        if spec.builder is not Mnist1D:
+            raise ValueError(f"dataset {name!r} takes no options, got {sorted(options)}")
+        kwargs["config"] = config_for(**options)
+    return spec.builder(**kwargs)
+
+
+def ensure_built(name: str, data_dir: str | os.PathLike | None = None, **options) -> Path:
     """Build an embedded dataset into `data_dir` once (offline); return the data dir."""
     root = resolve_data_dir(data_dir)
-    spec = EMBEDDED[name]
-    builder = spec.builder(data_dir=str(root), file_format="array_record")
+    builder = embedded_builder(name, root, **options)
     if not builder.is_prepared():
         root.mkdir(parents=True, exist_ok=True)
         tfds.disable_progress_bar()
@@ -63,38 +77,101 @@ def ensure_built(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     return root
 
 
-def open_source(name: str, split: str, data_dir: str | os.PathLike | None = None):
-    """`tfds.data_source` for `name`/`split`, building embedded datasets on first use."""
-    if name not in KNOWN:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(KNOWN))}")
-    root = resolve_data_dir(data_dir)
-    if name in EMBEDDED and EMBEDDED[name].builder is not None:
-        ensure_built(name, root)
+def _diagnose(spec: DatasetSpec, split: str, root: Path, err: Exception) -> str:
+    """One clear sentence on why a real dataset cannot be opened, and what fixes it."""
+    how = spec.prepare_hint(root)
     try:
-        return tfds.data_source(name, split=split, data_dir=str(root), download=False)
+        with _quiet_tfds():
+            builder = tfds.builder(spec.source_name, data_dir=str(root))
+            prepared = builder.is_prepared()
+    except Exception:  # noqa: BLE001  (an unknown TFDS name or an unreadable dir)
+        builder, prepared = None, False
+    where = Path(builder.data_dir) if builder is not None else root / spec.source_name
+    if not prepared:
+        return (f"dataset {spec.name!r} is not prepared: no {spec.source_name} ArrayRecord files "
+                f"in data_dir {root} (looked for {where}/dataset_info.json). Prepare it once on a "
+                f"machine with network access: `{how}`, then copy the folder here or pass "
+                f"--data-dir (jaxsel never downloads at run time).")
+    fmt = builder.info.file_format
+    if fmt is not None and fmt.value not in ("array_record", "parquet"):
+        return (f"dataset {spec.name!r} in {where} was prepared as {fmt.value}, which has no random "
+                f"access; rebuild it as ArrayRecord: `{how}`")
+    if split not in builder.info.splits:
+        return (f"dataset {spec.name!r} in {where} has no split {split!r}; it has "
+                f"{', '.join(builder.info.splits)}")
+    return f"dataset {spec.name!r} in {where} could not be opened: {type(err).__name__}: {err}"
+
+
+def open_source(name: str, split: str, data_dir: str | os.PathLike | None = None,
+                decoders=None, **options):
+    """A TFDS random-access data source for `name`/`split`.
+
+    Embedded datasets are built on first use; a real dataset that is not in `data_dir`
+    raises `DatasetNotPrepared` naming the directory searched and the command that
+    prepares it.
+    """
+    spec = spec_of(name)
+    root = resolve_data_dir(data_dir)
+    if spec.builder is not None:
+        ensure_built(name, root, **options)
+        return embedded_builder(name, root, **options).as_data_source(split=split, decoders=decoders)
+    if options:
+        raise ValueError(f"dataset {name!r} takes no options, got {sorted(options)}")
+    try:
+        with _quiet_tfds():
+            return tfds.data_source(spec.source_name, split=split, data_dir=str(root), download=False,
+                                    decoders=decoders)
     except Exception as err:  # TFDS raises assorted errors for a missing dataset
-        raise DatasetNotPrepared(
-            f"dataset {name!r} (split {split!r}) is not prepared in data_dir {root}; prepare it "
-            f"once on a machine with network access: `tfds build {name} --data_dir {root} "
-            f"--file_format array_record` and copy the folder here (jaxsel never downloads at "
-            f"run time). Underlying error: {type(err).__name__}: {err}"
-        ) from None
+        raise DatasetNotPrepared(_diagnose(spec, split, root, err)) from None
 
 
-def read_all(source, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+def status(name: str, data_dir=None) -> str:
+    """'ready (...)', 'embedded (built on first use)' or 'not prepared: <how>' for listings."""
+    spec = spec_of(name)
+    root = resolve_data_dir(data_dir)
+    try:
+        with _quiet_tfds():
+            builder = (embedded_builder(name, root) if spec.builder is not None
+                       else tfds.builder(spec.source_name, data_dir=str(root)))
+            prepared = builder.is_prepared()
+    except Exception as err:  # noqa: BLE001
+        return f"unavailable ({type(err).__name__}: {err})"
+    if not prepared:
+        return "embedded (built on first use)" if spec.builder is not None else f"not prepared: {spec.prepare_hint(root)}"
+    splits = builder.info.splits
+    counts = " / ".join(f"{splits[s].num_examples} {s}" for s in (spec.train_split, spec.test_split) if s in splits)
+    fmt = builder.info.file_format
+    if fmt is not None and fmt.value not in ("array_record", "parquet"):
+        return f"prepared as {fmt.value} (needs array_record): {spec.prepare_hint(root)}"
+    return f"ready ({counts})"
+
+
+def read_all(source, keys: tuple[str, ...], chunk: int = 4096) -> dict[str, np.ndarray]:
     """Read every record of a (small) source into stacked NumPy arrays."""
-    records = source.__getitems__(list(range(len(source))))
-    return {k: np.stack([np.asarray(r[k]) for r in records]) for k in keys}
+    out: dict[str, list] = {k: [] for k in keys}
+    for start in range(0, len(source), chunk):
+        records = source.__getitems__(list(range(start, min(start + chunk, len(source)))))
+        for k in keys:
+            out[k].extend(np.asarray(r[k]) for r in records)
+    return {k: np.stack(v) for k, v in out.items()}
 
 
-def load_arrays(name: str, split: str, data_dir=None) -> dict[str, np.ndarray]:
-    """A split fully in memory as {input_key, label_key} arrays (inputs still raw)."""
-    spec = KNOWN[name] if name in KNOWN else None
-    source = open_source(name, split, data_dir)
+def load_arrays(name: str, split: str, data_dir=None, **options) -> dict[str, np.ndarray]:
+    """A split fully in memory as {input_key, label_key} arrays (inputs still raw).
+
+    For small sets only; big ones are read per batch (see records.py).
+    """
+    spec = spec_of(name)
+    if spec.tokens:
+        raise ValueError(f"{name!r} is a language-modelling set; read it with "
+                         f"jaxsel.data.pipeline.open_table (token windows), not load_arrays")
+    source = open_source(name, split, data_dir, **options)
     return read_all(source, (spec.input_key, spec.label_key))
 
 
 def num_classes(name: str, data_dir=None) -> int:
-    source = open_source(name, "train", data_dir)
-    feature = source.dataset_info.features[KNOWN[name].label_key]
-    return int(feature.num_classes)
+    spec = spec_of(name)
+    if spec.vocab_size:
+        return spec.vocab_size
+    source = open_source(name, spec.train_split, data_dir)
+    return int(source.dataset_info.features[spec.label_key].num_classes)

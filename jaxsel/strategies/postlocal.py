@@ -23,7 +23,7 @@ class PostLocalSGD(Strategy):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     total_steps: int | None = None
-    name: str = "postlocalsgd"
+    name: str = "postlocal"
 
     def __post_init__(self):
         if self.switch_step is None:

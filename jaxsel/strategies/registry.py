@@ -24,7 +24,7 @@ STRATEGIES: dict[str, Callable[..., Strategy]] = {
     "asp": ASP,            # emulated, s = N - 1
     "syncswitch": SyncSwitch,
     "ssdsgd": SSDSGD,
-    "postlocalsgd": PostLocalSGD,
+    "postlocal": PostLocalSGD,
     "diloco": DiLoCo,
     "superstep": Superstep,
 }

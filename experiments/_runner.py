@@ -1,0 +1,96 @@
+"""Shared command line for the experiment configs in this folder.
+
+Each experiment module defines an `EXPERIMENT`: a paper-scale `TrainConfig` factory that
+reads real data from `--data-dir`, and a `--tiny` factory that runs the same method on an
+embedded offline dataset (digits or mnist1d) with a small model in seconds on a CPU.
+
+    python experiments/selsync_resnet101_cifar10.py --data-dir ~/tensorflow_datasets
+    python experiments/selsync_resnet101_cifar10.py --tiny
+    python experiments/selsync_resnet101_cifar10.py --tiny --strategy bsp   # a baseline
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from typing import Callable
+
+from jaxsel.cli import _kv_options
+from jaxsel.parallel import request_cpu_devices
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    name: str
+    reproduces: str                   # the study, its setup and what it claims
+    full: Callable                    # data_dir -> TrainConfig at the paper's scale
+    tiny: Callable                    # data_dir -> TrainConfig on embedded data
+    baselines: tuple[str, ...] = ()   # strategies the study compares against
+    grid: Callable | None = None      # (config, tiny) -> configs of a sweep (`--grid`)
+
+
+def steps_for(epochs: float, examples: int, batch_size: int, replicas: int = 1) -> int:
+    """Steps that make `epochs` passes: per replica over its share (`replicas` > 1, for
+    disjoint shards) or over the whole set (SelDP: every replica walks everything)."""
+    return max(1, math.ceil(epochs * examples / (replicas * batch_size)))
+
+
+def parser(exp: Experiment) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=exp.name, description=exp.reproduces)
+    p.add_argument("--data-dir", default=None, help="TFDS data dir holding the real dataset")
+    p.add_argument("--tiny", action="store_true", help="embedded data, small model, a few steps (CPU)")
+    p.add_argument("--strategy", default=None, help=f"run a baseline instead ({', '.join(exp.baselines)})")
+    p.add_argument("--opt", action="append", metavar="KEY=VALUE", help="strategy option override")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE",
+                   help="override any TrainConfig field, e.g. --set steps=100 --set lr=0.05")
+    p.add_argument("--noniid", default=None, metavar="ALPHA,BETA",
+                   help="SelSync's non-IID mode: label-skewed shards plus data injection (alpha, beta)")
+    if exp.grid is not None:
+        p.add_argument("--grid", action="store_true", help="run the study's whole sweep")
+    p.add_argument("--out", default=None, help="run directory (metrics.jsonl, evals.json, final.json)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def config(exp: Experiment, args: argparse.Namespace):
+    """The TrainConfig the command line asks for."""
+    cfg = (exp.tiny if args.tiny else exp.full)(args.data_dir)
+    changes: dict = {"out_dir": args.out, "progress": not args.no_progress}
+    options = dict(cfg.strategy_options)
+    if args.strategy and args.strategy != cfg.strategy:   # a baseline: the method's options don't apply
+        changes["strategy"], options = args.strategy, {}
+    changes["strategy_options"] = {**options, **_kv_options(args.opt)}
+    if args.noniid:
+        alpha, beta = (float(v) for v in args.noniid.split(","))
+        changes["partition"] = "label_skew"
+        changes["partition_options"] = {**cfg.partition_options, "injection": (alpha, beta)}
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    for key, value in _kv_options(args.set).items():
+        if key not in fields:
+            raise SystemExit(f"{exp.name}: --set {key}: TrainConfig has no such field")
+        changes[key] = value
+    return dataclasses.replace(cfg, **changes)
+
+
+def main(exp: Experiment, argv: list[str] | None = None):
+    """Parse the command line, train, print the final figures; returns the last RunResult."""
+    args = parser(exp).parse_args(argv)
+    cfg = config(exp, args)
+    runs = exp.grid(cfg, args.tiny) if getattr(args, "grid", False) else [cfg]
+    request_cpu_devices(max(8, cfg.replicas))  # CPU-only hosts: enough simulated devices
+    from jaxsel.train import train
+
+    scale = "tiny (embedded data)" if args.tiny else "paper scale"
+    for i, cfg in enumerate(runs):
+        if len(runs) > 1 and cfg.out_dir:
+            cfg = dataclasses.replace(cfg, out_dir=f"{cfg.out_dir}/{i:02d}")
+        opts = ", ".join(f"{k}={v}" for k, v in cfg.strategy_options.items())
+        print(f"{exp.name} [{scale}]: {cfg.strategy}({opts}) / {cfg.model} on {cfg.dataset}, "
+              f"{cfg.replicas} replicas x batch {cfg.batch_size}, {cfg.steps} steps, "
+              f"partition {cfg.partition}", flush=True)
+        result = train(cfg)
+        f = result.final
+        print(f"final test accuracy: {f['final_test_accuracy']:.4f}  test loss: {f['final_test_loss']:.4f}  "
+              f"train loss: {f['final_train_loss']:.4f}  sync fraction: {f['sync_fraction']:.3f}  "
+              f"wall: {f['wall_time_s']:.1f}s", flush=True)
+    return result

@@ -1,0 +1,423 @@
+"""Projected wall-clock time on clusters we do not have: network + stragglers.
+
+Measured per-step compute time is combined with an analytic model of the collectives
+(ring all-reduce / all-gather over `Network(bandwidth, latency)`) and with per-replica
+slowdown factors (stragglers). The model answers "how long would this logged run take
+on N workers over 10 GbE with one slow worker?" and states its assumptions in every
+summary it returns. Pure Python/NumPy: no JAX, no devices.
+
+Timing semantics per step (replica r computes for `compute_time * factor[step, r]`):
+  * a step that synchronizes waits for the slowest replica, then pays its collectives;
+  * a local step with a per-step vote (SelSync's 4-byte `pmax`) is still a barrier: it
+    waits for the slowest replica of that step plus one latency-bound all-reduce;
+  * a local step with no vote lets every replica run ahead on its own clock; the next
+    barrier (or the end of the run) waits for the replica with the largest summed compute.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+COLLECTIVES = ("allreduce", "allgather")
+
+
+def _check_finite(name: str, value, *, minimum: float = 0.0, strict: bool = False) -> float:
+    """Return `value` as a float, or raise a ValueError naming it and the allowed range."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    bad = not math.isfinite(v) or (v <= minimum if strict else v < minimum)
+    if bad:
+        op = ">" if strict else ">="
+        raise ValueError(f"{name} must be a finite number {op} {minimum:g}, got {value!r}")
+    return v
+
+
+def _check_replicas(replicas) -> int:
+    if isinstance(replicas, bool) or not isinstance(replicas, (int, np.integer)) or replicas < 1:
+        raise ValueError(f"replicas must be an integer >= 1, got {replicas!r}")
+    return int(replicas)
+
+
+# --------------------------------------------------------------------------- network
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """A homogeneous link: `bandwidth` in bytes/s per direction, `latency` in seconds
+    per message (one hop of the ring). Build custom ones directly: Network(5e9, 20e-6)."""
+
+    bandwidth: float
+    latency: float
+    name: str = "custom"
+
+    def __post_init__(self):
+        object.__setattr__(self, "bandwidth", _check_finite("bandwidth (bytes/s)", self.bandwidth, strict=True))
+        object.__setattr__(self, "latency", _check_finite("latency (s)", self.latency))
+
+    def describe(self) -> str:
+        """Human-readable assumption, to print beside every projection."""
+        return f"{self.name}: {self.bandwidth / 1e9:g} GB/s per direction, {self.latency * 1e6:g} us latency per hop"
+
+
+#: Assumed figures (effective per-direction bandwidth, per-hop latency):
+#:   nvlink  200 GB/s,     5 us  (NVLink 3/4 NCCL bus bandwidth within one node)
+#:   100gbe  12.5 GB/s,   10 us  (100 Gbit/s line rate, RDMA/RoCE-class latency)
+#:   25gbe   3.125 GB/s,  25 us  (25 Gbit/s line rate)
+#:   10gbe   1.25 GB/s,   50 us  (10 Gbit/s line rate, TCP)
+#:   1gbe    0.125 GB/s, 100 us  (1 Gbit/s line rate, TCP)
+#: Line rates are upper bounds; pass a custom Network for measured figures.
+NETWORKS: dict[str, Network] = {
+    "nvlink": Network(200e9, 5e-6, "nvlink"),
+    "100gbe": Network(100e9 / 8, 10e-6, "100gbe"),
+    "25gbe": Network(25e9 / 8, 25e-6, "25gbe"),
+    "10gbe": Network(10e9 / 8, 50e-6, "10gbe"),
+    "1gbe": Network(1e9 / 8, 100e-6, "1gbe"),
+}
+
+
+def get_network(spec: str | Network) -> Network:
+    """A preset by name (case-insensitive; see NETWORKS) or a Network unchanged."""
+    if isinstance(spec, Network):
+        return spec
+    key = str(spec).lower()
+    if key not in NETWORKS:
+        raise ValueError(f"unknown network preset {spec!r}; choose one of {', '.join(NETWORKS)} "
+                         f"or pass Network(bandwidth=bytes_per_s, latency=seconds)")
+    return NETWORKS[key]
+
+
+# ----------------------------------------------------------------------- collectives
+
+
+def allreduce_time(nbytes, replicas: int, network: str | Network) -> float:
+    """Ring all-reduce of `nbytes` per replica: 2(N-1)*latency + 2(N-1)/N * B/bandwidth.
+
+    Reduce-scatter then all-gather, each N-1 hops moving B/N bytes; zero for N = 1 or B = 0.
+    """
+    b = _check_finite("nbytes", nbytes)
+    n = _check_replicas(replicas)
+    net = get_network(network)
+    if n == 1 or b == 0:
+        return 0.0
+    return 2 * (n - 1) * net.latency + 2 * (n - 1) / n * b / net.bandwidth
+
+
+def allgather_time(nbytes, replicas: int, network: str | Network) -> float:
+    """Ring all-gather of `nbytes` per replica (result N*B): (N-1)*latency + (N-1)/N * N*B/bandwidth."""
+    b = _check_finite("nbytes", nbytes)
+    n = _check_replicas(replicas)
+    net = get_network(network)
+    if n == 1 or b == 0:
+        return 0.0
+    return (n - 1) * net.latency + (n - 1) / n * (n * b) / net.bandwidth
+
+
+def collective_time(nbytes, replicas: int, network: str | Network, collective: str = "allreduce") -> float:
+    """Time of the named collective (an aggregator's `collective` attribute)."""
+    if collective == "allreduce":
+        return allreduce_time(nbytes, replicas, network)
+    if collective == "allgather":
+        return allgather_time(nbytes, replicas, network)
+    raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+
+
+def vote_time(replicas: int, network: str | Network, vote_bytes: int = 4) -> float:
+    """A scalar vote (SelSync's int32 `pmax`): an all-reduce whose cost is all latency."""
+    return allreduce_time(vote_bytes, replicas, network)
+
+
+# ------------------------------------------------------------------------ stragglers
+
+
+class Stragglers:
+    """Per-replica slowdown factors (>= 0; 1 = nominal speed) for every step.
+
+    `factors(steps, replicas, rng)` returns an array of shape (steps, replicas).
+    """
+
+    def factors(self, steps: int, replicas: int, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclasses.dataclass(frozen=True)
+class NoStragglers(Stragglers):
+    """Every replica at nominal speed."""
+
+    def factors(self, steps, replicas, rng):
+        return np.ones((steps, replicas))
+
+    def describe(self):
+        return "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedStragglers(Stragglers):
+    """Replicas `replicas` are always `factor` times slower (a slow or shared machine)."""
+
+    replicas: tuple[int, ...] = (0,)
+    factor: float = 2.0
+
+    def __post_init__(self):
+        reps = tuple(int(r) for r in (self.replicas if isinstance(self.replicas, Iterable) else (self.replicas,)))
+        if any(r < 0 for r in reps):
+            raise ValueError(f"straggler replicas must be indices >= 0, got {self.replicas!r}")
+        object.__setattr__(self, "replicas", reps)
+        object.__setattr__(self, "factor", _check_finite("straggler factor", self.factor, strict=True))
+
+    def factors(self, steps, replicas, rng):
+        out_of_range = [r for r in self.replicas if r >= replicas]
+        if out_of_range:
+            raise ValueError(f"straggler replicas {out_of_range} do not exist with replicas={replicas} "
+                             f"(allowed: 0..{replicas - 1})")
+        f = np.ones((steps, replicas))
+        f[:, list(self.replicas)] = self.factor
+        return f
+
+    def describe(self):
+        return f"replicas {list(self.replicas)} x{self.factor:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class LogNormalStragglers(Stragglers):
+    """Factor exp(N(0, sigma^2)) per replica per step (median 1): everyday jitter.
+    With `persistent=True` one draw per replica holds for the whole run."""
+
+    sigma: float = 0.1
+    persistent: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", _check_finite("lognormal sigma", self.sigma))
+
+    def factors(self, steps, replicas, rng):
+        if self.persistent:
+            return np.broadcast_to(rng.lognormal(0.0, self.sigma, size=(1, replicas)), (steps, replicas)).copy()
+        return rng.lognormal(0.0, self.sigma, size=(steps, replicas))
+
+    def describe(self):
+        return f"lognormal sigma={self.sigma:g}{' persistent' if self.persistent else ''}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TransientStragglers(Stragglers):
+    """Each replica, each step, independently `factor` times slower with `probability`
+    (a GC pause, a noisy neighbour, a page fault storm)."""
+
+    probability: float = 0.01
+    factor: float = 5.0
+
+    def __post_init__(self):
+        p = _check_finite("straggler probability", self.probability)
+        if p > 1:
+            raise ValueError(f"straggler probability must be in [0, 1], got {self.probability!r}")
+        object.__setattr__(self, "probability", p)
+        object.__setattr__(self, "factor", _check_finite("straggler factor", self.factor, strict=True))
+
+    def factors(self, steps, replicas, rng):
+        hit = rng.random((steps, replicas)) < self.probability
+        return np.where(hit, self.factor, 1.0)
+
+    def describe(self):
+        return f"transient p={self.probability:g} x{self.factor:g}"
+
+
+def parse_stragglers(spec: str) -> Stragglers:
+    """Build one straggler model from text, for command lines:
+    "none", "fixed:factor=3,replicas=0+2", "lognormal:sigma=0.2[,persistent=1]",
+    "transient:probability=0.01,factor=5" (p= is accepted for probability)."""
+    name, _, args = str(spec).strip().partition(":")
+    name = name.lower()
+    kinds = {"none": NoStragglers, "fixed": FixedStragglers, "lognormal": LogNormalStragglers,
+             "transient": TransientStragglers}
+    if name not in kinds:
+        raise ValueError(f"unknown straggler model {spec!r}; choose one of {', '.join(kinds)} "
+                         f"(e.g. 'fixed:factor=2,replicas=0+1', 'lognormal:sigma=0.1', "
+                         f"'transient:probability=0.01,factor=5')")
+    fields = {f.name for f in dataclasses.fields(kinds[name])}
+    kwargs: dict[str, Any] = {}
+    for item in filter(None, (a.strip() for a in args.split(","))):
+        key, eq, value = item.partition("=")
+        key = {"p": "probability"}.get(key.strip(), key.strip())
+        if not eq or key not in fields:
+            allowed = ", ".join(sorted(fields)) or "no options"
+            raise ValueError(f"bad option {item!r} in straggler spec {spec!r}; {name} takes {allowed}")
+        if key == "replicas":
+            try:
+                kwargs[key] = tuple(int(r) for r in value.split("+"))
+            except ValueError:
+                raise ValueError(f"straggler replicas must be indices joined by '+', got {value!r}") from None
+        elif key == "persistent":
+            kwargs[key] = value.strip().lower() in ("1", "true", "yes")
+        else:
+            kwargs[key] = value
+    return kinds[name](**kwargs)
+
+
+def get_stragglers(spec) -> list[Stragglers]:
+    """Normalise None / a model / text / a sequence of those into a list of models."""
+    if spec is None:
+        return []
+    if isinstance(spec, Stragglers):
+        return [spec]
+    if isinstance(spec, str):
+        return [parse_stragglers(spec)]
+    if isinstance(spec, Sequence):
+        return [m for s in spec for m in get_stragglers(s)]
+    raise ValueError(f"stragglers must be None, a Stragglers model, a spec string or a list of them; got {spec!r}")
+
+
+def straggler_factors(stragglers, steps: int, replicas: int, seed: int = 0) -> np.ndarray:
+    """Combined (product of all models) slowdown factors, shape (steps, replicas), seeded."""
+    n = _check_replicas(replicas)
+    if int(steps) < 0:
+        raise ValueError(f"steps must be >= 0, got {steps!r}")
+    rng = np.random.default_rng(seed)
+    out = np.ones((int(steps), n))
+    for model in get_stragglers(stragglers):
+        f = np.asarray(model.factors(int(steps), n, rng), dtype=float)
+        if f.shape != out.shape or not np.all(np.isfinite(f)) or np.any(f < 0):
+            raise ValueError(f"straggler model {model.describe()} gave invalid factors (need finite >= 0, "
+                             f"shape {out.shape})")
+        out = out * f
+    return out
+
+
+# ----------------------------------------------------------------------- projection
+
+
+def _scalar(record: Mapping, key: str, i: int):
+    if key not in record:
+        raise ValueError(f"record {i} has no {key!r} key; records need 'step', 'synced', 'bytes_allreduced' "
+                         f"(optionally 'collective', 'vote_bytes')")
+    value = np.asarray(record[key])
+    if value.size != 1:
+        raise ValueError(f"record {i} {key!r} must be a scalar, got shape {value.shape}")
+    return value.reshape(()).item()
+
+
+def _inferred_vote_bytes(synced: np.ndarray, nbytes: np.ndarray, given: list) -> int:
+    """Vote size for records lacking 'vote_bytes': the bytes of local steps (which move
+    nothing but the vote), if they agree; otherwise 0 (no vote)."""
+    local = {int(b) for s, b, g in zip(synced, nbytes, given) if not s and g is None}
+    if len(local) > 1:
+        raise ValueError(f"local steps report different bytes_allreduced {sorted(local)}; give each record a "
+                         f"'vote_bytes' key so votes and payload can be told apart")
+    return local.pop() if local else 0
+
+
+def project_run(
+    records: Sequence[Mapping],
+    network: str | Network,
+    replicas: int,
+    compute_time_s,
+    stragglers=None,
+    seed: int = 0,
+) -> tuple[np.ndarray, dict]:
+    """Project a logged run onto `network` with `replicas` workers.
+
+    records: the training loop's per-step metric dicts with `step`, `synced` (bool) and
+        `bytes_allreduced` (per replica: synced payload + vote bytes); optional
+        `collective` ("allreduce" default, or "allgather") and `vote_bytes`. Without
+        `vote_bytes`, the vote size is taken from the local steps' bytes (they move only
+        the vote), so SelSync's logs split correctly into vote + payload.
+    compute_time_s: measured compute seconds per step of one replica (scalar, or one
+        value per record).
+    stragglers: None, a Stragglers model, a spec string ("fixed:factor=2,replicas=0") or
+        a list of those (factors multiply); drawn with `seed`.
+
+    Returns (cumulative seconds after each step, summary). The summary's `total` equals
+    `compute + waiting + communication`: `compute` is the mean replica's busy time,
+    `waiting` the time it idles for slower replicas, `communication` the collectives.
+    """
+    n = _check_replicas(replicas)
+    net = get_network(network)
+    if isinstance(records, Mapping) or not isinstance(records, Sequence):
+        raise ValueError(f"records must be a list of per-step metric dicts, got {type(records).__name__}")
+    steps = len(records)
+
+    compute = np.asarray(compute_time_s, dtype=float)
+    if compute.ndim == 0:
+        compute = np.full(steps, float(compute))
+    if compute.shape != (steps,):
+        raise ValueError(f"compute_time_s must be a scalar or have one value per record ({steps}), "
+                         f"got shape {compute.shape}")
+    if not np.all(np.isfinite(compute)) or np.any(compute < 0):
+        raise ValueError(f"compute_time_s must be finite and >= 0, got {compute_time_s!r}")
+
+    synced = np.zeros(steps, bool)
+    nbytes = np.zeros(steps, np.int64)
+    given_votes: list = []
+    collectives: list[str] = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Mapping):
+            raise ValueError(f"record {i} must be a dict of metrics, got {type(rec).__name__}")
+        _scalar(rec, "step", i)
+        synced[i] = bool(_scalar(rec, "synced", i))
+        b = _scalar(rec, "bytes_allreduced", i)
+        if not (float(b) >= 0 and float(b) == int(b)):
+            raise ValueError(f"record {i} bytes_allreduced must be an integer >= 0, got {b!r}")
+        nbytes[i] = int(b)
+        v = rec.get("vote_bytes")
+        if v is not None:
+            v = _scalar(rec, "vote_bytes", i)
+            if not (0 <= int(v) <= nbytes[i]):
+                raise ValueError(f"record {i} vote_bytes must be in [0, bytes_allreduced={nbytes[i]}], got {v!r}")
+        given_votes.append(None if v is None else int(v))
+        c = rec.get("collective", "allreduce")
+        if c not in COLLECTIVES:
+            raise ValueError(f"record {i} collective must be one of {COLLECTIVES}, got {c!r}")
+        collectives.append(c)
+
+    default_vote = _inferred_vote_bytes(synced, nbytes, given_votes)
+    votes = np.array([default_vote if g is None else g for g in given_votes], dtype=np.int64)
+    votes = np.minimum(votes, nbytes)  # a record whose bytes are all vote
+    payload = nbytes - votes
+
+    factors = straggler_factors(stragglers, steps, n, seed)
+    clock = np.zeros(n)            # each replica's own clock (run-ahead between barriers)
+    cumulative = np.zeros(steps)
+    comm_total = wait_total = compute_total = 0.0
+
+    for i in range(steps):
+        work = compute[i] * factors[i]
+        clock += work
+        compute_total += float(work.mean())
+        comm = 0.0
+        if votes[i] > 0:
+            comm += vote_time(n, net, int(votes[i]))
+        if synced[i] and payload[i] > 0:
+            comm += collective_time(int(payload[i]), n, net, collectives[i])
+        if synced[i] or votes[i] > 0:  # a barrier: everyone waits for the slowest
+            slowest = float(clock.max())
+            wait_total += slowest - float(clock.mean())
+            clock[:] = slowest + comm
+            comm_total += comm
+        cumulative[i] = clock.max()
+
+    if steps:
+        wait_total += float(clock.max() - clock.mean())  # the run ends with its slowest replica
+    total = float(cumulative[-1]) if steps else 0.0
+    summary = {
+        "total": total,
+        "compute": compute_total,
+        "communication": comm_total,
+        "waiting": wait_total,
+        "steps": steps,
+        "syncs": int(synced.sum()),
+        "replicas": n,
+        "network": net.describe(),
+        "bandwidth_bytes_per_s": net.bandwidth,
+        "latency_s": net.latency,
+        "stragglers": ", ".join(m.describe() for m in get_stragglers(stragglers)) or "none",
+        "seed": int(seed),
+        "payload_bytes": int(payload[synced].sum()),
+        "vote_bytes": int(votes.sum()),
+    }
+    return cumulative, summary

@@ -1,0 +1,148 @@
+"""The input side of a training run, built from a TrainConfig.
+
+Dataset by name -> train/test tables (in memory for small sets, record by record for big
+ones) -> partition (+ data injection) -> a loader that feeds this process's replicas and
+prefetches to the devices -> the on-device augment/normalise transform fused into the
+step. Also the facts the model needs: input shape and number of classes, read from the
+dataset's metadata (never by scanning the data).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from .. import parallel
+from .augment import make_device_transform, normalize_np, with_device_transform
+from .catalog import DatasetSpec
+from .injection import Injection, parse_injection
+from .loader import Loader
+from .partition import make_partition, needs_labels
+from .records import ArrayTable, RecordTable, SplitView, Subset
+from .sources import open_source, read_all, resolve_data_dir, spec_of
+from .text import PixelTokens, TokenWindows
+
+DATASET_OPTIONS = ("seq_len", "in_memory", "records_per_window", "num_samples", "seed")
+
+
+@dataclasses.dataclass
+class Input:
+    spec: DatasetSpec
+    loader: Loader
+    test: Mapping                    # evaluation split: normalised inputs and labels
+    input_shape: tuple[int, ...]
+    num_classes: int
+    device_transform: Callable | None
+    mesh: Any
+
+    def wrap_step(self, step_fn):
+        """The train step with the on-device augment/normalise transform in front."""
+        return with_device_transform(step_fn, self.device_transform, self.mesh)
+
+
+def _split_options(spec: DatasetSpec, options: dict) -> tuple[dict, dict]:
+    unknown = set(options) - set(DATASET_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown dataset options {sorted(unknown)}; allowed: {', '.join(DATASET_OPTIONS)}")
+    read = {k: options[k] for k in ("seq_len", "in_memory", "records_per_window") if k in options}
+    build = {k: options[k] for k in ("num_samples", "seed") if k in options}
+    return read, build
+
+
+def open_table(spec: DatasetSpec, split: str, data_dir=None, options: dict | None = None):
+    """A split as a table the loader can `take(indices)` from."""
+    read, build = _split_options(spec, dict(options or {}))
+    source = open_source(spec.name, split, data_dir, **build)
+    if spec.kind == "pixel_tokens":
+        return PixelTokens(read_all(source, ("image",))["image"])
+    if spec.kind == "text":
+        return TokenWindows(source, spec.text_key, read.get("seq_len", spec.seq_len),
+                            read.get("records_per_window"))
+    if read.get("in_memory", spec.in_memory):
+        return ArrayTable(read_all(source, (spec.input_key, spec.label_key)))
+    return RecordTable(source, spec)
+
+
+def label_column(spec: DatasetSpec, split: str, table, data_dir=None) -> np.ndarray:
+    """Every training label (label-aware partitions, injection).
+
+    In-memory tables have them; for record tables one pass reads the labels with the
+    images left encoded, cached as .npy under the data dir for later runs.
+    """
+    if isinstance(table, ArrayTable):
+        return table.column(spec.label_key)
+    cache = resolve_data_dir(data_dir) / "jaxsel_cache" / f"{spec.source_name}-{split}-{len(table)}-labels.npy"
+    if cache.exists():
+        return np.load(cache)
+    try:
+        raw = open_source(spec.name, split, data_dir, decoders={spec.input_key: tfds.decode.SkipDecoding()})
+        labels = RecordTable(raw, spec).column(spec.label_key)
+    except Exception:  # noqa: BLE001  (sources that must decode, e.g. TFDS's mock, which needs TF to re-encode)
+        labels = table.column(spec.label_key)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, labels)
+    except OSError:
+        pass
+    return labels
+
+
+def input_shape_and_classes(spec: DatasetSpec, table, data_dir=None, options: dict | None = None):
+    """(input shape without the batch dim, number of classes) from metadata."""
+    if spec.tokens:
+        seq = (options or {}).get("seq_len", spec.seq_len)
+        return (int(seq),), int(spec.vocab_size)
+    _, build = _split_options(spec, dict(options or {}))
+    features = open_source(spec.name, spec.train_split, data_dir, **build).dataset_info.features
+    shape = tuple(features[spec.input_key].shape)
+    if spec.image_size is not None:
+        shape = (*spec.image_size, shape[-1])
+    if any(d is None for d in shape):
+        raise ValueError(f"dataset {spec.name!r} has variable input shape {shape}; give its spec an image_size")
+    return shape, int(features[spec.label_key].num_classes)
+
+
+def eval_split(spec: DatasetSpec, table, limit: int | None = None) -> Mapping:
+    """The test split as the evaluator's {key: array} mapping, inputs normalised on the host."""
+    if limit is not None:
+        table = Subset(table, limit)
+    keys = ("tokens", "targets") if spec.tokens else (spec.input_key, spec.label_key)
+
+    def transform(batch):
+        if spec.tokens:
+            return batch
+        return {**batch, spec.input_key: normalize_np(batch[spec.input_key], spec)}
+
+    if isinstance(table, (ArrayTable, PixelTokens)) or (isinstance(table, Subset) and
+                                                        isinstance(table.table, (ArrayTable, PixelTokens))):
+        return transform(table.take(np.arange(len(table))))
+    return SplitView(table, keys, transform)
+
+
+def build_input(cfg, mesh) -> Input:
+    """Everything on the data side of a run (cfg: a TrainConfig or anything with its fields)."""
+    spec = spec_of(cfg.dataset)
+    options = dict(getattr(cfg, "dataset_options", None) or {})
+    train = open_table(spec, spec.train_split, cfg.data_dir, options)
+    test = open_table(spec, spec.test_split, cfg.data_dir, options)
+    popts = dict(cfg.partition_options or {})
+    inject = parse_injection(popts.pop("injection", None))
+    labels = None
+    if needs_labels(cfg.partition) or inject:
+        if spec.tokens:
+            raise ValueError(f"partition {cfg.partition!r} / injection need class labels; "
+                             f"{spec.name!r} is a language-modelling set")
+        labels = label_column(spec, spec.train_split, train, cfg.data_dir)
+    partition = make_partition(cfg.partition, labels, cfg.replicas, seed=cfg.seed,
+                               num_examples=len(train), **popts)
+    injection = (Injection.build(partition, labels, cfg.batch_size, *inject, seed=cfg.seed)
+                 if inject else None)
+    loader = Loader(train, partition, cfg.batch_size, parallel.local_replica_ids(mesh),
+                    injection=injection, mesh=mesh, workers=getattr(cfg, "loader_workers", 1),
+                    device_prefetch=getattr(cfg, "prefetch", 2))
+    shape, classes = input_shape_and_classes(spec, train, cfg.data_dir, options)
+    transform = make_device_transform(spec, mesh, cfg.seed, getattr(cfg, "augment", None))
+    return Input(spec, loader, eval_split(spec, test, getattr(cfg, "eval_examples", None)),
+                 shape, classes, transform, mesh)

@@ -1,0 +1,213 @@
+"""Multi-host runs through `jax.distributed`, and what keeps them from hanging.
+
+A multi-controller job advances only while every process enters every collective. When
+one process dies the others block inside a collective that can never finish; jax's own
+coordination heartbeat eventually aborts them, but with a C++ fatal log. The watchdog here
+says what happened sooner and in one line: every process bumps a counter in the
+coordination service's key-value store each second and watches everybody's counters. A
+counter that stops moving for `peer_timeout` seconds, a peer that reports a failure, or a
+coordinator that no longer answers ends this process with exit code 1 and a message
+naming the process, instead of a silent hang. jax's heartbeat stays on as a backstop
+(`peer_timeout + 30` seconds).
+
+CPU runs use gloo collectives. Their multi-device programs must not overlap across steps
+(in-flight programs from consecutive dispatches can deadlock on gloo in jax 0.10), so the
+loop waits for each step there (`serialize_steps`); accelerators keep async dispatch.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+PREFIX = "jaxsel/"
+EXIT_PEER_LOST = 1
+
+
+class PeerLostError(RuntimeError):
+    """Another process of a multi-host run died, failed or stopped answering."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """'HOST:PORT' -> (host, port); ValueError naming the value otherwise."""
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {address!r}")
+    return host, int(port)
+
+
+def check_options(coordinator: str | None, num_processes: int | None, process_id: int | None,
+                  auto: bool = False) -> None:
+    """Raise ValueError for an incomplete or inconsistent process layout (before JAX starts)."""
+    explicit = (coordinator, num_processes, process_id)
+    if auto and any(v is not None for v in explicit):
+        raise ValueError("--distributed auto detects the cluster itself; drop --coordinator/"
+                         "--num-processes/--process-id, or drop --distributed auto")
+    if auto or all(v is None for v in explicit):
+        return
+    if any(v is None for v in explicit):
+        raise ValueError("a multi-host run needs all of --coordinator HOST:PORT, --num-processes P "
+                         "and --process-id I (0 <= I < P), or --distributed auto")
+    parse_address(coordinator)
+    if not isinstance(num_processes, int) or num_processes < 1:
+        raise ValueError(f"--num-processes must be an integer >= 1, got {num_processes!r}")
+    if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
+        raise ValueError(f"--process-id must be in 0..{num_processes - 1}, got {process_id!r}")
+
+
+def start(coordinator: str | None = None, num_processes: int | None = None,
+          process_id: int | None = None, *, auto: bool = False, peer_timeout: float = 60.0,
+          init_timeout: int = 120) -> "Watchdog | None":
+    """Join the job (explicit layout, or the cluster's own detection with `auto`) and start
+    the peer watchdog. Must run before anything initialises JAX's backends."""
+    check_options(coordinator, num_processes, process_id, auto)
+    if not peer_timeout > 0:
+        raise ValueError(f"--peer-timeout must be > 0 seconds, got {peer_timeout!r}")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    kwargs = dict(initialization_timeout=int(init_timeout),
+                  heartbeat_timeout_seconds=int(peer_timeout) + 30,
+                  shutdown_timeout_seconds=int(peer_timeout) + 30)
+    try:
+        if auto:
+            jax.distributed.initialize(**kwargs)
+        else:
+            jax.distributed.initialize(coordinator, num_processes=num_processes,
+                                       process_id=process_id, **kwargs)
+    except ValueError as err:  # cluster auto-detection found nothing
+        raise ValueError(f"--distributed auto found no cluster environment ({err}); "
+                         f"pass --coordinator, --num-processes and --process-id") from None
+    except Exception as err:  # connection / timeout errors from the coordination service
+        raise PeerLostError(
+            f"could not join the multi-host job at {coordinator or 'the detected coordinator'} "
+            f"within {init_timeout} s: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        ) from None
+    if jax.process_count() == 1:
+        return None
+    dog = Watchdog(peer_timeout)
+    dog.start()
+    return dog
+
+
+def is_multiprocess() -> bool:
+    return jax.process_count() > 1
+
+
+def serialize_steps() -> bool:
+    """True where each step must finish before the next is dispatched (multi-process CPU)."""
+    return is_multiprocess() and jax.devices()[0].platform == "cpu"
+
+
+def to_host(tree: Any) -> Any:
+    """NumPy copy of a pytree of global arrays, on every process (one transfer per call)."""
+    if not is_multiprocess():
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def agree_any(flag: bool) -> bool:
+    """True on every process when `flag` is True on any (a collective: call it everywhere)."""
+    if not is_multiprocess():
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))
+
+
+def _client():
+    """The coordination service client (jax keeps it private; None if unavailable)."""
+    try:
+        from jax._src import distributed as _dist
+    except ImportError:  # pragma: no cover - layout of a future jax
+        return None
+    return getattr(_dist.global_state, "client", None)
+
+
+class Watchdog(threading.Thread):
+    """Heartbeat counters in the coordination key-value store; exits the process when a
+    peer is gone. `finish()` before a clean shutdown, `fail(msg)` before exiting on error."""
+
+    def __init__(self, peer_timeout: float, interval: float = 1.0):
+        super().__init__(name="jaxsel-peer-watchdog", daemon=True)
+        self.peer_timeout = float(peer_timeout)
+        self.interval = float(interval)
+        self.me, self.n = jax.process_index(), jax.process_count()
+        self.client = _client()
+        self._halt = threading.Event()
+        self._seen: dict[int, tuple[str, float]] = {}
+
+    def run(self) -> None:
+        if self.client is None:
+            return
+        while not self._halt.wait(self.interval):
+            problem = self.check()
+            if problem and not self._halt.is_set():
+                self.exit(problem)
+
+    def check(self) -> str | None:
+        """One round: beat, read every process's entry, describe a lost peer (or None)."""
+        now = time.monotonic()
+        try:
+            self.client.key_value_increment(f"{PREFIX}beat/{self.me}", 1)
+            entries = dict(self.client.key_value_dir_get(PREFIX))
+        except Exception as err:  # the coordinator (process 0) is gone
+            return (f"lost contact with the coordinator (process 0 of {self.n}): "
+                    f"{str(err).splitlines()[0] if str(err) else type(err).__name__}")
+        for p in range(self.n):
+            if p == self.me:
+                continue
+            status = entries.get(f"{PREFIX}status/{p}", "")
+            if status.startswith("failed"):
+                return f"process {p} of {self.n} failed: {status.partition(':')[2] or 'see its log'}"
+            if status == "done":
+                continue
+            beat = entries.get(f"{PREFIX}beat/{p}", "")
+            last = self._seen.get(p)
+            if last is None or last[0] != beat:
+                self._seen[p] = (beat, now)
+            elif now - last[1] > self.peer_timeout:
+                return (f"process {p} of {self.n} stopped responding (no heartbeat for "
+                        f"{now - last[1]:.0f} s; it probably died - see its log)")
+        return None
+
+    def _set_status(self, value: str) -> None:
+        try:
+            self.client.key_value_set(f"{PREFIX}status/{self.me}", value, allow_overwrite=True)
+        except Exception:
+            pass
+
+    def finish(self) -> None:
+        """This process is done: peers stop watching it; stop watching them."""
+        self._halt.set()
+        if self.client is not None:
+            self._set_status("done")
+
+    def fail(self, message: str) -> None:
+        """Tell the peers why this process is about to exit."""
+        self._halt.set()
+        if self.client is not None:
+            self._set_status("failed:" + message.replace("\n", " ")[:500])
+
+    def exit(self, problem: str) -> None:
+        """Leave now: the main thread may be blocked in a collective that cannot finish."""
+        print(f"jaxsel: error: process {self.me}: {problem}; exiting instead of waiting on "
+              f"collectives that cannot complete", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(EXIT_PEER_LOST)
+
+    def wait_for_problem(self, timeout: float) -> str | None:
+        """After an error in the main thread: is a peer lost? (checks for up to `timeout` s)."""
+        if self.client is None:
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            problem = self.check()
+            if problem or time.monotonic() >= deadline:
+                return problem
+            time.sleep(self.interval)
