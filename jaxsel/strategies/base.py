@@ -175,6 +175,6 @@ class TriggeredStrategy(Strategy):
             after_sync = ctx.weight if self.sync == "params" else jnp.zeros_like(seen)
             rs = rs.replace(strategy_state={**rs.strategy_state, "samples": jnp.where(decide, after_sync, seen)})
         decide = jnp.asarray(decide)
-        moved = decide.astype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32) * self.synced_bytes(rs, grads)
+        moved = byte_count(self.synced_bytes(rs, grads), decide)
         shared = {"synced": decide, "bytes_allreduced": moved + self.trigger.vote_bytes}
         return rs, shared, tmetrics
