@@ -5,6 +5,7 @@ Bad input exits with code 2 and one line naming the value and what is allowed.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,21 @@ DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
 
 class UsageError(ValueError):
     """Bad user input: reported as one line, exit code 2."""
+
+
+def _run_faults() -> tuple[type, ...]:
+    """Training faults reported as one line with exit code 1 (imported only when raised)."""
+    from .checkpoint import CheckpointError
+    from .distributed import PeerLostError
+    from .faults import NonFiniteError
+
+    return (NonFiniteError, CheckpointError, PeerLostError)
+
+
+def _interrupted() -> type:
+    from .faults import TrainingInterrupted
+
+    return TrainingInterrupted
 
 
 def _kv_options(pairs: list[str] | None) -> dict:
@@ -41,6 +57,8 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
     g.add_argument("--replicas", type=int, default=8, help="data-parallel replicas (devices)")
     g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
+    g.add_argument("--global-batch-size", type=int, default=None,
+                   help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
     g.add_argument("--steps", type=int, default=steps)
     g.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw")
     g.add_argument("--lr", type=float, default=0.05)
@@ -87,7 +105,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
     return TrainConfig(
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
-        replicas=args.replicas, batch_size=args.batch_size, steps=args.steps,
+        replicas=args.replicas, batch_size=_per_replica_batch(args), steps=args.steps,
         optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
         weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
         seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
@@ -99,11 +117,66 @@ def config_from_args(args, strategy: str, out_dir: str | None):
     )
 
 
+def _per_replica_batch(args) -> int:
+    """--batch-size, or --global-batch-size split evenly over the replicas."""
+    total = getattr(args, "global_batch_size", None)
+    if total is None:
+        return args.batch_size
+    if total < 1 or args.replicas < 1 or total % args.replicas:
+        raise UsageError(f"--global-batch-size {total} must be a positive multiple of --replicas "
+                         f"{args.replicas} (each replica gets an equal share)")
+    return total // args.replicas
+
+
+def add_run_control_args(p: argparse.ArgumentParser) -> None:
+    """Checkpoints, resume, fault handling and multi-host options (`jaxsel train`)."""
+    g = p.add_argument_group("checkpoints and faults")
+    g.add_argument("--checkpoint-dir", default=None,
+                   help="checkpoint directory (default checkpoints/<name of the run directory>)")
+    g.add_argument("--checkpoint-every", type=int, default=100,
+                   help="steps between asynchronous checkpoints (also saved at the end and on SIGTERM/SIGINT)")
+    g.add_argument("--keep", type=int, default=3, help="newest checkpoints to keep")
+    g.add_argument("--no-checkpoint", action="store_true", help="write no checkpoints")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the newest readable checkpoint (needs --out or --checkpoint-dir)")
+    g.add_argument("--nonfinite", choices=("stop", "skip"), default="stop",
+                   help="NaN/inf loss or gradient: stop (keep the last good checkpoint) or skip the step")
+    m = p.add_argument_group("multi-host (jax.distributed; every process runs the same command)")
+    m.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="process 0's address")
+    m.add_argument("--num-processes", type=int, default=None, help="number of processes")
+    m.add_argument("--process-id", type=int, default=None, help="this process's index, 0..P-1")
+    m.add_argument("--distributed", choices=("off", "auto"), default="off",
+                   help="auto: let jax.distributed detect the cluster (SLURM, Open MPI, TPU, ...)")
+    m.add_argument("--peer-timeout", type=float, default=60.0,
+                   help="seconds without a heartbeat before a peer counts as dead and this process exits")
+
+
+def _start_processes(args):
+    """Simulated CPU devices and, for a multi-host run, jax.distributed plus the peer
+    watchdog; all before JAX starts its backends. Returns the watchdog (or None)."""
+    from . import distributed
+
+    auto = args.distributed == "auto"
+    try:
+        distributed.check_options(args.coordinator, args.num_processes, args.process_id, auto)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if not (auto or args.coordinator):
+        _start_jax(args.replicas)
+        return None
+    if args.num_processes and "JAX_NUM_CPU_DEVICES" not in os.environ:
+        from .parallel import request_cpu_devices
+
+        request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
+    return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
+                             peer_timeout=args.peer_timeout)
+
+
 def _default_out(prefix: str) -> str:
     return str(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def _ensure_writable(path: str) -> None:
+def _ensure_writable(path: str, option: str = "--out", what: str = "output dir") -> None:
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
@@ -111,7 +184,7 @@ def _ensure_writable(path: str) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        raise UsageError(f"output dir {path!r} is not writable ({err.strerror}); choose another with --out")
+        raise UsageError(f"{what} {path!r} is not writable ({err.strerror}); choose another with {option}")
 
 
 def _start_jax(replicas: int) -> None:
@@ -148,15 +221,47 @@ def cmd_compare(args) -> int:
 
 
 def cmd_train(args) -> int:
-    _start_jax(args.replicas)
+    import dataclasses
+
+    if args.resume and not (args.out or args.checkpoint_dir):
+        raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
+    if args.resume and args.no_checkpoint:
+        raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
+    watchdog = _start_processes(args)
+    import jax
+
     from .train import train
 
+    lead = jax.process_index() == 0
     out = args.out or _default_out(args.strategy)
-    _ensure_writable(out)
-    print(f"run directory: {out}", flush=True)
-    result = train(config_from_args(args, args.strategy, out))
-    for k, v in result.final.items():
-        print(f"{k:>22}: {v}")
+    cfg = config_from_args(args, args.strategy, out)
+    if not args.no_checkpoint:
+        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                                  keep=args.keep, resume=args.resume)
+    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
+    try:
+        from .validation import check_paths
+
+        cfg.validate()
+        check_paths(cfg)
+        if lead:
+            _ensure_writable(out)
+        if cfg.checkpoint_root() is not None:
+            _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
+        if lead:
+            print(f"run directory: {out}", flush=True)
+        result = train(cfg)
+    except BaseException as err:
+        if watchdog is not None:   # never leave the other processes waiting in a collective
+            from .distributed import leave_after_error
+
+            leave_after_error(watchdog, err, f"jaxsel {args.command}")
+        raise
+    if watchdog is not None:
+        watchdog.finish()
+    if lead:
+        for k, v in result.final.items():
+            print(f"{k:>22}: {v}")
     return 0
 
 
@@ -188,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train one strategy")
     add_training_args(p)
+    add_run_control_args(p)
     p.add_argument("--strategy", default="selsync")
     p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
     p.set_defaults(func=cmd_train)
@@ -213,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, FileNotFoundError) as err:  # FileNotFoundError: DatasetNotPrepared
         print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except _interrupted() as stop:  # SIGTERM -> 0, SIGINT -> 130, after saving
+        print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
+        return stop.exit_code
+    except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1
+        print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -103,12 +103,41 @@ def serialize_steps() -> bool:
 
 
 def to_host(tree: Any) -> Any:
-    """NumPy copy of a pytree of global arrays, on every process (one transfer per call)."""
+    """NumPy copy of a pytree of global arrays on every process.
+
+    Multi-host: the arrays other processes hold shards of are replicated by one jitted
+    program (one collective per call, not one per leaf), then read locally."""
     if not is_multiprocess():
         return jax.device_get(tree)
-    from jax.experimental import multihost_utils
+    leaves, treedef = jax.tree.flatten(tree)
+    remote = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array) and not x.is_fully_addressable]
+    named = [i for i in remote if isinstance(leaves[i].sharding, jax.sharding.NamedSharding)]
+    if named:
+        outs = _replicator(tuple(leaves[i].sharding.mesh for i in named))(*[leaves[i] for i in named])
+        for i, x in zip(named, outs):
+            leaves[i] = x
+    rest = sorted(set(remote) - set(named))
+    if rest:
+        from jax.experimental import multihost_utils
 
-    return multihost_utils.process_allgather(tree, tiled=True)
+        for i, x in zip(rest, multihost_utils.process_allgather([leaves[i] for i in rest], tiled=True)):
+            leaves[i] = x
+    host = [np.asarray(x.addressable_data(0)) if isinstance(x, jax.Array) and not x.is_fully_addressable
+            else np.asarray(x) for x in leaves]
+    return jax.tree.unflatten(treedef, host)
+
+
+_REPLICATORS: dict = {}
+
+
+def _replicator(meshes: tuple):
+    """A jitted identity whose outputs are replicated over each input's mesh (cached)."""
+    if meshes not in _REPLICATORS:
+        from jax.sharding import PartitionSpec
+
+        out = tuple(jax.sharding.NamedSharding(m, PartitionSpec()) for m in meshes)
+        _REPLICATORS[meshes] = jax.jit(lambda *xs: xs, out_shardings=out)
+    return _REPLICATORS[meshes]
 
 
 def agree_any(flag: bool) -> bool:
@@ -118,6 +147,25 @@ def agree_any(flag: bool) -> bool:
     from jax.experimental import multihost_utils
 
     return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))
+
+
+def barrier(name: str, timeout_s: float = 600.0) -> None:
+    """Wait until every process gets here (through the coordination service, not a device
+    collective: gloo gives up on a collective whose peers arrive 30 s apart, e.g. after
+    one host took longer to load its data)."""
+    if not is_multiprocess():
+        return
+    client = _client()
+    if client is None:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+        return
+    _BARRIERS[name] = _BARRIERS.get(name, 0) + 1
+    client.wait_at_barrier(f"{PREFIX}{name}/{_BARRIERS[name]}", int(timeout_s * 1000))
+
+
+_BARRIERS: dict[str, int] = {}
 
 
 def _client():
@@ -211,3 +259,31 @@ class Watchdog(threading.Thread):
             if problem or time.monotonic() >= deadline:
                 return problem
             time.sleep(self.interval)
+
+
+def leave_after_error(dog: Watchdog, err: BaseException, prefix: str) -> None:
+    """Handle an exception that ends this process's part of a multi-host run.
+
+    Decisions every process takes at the same step (a stop signal, a non-finite loss)
+    return normally so jax's shutdown barrier can see everybody. Anything else may leave
+    the peers blocked in a collective: tell them (`fail`), name a lost peer if that is the
+    cause (a runtime error in a collective usually is), and exit at once."""
+    from .faults import NonFiniteError, TrainingInterrupted
+
+    if isinstance(err, (TrainingInterrupted, NonFiniteError)):
+        dog.finish()
+        return
+    problem = None
+    if isinstance(err, jax.errors.JaxRuntimeError):
+        problem = dog.wait_for_problem(dog.peer_timeout + 3 * dog.interval)
+    text = problem or (str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+    dog.fail(text)
+    if isinstance(err, KeyboardInterrupt):
+        code = 130
+    elif isinstance(err, ValueError) and problem is None:
+        code = 2
+    else:
+        code = EXIT_PEER_LOST
+    print(f"{prefix}: error: process {dog.me}: {text}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)

@@ -6,6 +6,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Embedded datasets are built once per test session into a private data dir.
 import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+# Subprocesses (CLI, multi-host workers) import this checkout even without an install.
+_ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 
 os.environ.setdefault("JAXSEL_DATA_DIR", tempfile.mkdtemp(prefix="jaxsel-test-data-"))
 

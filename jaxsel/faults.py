@@ -1,0 +1,120 @@
+"""Faults during training: stop signals and non-finite losses or gradients.
+
+Non-finite values, two policies (`TrainConfig.nonfinite`):
+
+* ``"stop"`` (default): nothing extra runs per step. The metrics the loop fetches every
+  `log_every` steps (and before every checkpoint) are checked on the host; the first
+  non-finite loss or gradient norm stops the run with `NonFiniteError` naming the step.
+  A checkpoint is written only after the steps before it were checked, so the newest
+  checkpoint on disk is always a good one: rolling back is `--resume`.
+* ``"skip"``: decided on the device, inside the jitted step. A replicated flag (the loss
+  is already a cross-replica mean; the per-replica gradient norms are reduced over the
+  mesh) selects with `jnp.where` between the new state and the old one, so a bad step
+  leaves parameters, optimizer, model and trigger state unchanged - only the step counter
+  (the data position) advances. No host round-trip; `metrics["nonfinite"]` records it.
+  A run whose every step is skipped for `MAX_CONSECUTIVE_SKIPS` steps stops anyway.
+
+Signals: SIGTERM and SIGINT (Ctrl-C) ask the loop to finish the step in flight, save a
+checkpoint and leave with `TrainingInterrupted` (the CLI exits 0 for SIGTERM, 130 for
+SIGINT). A second Ctrl-C aborts at once.
+"""
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+NONFINITE_POLICIES = ("stop", "skip")
+MAX_CONSECUTIVE_SKIPS = 50
+
+
+class NonFiniteError(FloatingPointError):
+    """The loss or a gradient became NaN/inf at `step`."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+class TrainingInterrupted(Exception):
+    """Stopped on a signal after `step` steps; `checkpoint` is where it was saved (or None)."""
+
+    def __init__(self, signum: int, step: int, checkpoint: str | None):
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        name = signal.Signals(signum).name
+        saved = (f"saved checkpoint at step {step} in {checkpoint}; continue with --resume"
+                 if checkpoint else "checkpointing is off, nothing saved")
+        super().__init__(f"received {name}: stopped after step {step}, {saved}")
+
+    @property
+    def exit_code(self) -> int:
+        return 130 if self.signum == signal.SIGINT else 0
+
+
+def describe_nonfinite(rec: dict) -> str | None:
+    """What is non-finite in one step's metrics record (None when all is finite)."""
+    loss = rec.get("loss")
+    bad = []
+    if loss is None or not math.isfinite(float(loss)):
+        bad.append(f"loss={loss}")
+    norms = rec.get("grad_norm")
+    if norms is not None:
+        norms = norms if isinstance(norms, list) else [norms]
+        replicas = [i for i, g in enumerate(norms) if g is None or not math.isfinite(float(g))]
+        if replicas:
+            bad.append(f"gradient norm on replica(s) {replicas}")
+    return " and ".join(bad) or None
+
+
+def guard_nonfinite(step_fn: Callable, donate: bool = True) -> Callable:
+    """Wrap a train step so a step with a non-finite loss or gradient changes nothing but
+    the step counter. The flag is replicated, so every replica takes the same branch."""
+
+    def guarded(state, batch):
+        new, metrics = step_fn(state, batch)
+        bad = ~jnp.isfinite(metrics["loss"]) | jnp.any(~jnp.isfinite(metrics["grad_norm"]))
+        kept = jax.tree.map(lambda old, fresh: jnp.where(bad, old, fresh), state, new)
+        return kept.replace(step=new.step), {**metrics, "nonfinite": bad}
+
+    return jax.jit(guarded, donate_argnums=(0,) if donate else ())
+
+
+class StopSignals:
+    """Context manager: SIGTERM/SIGINT set `signum` instead of killing the loop.
+
+    Installed only on the main thread (Python delivers signals there); handlers that were
+    installed from Python are put back on exit."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # second Ctrl-C: abort without saving
+        if self.signum is None:
+            self.signum = signum
+            print(f"\njaxsel: received {signal.Signals(signum).name}; finishing the step in flight "
+                  f"and saving a checkpoint (Ctrl-C again aborts)", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, prev in self._previous.items():
+            if prev is not None:  # None: a handler set outside Python (cannot be restored)
+                signal.signal(sig, prev)
+            else:
+                signal.signal(sig, signal.SIG_DFL)
+        self._previous.clear()

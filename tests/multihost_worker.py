@@ -1,0 +1,62 @@
+"""One process of the 2-process test job (tests/test_multihost.py starts two of these).
+
+Usage: python tests/multihost_worker.py PORT NUM_PROCESSES PROCESS_ID OUT_DIR
+Trains every registered strategy for a few steps, then a SelSync run that checkpoints,
+and resumes it; process 0 writes the final parameters to OUT_DIR as .npz files.
+"""
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from jaxsel import distributed  # noqa: E402
+
+STEPS = 4
+
+
+def configs(out: Path):
+    """(name, TrainConfig) pairs; shared with the single-process reference in the test."""
+    from jaxsel.strategies.registry import STRATEGIES
+    from jaxsel.train import TrainConfig
+
+    base = TrainConfig(steps=STEPS, batch_size=4, log_every=2, eval_every=STEPS, progress=False,
+                       seed=1, replicas=8)
+    options = {"selsync": {"window": 2, "delta": 0.05}, "localsgd": {"period": 2},
+               "fedavg": {"period": 2}, "diloco": {"period": 2}}
+    for name in STRATEGIES:
+        yield name, dataclasses.replace(base, strategy=name, strategy_options=options.get(name, {}))
+    ck = dataclasses.replace(base, strategy="selsync", strategy_options=options["selsync"],
+                             checkpoint_dir=str(out / "ck"), checkpoint_every=2)
+    yield "ckpt-first", ck
+    yield "ckpt-resumed", dataclasses.replace(ck, steps=STEPS + 2, resume=True)
+
+
+def flat(tree) -> dict:
+    import jax
+
+    return {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def main(port: str, nproc: str, pid: str, out: str) -> None:
+    dog = distributed.start(f"127.0.0.1:{port}", int(nproc), int(pid), peer_timeout=30)
+    from jaxsel.train import train
+
+    out = Path(out)
+    for name, cfg in configs(out):
+        result = train(cfg)
+        params = distributed.to_host(result.state.params)
+        if int(pid) == 0:
+            np.savez(out / f"{name}.npz", **flat(params))
+            (out / f"{name}.json").write_text(json.dumps(result.final))
+    dog.finish()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,131 @@
+"""Faults: a NaN at a known step, stop signals.
+
+The NaN comes from the data: the batch of step k gets an out-of-range label, which makes
+that step's cross-entropy NaN on one replica (and so the replica-mean loss).
+"""
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jaxsel.checkpoint import existing_steps
+from jaxsel.cli import main as cli_main
+from jaxsel.faults import NonFiniteError, TrainingInterrupted
+from jaxsel.train import TrainConfig, build_run, train
+
+
+def config(tmp_path, **kw):
+    base = dict(strategy="selsync", strategy_options={"window": 3, "delta": 0.05}, steps=16,
+                batch_size=8, log_every=2, eval_every=8, progress=False, seed=5,
+                checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=4, out_dir=str(tmp_path / "out"))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def poison_at(run, step):
+    """Make the loss of `step` NaN: one example's label is far outside the classes."""
+    make = run.loader.batch
+
+    def batch(t):
+        b = make(t)
+        if t == step:
+            labels = np.array(b["label"])
+            labels[0] = 10**6
+            b = {**b, "label": labels}
+        return b
+
+    run.loader.batch = batch
+    return run
+
+
+def same(a, b):
+    la, lb = jax.tree.leaves(jax.device_get(a)), jax.tree.leaves(jax.device_get(b))
+    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
+
+
+def test_nan_stops_naming_the_step_and_the_last_good_checkpoint_resumes(tmp_path):
+    cfg = config(tmp_path)
+    with pytest.raises(NonFiniteError, match=r"non-finite loss=nan at step 9.*last good checkpoint is step 8"):
+        train(cfg, run=poison_at(build_run(cfg), 9))
+    assert existing_steps(cfg.checkpoint_dir) == [4, 8]    # nothing saved after the bad step
+    last = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 9 and last["loss"] is None
+
+    resumed = train(dataclasses.replace(cfg, resume=True))   # the data is clean again
+    ref = train(config(tmp_path / "ref"))
+    assert resumed.final["resumed_from_step"] == 8
+    assert same(resumed.state.params, ref.state.params)
+
+
+def test_nan_skip_leaves_the_state_unchanged(tmp_path):
+    cfg = config(tmp_path, steps=6, nonfinite="skip", checkpoint_dir=None, checkpoint_every=None,
+                 out_dir=None)
+    skipped = train(cfg, run=poison_at(build_run(cfg), 5))
+    before = train(dataclasses.replace(cfg, steps=5))
+    assert [r["step"] for r in skipped.records if r["nonfinite"]] == [5]
+    assert skipped.final["skipped_steps"] == 1
+    assert int(skipped.state.step) == 6
+    for field in ("params", "opt_state", "model_state", "strategy_state"):
+        assert same(getattr(skipped.state, field), getattr(before.state, field)), field
+
+
+def test_diverging_run_stops_with_one_line_and_exit_code_1(tmp_path, capsys):
+    code = cli_main(["train", "--strategy", "bsp", "--lr", "1e30", "--steps", "12", "--log-every", "4",
+                     "--batch-size", "4", "--no-progress", "--out", str(tmp_path / "out"),
+                     "--checkpoint-dir", str(tmp_path / "ck")])
+    err = capsys.readouterr().err
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith("jaxsel train: error:")]
+    assert len(lines) == 1 and "non-finite" in lines[0] and "at step" in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_sigint_saves_and_reports_exit_code_130(tmp_path):
+    cfg = config(tmp_path, steps=12)
+    run = build_run(cfg)
+    make = run.loader.batch
+
+    def batch(t):
+        if t == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return make(t)
+
+    run.loader.batch = batch
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(cfg, run=run)
+    assert info.value.exit_code == 130 and "SIGINT" in str(info.value)
+    assert info.value.step in existing_steps(cfg.checkpoint_dir)
+    assert signal.getsignal(signal.SIGINT) is before   # the handler is put back
+
+
+def test_sigterm_from_outside_saves_exits_0_and_resumes(tmp_path):
+    """The CLI end to end: SIGTERM mid-run -> checkpoint, exit 0, message; --resume finishes."""
+    base = [sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "bsp", "--batch-size", "4",
+            "--log-every", "5", "--no-progress", "--out", str(tmp_path / "run"), "--checkpoint-every", "100000"]
+    proc = subprocess.Popen(base + ["--steps", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    log = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and log.stat().st_size) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    saved = [line for line in err.splitlines() if "received SIGTERM: stopped after step" in line]
+    assert saved and "saved checkpoint at step" in saved[0], err[-2000:]
+    step = int(saved[0].split("stopped after step ")[1].split(",")[0])
+    assert existing_steps(tmp_path / "checkpoints" / "run") == [step]   # the default root
+    done = subprocess.run(base + ["--steps", str(step + 3), "--resume"], capture_output=True, text=True,
+                          timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resumed_from_step: {step}" in done.stdout
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == list(range(step + 3))

@@ -1,0 +1,113 @@
+"""Multi-host through jax.distributed: 2 processes x 4 CPU devices (gloo on 127.0.0.1).
+
+The 2-process job must train every strategy to the parameters one process with 8
+devices reaches (same seed; float sums may be ordered differently across processes, so
+to float32 rounding), checkpoint and resume across processes, and a process that dies
+must make the other exit with a clear error instead of hanging.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+HERE = Path(__file__).parent
+WORKER = HERE / "multihost_worker.py"
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def built_digits():
+    """Build the dataset once here, not concurrently in both processes."""
+    from jaxsel.data import load_arrays
+
+    load_arrays("digits", "train")
+
+
+def env4() -> dict:
+    return {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+def test_two_processes_match_one_process(tmp_path):
+    from multihost_worker import configs, flat
+
+    from jaxsel.train import train
+
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(port), "2", str(i), str(tmp_path)],
+                              env=env4(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+    try:
+        logs = [p.communicate(timeout=420)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for i, p in enumerate(procs):
+        assert p.returncode == 0, f"process {i} failed:\n{logs[i][-3000:]}"
+
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    for name, cfg in configs(ref_dir):
+        result = train(cfg)
+        ours = flat(jax.device_get(result.state.params))
+        theirs = np.load(tmp_path / f"{name}.npz")
+        assert sorted(ours) == sorted(theirs.files), name
+        for key in ours:
+            np.testing.assert_allclose(theirs[key], ours[key], rtol=2e-5, atol=2e-6, err_msg=f"{name} {key}")
+    assert (tmp_path / "ck").is_dir() and (tmp_path / "ck" / "6").is_dir()
+
+
+# The victim's own messages: ours when a worker dies; when the coordinator (process 0)
+# dies, jax's coordination client ends the others itself, at once, with its fatal log.
+DEATH = {1: ("process 1 of 2 stopped responding", "process 1 of 2 failed"),
+         0: ("another task died", "lost contact with the coordinator")}
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_dead_process_makes_the_other_exit(tmp_path, victim):
+    port = free_port()
+    args = ["train", "--strategy", "selsync", "--steps", "1000000", "--batch-size", "4",
+            "--log-every", "2", "--eval-every", "1000000", "--no-checkpoint", "--no-progress",
+            "--out", str(tmp_path / "out"), "--coordinator", f"127.0.0.1:{port}",
+            "--num-processes", "2", "--peer-timeout", "10"]
+    procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *args, "--process-id", str(i)],
+                              env=env4(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+    try:
+        log = tmp_path / "out" / "metrics.jsonl"
+        deadline = time.monotonic() + 240
+        while not (log.exists() and log.stat().st_size) and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), procs[0].communicate()[0][-3000:]
+            time.sleep(0.5)
+        assert log.exists(), "training never started"
+        procs[victim].send_signal(signal.SIGKILL)
+        survivor = procs[1 - victim]
+        out = survivor.communicate(timeout=120)[0]   # bounded: it must not hang
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert survivor.returncode not in (0, None)
+    assert any(text in out for text in DEATH[victim]), out[-3000:]
+
+
+def test_distributed_auto_without_a_cluster_is_a_clear_error(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "jaxsel.cli", "train", "--distributed", "auto",
+                           "--out", str(tmp_path / "out"), "--steps", "2"],
+                          env=env4(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--distributed auto found no cluster environment" in done.stderr
