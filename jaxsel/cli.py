@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
@@ -15,6 +16,26 @@ DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
 
 class UsageError(ValueError):
     """Bad user input: reported as one line, exit code 2."""
+
+
+@contextmanager
+def user_input():
+    """A ValueError raised while checking what the user asked for is a usage error (exit 2);
+    elsewhere a ValueError is a bug and keeps its traceback."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _user_errors() -> tuple[type, ...]:
+    """Errors about the user's input found while running: one line, exit code 2."""
+    from .checkpoint import CheckpointMismatch
+    from .data.sources import DatasetNotPrepared
+
+    return (UsageError, CheckpointMismatch, DatasetNotPrepared)
 
 
 def _run_faults() -> tuple[type, ...]:
@@ -205,9 +226,14 @@ def cmd_compare(args) -> int:
         if s not in STRATEGIES:
             raise UsageError(f"unknown strategy {s!r}; choose from {', '.join(STRATEGIES)}")
     out = args.out or _default_out("compare")
+    import dataclasses
+
+    with user_input():
+        base = config_from_args(args, strategies[0], None)
+        for s in strategies:
+            dataclasses.replace(base, strategy=s).validate()
     _ensure_writable(out)
     print(f"run directory: {out}", flush=True)
-    base = config_from_args(args, strategies[0], None)
     rows = compare(base, strategies, out)
     import jax
 
@@ -234,7 +260,8 @@ def cmd_train(args) -> int:
 
     lead = jax.process_index() == 0
     out = args.out or _default_out(args.strategy)
-    cfg = config_from_args(args, args.strategy, out)
+    with user_input():
+        cfg = config_from_args(args, args.strategy, out)
     if not args.no_checkpoint:
         cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                                   keep=args.keep, resume=args.resume)
@@ -242,8 +269,9 @@ def cmd_train(args) -> int:
     try:
         from .validation import check_paths
 
-        cfg.validate()
-        check_paths(cfg)
+        with user_input():
+            cfg.validate()
+            check_paths(cfg)
         if lead:
             _ensure_writable(out)
         if cfg.checkpoint_root() is not None:
@@ -316,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError) as err:  # FileNotFoundError: DatasetNotPrepared
+    except _user_errors() as err:
         print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
         return 2
     except _interrupted() as stop:  # SIGTERM -> 0, SIGINT -> 130, after saving

@@ -91,11 +91,3 @@ def local_replica_ids(mesh) -> list[int]:
     """Replica indices (positions on the data axis) whose device this process owns."""
     devs = list(mesh.devices.flat)
     return [i for i, d in enumerate(devs) if d.process_index == jax.process_index()]
-
-
-def initialize_distributed(coordinator: str | None, num_processes: int | None, process_id: int | None) -> None:
-    """Start `jax.distributed` (explicit address, or the cluster's own detection when None)."""
-    if coordinator is None and num_processes is None:
-        jax.distributed.initialize()
-        return
-    jax.distributed.initialize(coordinator, num_processes=num_processes, process_id=process_id)

@@ -7,12 +7,12 @@ metrics log must match exactly (CPU).
 """
 import dataclasses
 import json
-import os
-import signal
 
 import jax
 import numpy as np
 import pytest
+
+from run_hooks import signal_at, trees_equal
 
 from jaxsel.checkpoint import Checkpointer, CheckpointMismatch, existing_steps
 from jaxsel.faults import TrainingInterrupted
@@ -30,24 +30,6 @@ def config(tmp_path, strategy, **kw):
         base["strategy_options"] = {"window": 3, "delta": 0.05}
     base.update(kw)
     return TrainConfig(**base)
-
-
-def signal_at(run, step, sig=signal.SIGTERM):
-    """Deliver `sig` to this process when the loader builds the batch of `step`."""
-    make = run.loader.batch
-
-    def batch(t):
-        if t == step:
-            os.kill(os.getpid(), sig)
-        return make(t)
-
-    run.loader.batch = batch
-    return run
-
-
-def leaves_equal(a, b):
-    la, lb = jax.tree.leaves(jax.device_get(a)), jax.tree.leaves(jax.device_get(b))
-    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
 
 
 def log_without_times(path):
@@ -71,7 +53,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path, strategy):
     assert done.final["resumed_from_step"] == stopped
     assert int(done.state.step) == STEPS
     for field in ("params", "opt_state", "model_state", "strategy_state"):
-        assert leaves_equal(getattr(done.state, field), getattr(ref.state, field)), field
+        assert trees_equal(getattr(done.state, field), getattr(ref.state, field)), field
     assert log_without_times(tmp_path / "cut" / "out" / "metrics.jsonl") == \
         log_without_times(tmp_path / "ref" / "out" / "metrics.jsonl")
     assert [e["step"] for e in done.evals] == [e["step"] for e in ref.evals]
@@ -92,7 +74,7 @@ def test_checkpoint_keeps_the_replica_axis(tmp_path):
         assert leaf.shape[0] == 8 and leaf.sharding.spec[0] == "data"
     w = np.asarray(jax.tree.leaves(restored.state.params)[0])
     assert not np.array_equal(w[0], w[1])  # replicas really differ (SelSync between syncs)
-    assert leaves_equal(restored.state, result.state)
+    assert trees_equal(restored.state, result.state)
 
 
 # Orbax's failed read of the truncated files leaves an asyncio callback behind ("Event loop
@@ -110,7 +92,7 @@ def test_truncated_latest_checkpoint_falls_back(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "checkpoint" in err and "/8 is unreadable" in err and "falling back to step 4" in err
     assert done.final["resumed_from_step"] == 4
-    assert leaves_equal(done.state.params, ref.state.params)
+    assert trees_equal(done.state.params, ref.state.params)
     assert sorted(existing_steps(cfg.checkpoint_dir)) == [4, 8, 12]   # 8 rewritten by the resumed run
     assert any(p.name.startswith("corrupt-8-") for p in (tmp_path / "ckpt").iterdir())
 

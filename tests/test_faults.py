@@ -5,15 +5,14 @@ that step's cross-entropy NaN on one replica (and so the replica-mean loss).
 """
 import dataclasses
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
-import jax
-import numpy as np
 import pytest
+
+from run_hooks import poison_at, signal_at, trees_equal
 
 from jaxsel.checkpoint import existing_steps
 from jaxsel.cli import main as cli_main
@@ -29,27 +28,6 @@ def config(tmp_path, **kw):
     return TrainConfig(**base)
 
 
-def poison_at(run, step):
-    """Make the loss of `step` NaN: one example's label is far outside the classes."""
-    make = run.loader.batch
-
-    def batch(t):
-        b = make(t)
-        if t == step:
-            labels = np.array(b["label"])
-            labels[0] = 10**6
-            b = {**b, "label": labels}
-        return b
-
-    run.loader.batch = batch
-    return run
-
-
-def same(a, b):
-    la, lb = jax.tree.leaves(jax.device_get(a)), jax.tree.leaves(jax.device_get(b))
-    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
-
-
 def test_nan_stops_naming_the_step_and_the_last_good_checkpoint_resumes(tmp_path):
     cfg = config(tmp_path)
     with pytest.raises(NonFiniteError, match=r"non-finite loss=nan at step 9.*last good checkpoint is step 8"):
@@ -61,7 +39,7 @@ def test_nan_stops_naming_the_step_and_the_last_good_checkpoint_resumes(tmp_path
     resumed = train(dataclasses.replace(cfg, resume=True))   # the data is clean again
     ref = train(config(tmp_path / "ref"))
     assert resumed.final["resumed_from_step"] == 8
-    assert same(resumed.state.params, ref.state.params)
+    assert trees_equal(resumed.state.params, ref.state.params)
 
 
 def test_nan_skip_leaves_the_state_unchanged(tmp_path):
@@ -73,7 +51,7 @@ def test_nan_skip_leaves_the_state_unchanged(tmp_path):
     assert skipped.final["skipped_steps"] == 1
     assert int(skipped.state.step) == 6
     for field in ("params", "opt_state", "model_state", "strategy_state"):
-        assert same(getattr(skipped.state, field), getattr(before.state, field)), field
+        assert trees_equal(getattr(skipped.state, field), getattr(before.state, field)), field
 
 
 def test_diverging_run_stops_with_one_line_and_exit_code_1(tmp_path, capsys):
@@ -89,15 +67,7 @@ def test_diverging_run_stops_with_one_line_and_exit_code_1(tmp_path, capsys):
 
 def test_sigint_saves_and_reports_exit_code_130(tmp_path):
     cfg = config(tmp_path, steps=12)
-    run = build_run(cfg)
-    make = run.loader.batch
-
-    def batch(t):
-        if t == 3:
-            os.kill(os.getpid(), signal.SIGINT)
-        return make(t)
-
-    run.loader.batch = batch
+    run = signal_at(build_run(cfg), 3, signal.SIGINT)
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(TrainingInterrupted) as info:
         train(cfg, run=run)

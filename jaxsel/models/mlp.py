@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import jax.numpy as jnp
 from flax import nnx
 
 
