@@ -38,6 +38,7 @@ NOT_TRAJECTORY = frozenset({
     "steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir", "progress",
     "prefetch", "loader_workers", "eval_examples",
     "checkpoint_dir", "checkpoint_every", "keep", "resume", "nonfinite",
+    "project_network", "project_stragglers", "project_compute_s",
 })
 
 

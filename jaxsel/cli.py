@@ -101,6 +101,13 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--eval-every", type=int, default=50)
     g.add_argument("--log-every", type=int, default=10)
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    c = p.add_argument_group("projected wall-clock (logged as projected_time_s; see `jaxsel report`)")
+    c.add_argument("--project-network", default="10gbe",
+                   help="network preset of the projection: nvlink, 100gbe, 25gbe, 10gbe, 1gbe")
+    c.add_argument("--project-stragglers", default=None, metavar="SPEC",
+                   help="straggler model, e.g. fixed:factor=2,replicas=0 or lognormal:sigma=0.2")
+    c.add_argument("--project-compute-s", type=float, default=None, metavar="SECONDS",
+                   help="per-step compute time to project with (default: this run's measured step time)")
     s = p.add_argument_group("strategy options (each strategy takes the ones it knows)")
     s.add_argument("--period", type=int, default=None, help="local SGD / FedAvg sync period (steps)")
     s.add_argument("--delta", type=float, default=None, help="SelSync significance threshold")
@@ -135,6 +142,8 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         dataset_options=_kv_options(getattr(args, "dataset_opt", None)),
         augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
         eval_examples=getattr(args, "eval_examples", None),
+        project_network=args.project_network, project_stragglers=args.project_stragglers,
+        project_compute_s=args.project_compute_s,
     )
 
 
@@ -306,7 +315,36 @@ def cmd_datasets(args) -> int:
     return 0
 
 
-COMMANDS = {}
+def cmd_bench(args) -> int:
+    """Step overheads side by side: table on stdout, JSON to --json."""
+    _start_jax(args.replicas)
+    from .bench import RATIOS, run_bench
+
+    with user_input():
+        shape = tuple(int(d) for d in args.input_shape.split("x")) if args.input_shape else None
+    if args.json:
+        _ensure_writable(str(Path(args.json).parent or "."), "--json", "JSON dir")
+    with user_input():
+        result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
+                           size=args.size, input_shape=shape, log_every=args.log_every,
+                           dispatch_steps=args.dispatch_steps)
+    targets = {k: 1.02 for k in RATIOS if k != "async_dispatch"}
+    missed = [f"{k}={result['ratios'][k]:.3f}" for k, t in targets.items() if result["ratios"][k] > t]
+    print(f"\ntargets: overhead ratios <= 1.02; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")
+    if args.json:
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Accuracy against measured and projected time for one run or a compare dir."""
+    from .report import report
+
+    with user_input():
+        text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,
+                      compute_s=args.compute_s, out=args.out)
+    print(text)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -331,8 +369,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="also describe each dataset")
     p.set_defaults(func=cmd_datasets)
 
-    for name, (register, _) in COMMANDS.items():
-        register(sub)
+    p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
+    p.add_argument("--model", default="mlp", help="model of jaxsel.models fed random data (mlp, cnn, resnet18, ...)")
+    p.add_argument("--replicas", type=int, default=8)
+    p.add_argument("--batch", type=int, default=None, help="examples per replica (default: the size's)")
+    p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (medians)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps per variant first")
+    p.add_argument("--size", choices=("default", "tiny"), default="default", help="defaults of the above")
+    p.add_argument("--input-shape", default=None, metavar="HxWxC", help="e.g. 32x32x3 (default: the size's)")
+    p.add_argument("--log-every", type=int, default=None, help="metric reads of the lazy dispatch loop (100)")
+    p.add_argument("--dispatch-steps", type=int, default=None, help="steps per async-dispatch loop")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("report", help="plot accuracy against measured and projected time of a run")
+    p.add_argument("run_dir", help="a `jaxsel train` run dir, or a `jaxsel compare` dir of them")
+    p.add_argument("--networks", default="10gbe", help="comma-separated network presets to project onto")
+    p.add_argument("--stragglers", default=None, metavar="SPEC", help="straggler model of the projections")
+    p.add_argument("--compute-s", type=float, default=None, metavar="SECONDS",
+                   help="per-step compute time (default: each run's measured step time)")
+    p.add_argument("--out", default=None, help="PNG path (default RUN_DIR/report.png)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

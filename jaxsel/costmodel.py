@@ -11,7 +11,12 @@ Timing semantics per step (replica r computes for `compute_time * factor[step, r
   * a local step with a per-step vote (SelSync's 4-byte `pmax`) is still a barrier: it
     waits for the slowest replica of that step plus one latency-bound all-reduce;
   * a local step with no vote lets every replica run ahead on its own clock; the next
-    barrier (or the end of the run) waits for the replica with the largest summed compute.
+    barrier (or the end of the run) waits for the replica with the largest summed compute;
+  * a local step that still moves a payload is charged by the strategy's `background`
+    mode: "overlapped" (SSD-SGD: the collective starts once every replica finished the
+    step and runs behind the next step's compute, one at a time) or "async" (SSP/ASP: a
+    parameter-server push + pull, 2*latency + 2*B/bandwidth, on the replica's own clock;
+    with `staleness` s a replica may not start step i before all finished step i-s-1).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 COLLECTIVES = ("allreduce", "allgather")
+BACKGROUND_MODES = ("async", "overlapped")
 
 
 def _check_finite(name: str, value, *, minimum: float = 0.0, strict: bool = False) -> float:
@@ -312,6 +318,122 @@ def _inferred_vote_bytes(synced: np.ndarray, nbytes: np.ndarray, given: list) ->
     return local.pop() if local else 0
 
 
+def parameter_server_time(nbytes, network: str | Network) -> float:
+    """One worker's push of `nbytes` to a parameter server and pull of the model back."""
+    b = _check_finite("nbytes", nbytes)
+    net = get_network(network)
+    return 0.0 if b == 0 else 2 * net.latency + 2 * b / net.bandwidth
+
+
+class Projector:
+    """The projection advanced one step at a time (the training loop's live estimate).
+
+    `advance(...)` takes one step's outcome and returns the projected seconds since the
+    start; `state()` / `Projector(..., state=...)` carry it across a checkpoint. Straggler
+    factors are drawn once for `total_steps` (so a live projection equals `project_run` on
+    the same records).
+    """
+
+    def __init__(self, network, replicas: int, total_steps: int, stragglers=None, seed: int = 0, *,
+                 collective: str = "allreduce", background: str = "async", staleness: int | None = None,
+                 state: dict | None = None):
+        self.n = _check_replicas(replicas)
+        self.net = get_network(network)
+        if collective not in COLLECTIVES:
+            raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+        if background not in BACKGROUND_MODES:
+            raise ValueError(f"background must be one of {BACKGROUND_MODES}, got {background!r}")
+        if staleness is not None and (isinstance(staleness, bool) or not isinstance(staleness, (int, np.integer))
+                                      or staleness < 0):
+            raise ValueError(f"staleness must be an integer >= 0 or None (unbounded), got {staleness!r}")
+        self.collective, self.background = collective, background
+        self.staleness = None if staleness is None else int(staleness)
+        self.stragglers, self.seed = stragglers, int(seed)
+        self.factors = straggler_factors(stragglers, total_steps, self.n, seed)
+        st = state or {}
+        self.clock = np.asarray(st.get("clock", np.zeros(self.n)), dtype=float)   # each replica's own clock
+        if self.clock.shape != (self.n,):
+            raise ValueError(f"projector state is for {self.clock.size} replicas, this run has {self.n}")
+        self.bg_free = float(st.get("bg_free", 0.0))         # when the background collective ends
+        self.finished = [np.asarray(f, dtype=float) for f in st.get("finished", [])]  # recent per-step ends
+        self.totals = {k: float(st.get(k, 0.0)) for k in ("compute", "communication", "waiting")}
+        self.counts = {k: int(st.get(k, 0)) for k in ("steps", "syncs", "payload_bytes", "vote_bytes")}
+
+    def state(self) -> dict:
+        """JSON-able state to resume the projection from (stored in checkpoints)."""
+        return {"clock": self.clock.tolist(), "bg_free": self.bg_free,
+                "finished": [f.tolist() for f in self.finished], **self.totals, **self.counts}
+
+    def _barrier(self, comm: float) -> None:
+        """Everyone waits for the slowest replica; the collective then also waits for a
+        background one still in flight (one collective on the network at a time)."""
+        slowest = float(self.clock.max())
+        start = max(slowest, self.bg_free)
+        self.totals["waiting"] += slowest - float(self.clock.mean())
+        self.clock[:] = start + comm
+        self.totals["communication"] += (start - slowest) + comm
+
+    def advance(self, step: int, synced: bool, payload: int, vote: int, compute_s: float,
+                collective: str | None = None) -> float:
+        """Account step `step` (index into the straggler draws); return the time after it."""
+        if not step < len(self.factors):
+            raise ValueError(f"step {step} is beyond the projector's total_steps={len(self.factors)}")
+        if self.staleness is not None and len(self.finished) > self.staleness:
+            gate = float(self.finished[-(self.staleness + 1)].max())   # all finished step i-s-1
+            late = np.maximum(gate - self.clock, 0.0)
+            self.totals["waiting"] += float(late.mean())
+            self.clock += late
+        work = compute_s * self.factors[step]
+        self.clock += work
+        self.totals["compute"] += float(work.mean())
+        coll = collective or self.collective
+        if synced or vote > 0:
+            comm = vote_time(self.n, self.net, vote) if vote > 0 else 0.0
+            if synced and payload > 0:
+                comm += collective_time(payload, self.n, self.net, coll)
+            self._barrier(comm)
+        elif payload > 0 and self.background == "overlapped":
+            slowest = float(self.clock.max())
+            start = max(slowest, self.bg_free)
+            self.totals["waiting"] += slowest - float(self.clock.mean())
+            self.totals["communication"] += start - slowest   # the part not hidden behind compute
+            self.clock[:] = start
+            self.bg_free = start + collective_time(payload, self.n, self.net, coll)
+        elif payload > 0:   # "async": every replica pushes and pulls on its own clock
+            ps = parameter_server_time(payload, self.net)
+            self.clock += ps
+            self.totals["communication"] += ps
+        if self.staleness is not None:
+            self.finished = (self.finished + [self.clock.copy()])[-(self.staleness + 1):]
+        self.counts["steps"] += 1
+        self.counts["syncs"] += bool(synced)
+        self.counts["payload_bytes"] += int(payload) if synced else 0
+        self.counts["vote_bytes"] += int(vote)
+        return float(max(self.clock.max(), self.bg_free if self.background == "overlapped" else 0.0))
+
+    def summary(self) -> dict:
+        """Totals so far, ending the run with its slowest replica and last background collective:
+        `total` = `compute` + `waiting` + `communication`."""
+        waiting = self.totals["waiting"] + float(self.clock.max() - self.clock.mean())
+        tail = max(0.0, self.bg_free - float(self.clock.max()))
+        total = float(self.clock.max()) + tail
+        return {
+            "total": total if self.counts["steps"] else 0.0,
+            "compute": self.totals["compute"],
+            "communication": self.totals["communication"] + tail,
+            "waiting": waiting if self.counts["steps"] else 0.0,
+            **self.counts,
+            "replicas": self.n,
+            "network": self.net.describe(),
+            "bandwidth_bytes_per_s": self.net.bandwidth,
+            "latency_s": self.net.latency,
+            "stragglers": ", ".join(m.describe() for m in get_stragglers(self.stragglers)) or "none",
+            "background": self.background,
+            "staleness": self.staleness,
+            "seed": self.seed,
+        }
+
+
 def project_run(
     records: Sequence[Mapping],
     network: str | Network,
@@ -319,6 +441,10 @@ def project_run(
     compute_time_s,
     stragglers=None,
     seed: int = 0,
+    *,
+    collective: str = "allreduce",
+    background: str = "async",
+    staleness: int | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Project a logged run onto `network` with `replicas` workers.
 
@@ -331,10 +457,14 @@ def project_run(
         value per record).
     stragglers: None, a Stragglers model, a spec string ("fixed:factor=2,replicas=0") or
         a list of those (factors multiply); drawn with `seed`.
+    collective / background / staleness: the sync collective of records without a
+        `collective` key, and how local steps that still move a payload are charged (see
+        the module docstring); strategies name theirs (`Strategy.timing`).
 
     Returns (cumulative seconds after each step, summary). The summary's `total` equals
     `compute + waiting + communication`: `compute` is the mean replica's busy time,
-    `waiting` the time it idles for slower replicas, `communication` the collectives.
+    `waiting` the time it idles for slower replicas, `communication` the collectives
+    (the parts not hidden behind compute).
     """
     n = _check_replicas(replicas)
     net = get_network(network)
@@ -370,7 +500,7 @@ def project_run(
             if not (0 <= int(v) <= nbytes[i]):
                 raise ValueError(f"record {i} vote_bytes must be in [0, bytes_allreduced={nbytes[i]}], got {v!r}")
         given_votes.append(None if v is None else int(v))
-        c = rec.get("collective", "allreduce")
+        c = rec.get("collective", collective)
         if c not in COLLECTIVES:
             raise ValueError(f"record {i} collective must be one of {COLLECTIVES}, got {c!r}")
         collectives.append(c)
@@ -380,44 +510,8 @@ def project_run(
     votes = np.minimum(votes, nbytes)  # a record whose bytes are all vote
     payload = nbytes - votes
 
-    factors = straggler_factors(stragglers, steps, n, seed)
-    clock = np.zeros(n)            # each replica's own clock (run-ahead between barriers)
-    cumulative = np.zeros(steps)
-    comm_total = wait_total = compute_total = 0.0
-
-    for i in range(steps):
-        work = compute[i] * factors[i]
-        clock += work
-        compute_total += float(work.mean())
-        comm = 0.0
-        if votes[i] > 0:
-            comm += vote_time(n, net, int(votes[i]))
-        if synced[i] and payload[i] > 0:
-            comm += collective_time(int(payload[i]), n, net, collectives[i])
-        if synced[i] or votes[i] > 0:  # a barrier: everyone waits for the slowest
-            slowest = float(clock.max())
-            wait_total += slowest - float(clock.mean())
-            clock[:] = slowest + comm
-            comm_total += comm
-        cumulative[i] = clock.max()
-
-    if steps:
-        wait_total += float(clock.max() - clock.mean())  # the run ends with its slowest replica
-    total = float(cumulative[-1]) if steps else 0.0
-    summary = {
-        "total": total,
-        "compute": compute_total,
-        "communication": comm_total,
-        "waiting": wait_total,
-        "steps": steps,
-        "syncs": int(synced.sum()),
-        "replicas": n,
-        "network": net.describe(),
-        "bandwidth_bytes_per_s": net.bandwidth,
-        "latency_s": net.latency,
-        "stragglers": ", ".join(m.describe() for m in get_stragglers(stragglers)) or "none",
-        "seed": int(seed),
-        "payload_bytes": int(payload[synced].sum()),
-        "vote_bytes": int(votes.sum()),
-    }
-    return cumulative, summary
+    proj = Projector(net, n, steps, stragglers, seed, collective=collective, background=background,
+                     staleness=staleness)
+    cumulative = np.array([proj.advance(i, bool(synced[i]), int(payload[i]), int(votes[i]), float(compute[i]),
+                                        collectives[i]) for i in range(steps)])
+    return cumulative, proj.summary()

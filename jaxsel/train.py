@@ -23,6 +23,7 @@ import optax
 
 from . import distributed, parallel
 from .checkpoint import Checkpointer, run_identity
+from .costmodel import Projector
 from .data import Loader
 from .data.pipeline import build_input
 from .data.sources import KNOWN
@@ -81,6 +82,13 @@ class TrainConfig:
     keep: int = 3                   # newest checkpoints kept
     resume: bool = False            # continue from the newest readable checkpoint
     nonfinite: str = "stop"         # NaN/inf loss or gradient: "stop" the run, or "skip" the step on device
+    # projected wall-clock (costmodel.py): every logged step carries `projected_time_s`, what
+    # the run would have taken so far on `project_network` with the same replicas, sync
+    # pattern and `project_stragglers`, from this run's measured step time (or
+    # `project_compute_s`, e.g. a GPU step time measured elsewhere)
+    project_network: str = "10gbe"
+    project_stragglers: str | None = None
+    project_compute_s: float | None = None
 
     def checkpoint_root(self) -> Path | None:
         """Where checkpoints go, or None when checkpointing is off."""
@@ -268,6 +276,9 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     bar = _progress(cfg, run.strategy) if lead else None
     if bar is not None and start:
         bar.update(start)
+    proj = Projector(cfg.project_network, cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
+                     **run.strategy.timing(cfg.replicas), state=counters.get("projector"))
+    projected = float(counters.get("projected_time_s", 0.0))
     train_time = float(counters.get("train_time_s", 0.0))
     bytes_total = int(counters.get("bytes_allreduced", 0))
     synced_total = int(counters.get("synced_steps", 0))
@@ -278,12 +289,13 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
         if multi:  # global arrays -> host copies, evaluated by each process on its own device
             params, model_state = fetch((params, model_state))
         res = run.evaluate(params, model_state, run.test)
-        evals.append({"step": step, **res, "train_time_s": train_time, "bytes_allreduced": bytes_total})
+        evals.append({"step": step, **res, "train_time_s": train_time, "projected_time_s": projected,
+                      "bytes_allreduced": bytes_total})
         return res
 
     def flush(t):
         """Fetch the metrics window, check it for non-finite values, log it."""
-        nonlocal window, bytes_total, synced_total, skipped_total, skip_run, train_time
+        nonlocal window, bytes_total, synced_total, skipped_total, skip_run, train_time, projected
         new = _records_from(window, fetch)
         window = []
         div_values = fetch({s: divs.pop(s) for s in [r["step"] for r in new] if s in divs})
@@ -302,9 +314,15 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
                 bad = i
         if bad is not None:
             new = new[:bad + 1]
-        train_time += time.perf_counter() - tick
+        elapsed = time.perf_counter() - tick
+        train_time += elapsed
+        step_s = cfg.project_compute_s if cfg.project_compute_s is not None else elapsed / max(len(new), 1)
         for rec in new:
             rec["train_time_s"] = train_time
+            vote = int(rec.get("vote_bytes", 0))
+            projected = proj.advance(rec["step"], bool(rec["synced"]), int(rec["bytes_allreduced"]) - vote,
+                                     vote, step_s)
+            rec["projected_time_s"] = projected
         records.extend(new)
         if log_file:
             log_file.writelines(json.dumps(_to_jsonable(r)) + "\n" for r in new)
@@ -322,6 +340,7 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     def save(step):
         meta = {"identity": identity, "seed": cfg.seed, "evals": _to_jsonable(evals),
                 "counters": {"train_time_s": train_time, "bytes_allreduced": bytes_total,
+                             "projected_time_s": projected, "projector": proj.state(),
                              "synced_steps": synced_total, "skipped_steps": skipped_total}}
         ckpt.save(step, state, meta)
 
@@ -386,6 +405,8 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
         "bytes_allreduced": bytes_total,
         "wall_time_s": train_time,
         "compile_time_s": compile_time,
+        "projected_time_s": proj.summary()["total"],
+        "projection": proj.summary(),
         "steps": cfg.steps,
         "replicas": cfg.replicas,
     }

@@ -47,6 +47,12 @@ def validate_run_settings(cfg) -> None:
             raise ValueError(f"{name} must be an integer >= 1 (or unset), got {v!r}")
     if not isinstance(cfg.keep, int) or cfg.keep < 1:
         raise ValueError(f"keep must be an integer >= 1, got {cfg.keep!r}")
+    from .costmodel import get_network, get_stragglers
+
+    get_network(cfg.project_network)
+    get_stragglers(cfg.project_stragglers)
+    if cfg.project_compute_s is not None and not cfg.project_compute_s >= 0:
+        raise ValueError(f"project_compute_s must be a number >= 0 (seconds per step), got {cfg.project_compute_s!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ValueError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
 

@@ -1,24 +1,30 @@
-"""bench.run_bench at the tiny size: all four ratios come back and the JSON is written."""
+"""`jaxsel bench` at the tiny size: all four ratios come back and the JSON is written."""
 import json
 import math
 
 import pytest
 
 from jaxsel import bench
+from jaxsel.cli import main
 
 
-def test_run_bench_tiny(tmp_path, capsys):
+def test_bench_command_tiny(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    result = bench.run_bench(model="mlp", replicas=8, size="tiny", out_json=str(out))
+    assert main(["bench", "--size", "tiny", "--replicas", "8", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
     for key in bench.RATIOS:
         value = result["ratios"][key]
         assert isinstance(value, float) and math.isfinite(value) and value > 0, (key, value)
     assert bench.ratios_ok(result)
-    assert result["replicas"] == 8 and result["device_kind"]
-    saved = json.loads(out.read_text())
-    assert set(saved["ratios"]) == set(bench.RATIOS)
+    assert result["replicas"] == 8 and result["device_kind"] and result["size"] == "tiny"
     printed = capsys.readouterr().out
-    assert "bsp_over_minimal" in printed and "replicas=8" in printed
+    assert "bsp_over_minimal" in printed and "replicas=8" in printed and "targets:" in printed
+
+
+def test_bench_command_bad_input_is_one_line(capsys):
+    assert main(["bench", "--size", "tiny", "--repeats", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["jaxsel bench: error: repeats must be an integer >= 1, got 0"]
 
 
 def test_run_bench_rejects_bad_arguments():

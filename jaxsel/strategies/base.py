@@ -88,6 +88,11 @@ class Strategy:
     def apply(self, rs: TrainState, grads, grad_norm, ctx: StepContext):
         raise NotImplementedError
 
+    def timing(self, n: int) -> dict:
+        """How the cost model charges this strategy's steps (costmodel.Projector keywords):
+        the sync collective, and how a local step that still moves bytes is paid."""
+        return {"collective": "allreduce", "background": "async", "staleness": None}
+
     def describe(self) -> str:
         return self.name
 
@@ -176,5 +181,9 @@ class TriggeredStrategy(Strategy):
             rs = rs.replace(strategy_state={**rs.strategy_state, "samples": jnp.where(decide, after_sync, seen)})
         decide = jnp.asarray(decide)
         moved = byte_count(self.synced_bytes(rs, grads), decide)
-        shared = {"synced": decide, "bytes_allreduced": moved + self.trigger.vote_bytes}
+        shared = {"synced": decide, "bytes_allreduced": moved + self.trigger.vote_bytes,
+                  "vote_bytes": byte_count(self.trigger.vote_bytes)}
         return rs, shared, tmetrics
+
+    def timing(self, n: int) -> dict:
+        return {**super().timing(n), "collective": self.aggregator.collective}

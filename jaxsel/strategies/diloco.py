@@ -73,7 +73,7 @@ class DiLoCo(Strategy):
         _, decide, _ = Periodic(int(self.inner_steps))({}, grad_norm, ctx.step, ctx.axis)
         rs = lax.cond(decide, lambda r: self.outer_step(r, ctx), lambda r: to_varying(r, ctx.axis), rs)
         moved = tree_bytes(rs.params) + (tree_bytes(rs.model_state) if self.sync_model_state else 0)
-        return rs, {"synced": decide, "bytes_allreduced": byte_count(moved, decide)}, {}
+        return rs, {"synced": decide, "bytes_allreduced": byte_count(moved, decide), "vote_bytes": byte_count(0)}, {}
 
     def describe(self) -> str:
         return f"{self.name} (H={self.inner_steps}, outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})"

@@ -58,5 +58,8 @@ class PostLocalSGD(Strategy):
         return (*lax.cond(ctx.step < start, run(bsp, "bsp", ctx),
                           run(local, "local", dataclasses.replace(ctx, step=ctx.step - start)), rs), {})
 
+    def timing(self, n: int) -> dict:
+        return self.phases[1].timing(n)
+
     def describe(self) -> str:
         return f"{self.name} (BSP until step {self.switch_step}, then period {self.period})"

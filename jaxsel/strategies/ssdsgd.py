@@ -103,5 +103,9 @@ class SSDSGD(Strategy):
         }
         return rs, shared, {}
 
+    def timing(self, n: int) -> dict:
+        """The every-step gradient all-reduce runs behind the next local step (the method's point)."""
+        return {**super().timing(n), "collective": get_aggregator(self.aggregator).collective, "background": "overlapped"}
+
     def describe(self) -> str:
         return f"{self.name} (k={self.k}, warm-up {self.warmup_steps} BSP steps)"

@@ -106,6 +106,10 @@ class SSP(Strategy):
         }
         return rs, shared, {}
 
+    def timing(self, n: int) -> dict:
+        """Real SSP lets a worker run `staleness` steps ahead of the slowest; ASP unbounded."""
+        return {**super().timing(n), "staleness": self.staleness}
+
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness
         return f"{self.name} (emulated, s={s})"

@@ -226,6 +226,10 @@ class SyncSwitch(Strategy):
         }
         return rs, shared, per_replica
 
+    def timing(self, n: int) -> dict:
+        """The asynchronous phase runs like ASP (or SSP with `staleness`)."""
+        return {**super().timing(n), "staleness": self.staleness}
+
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness
         when = f"switch at step {self.switch_step}" if self.policy == "offline" else "online stragglers"

@@ -1,0 +1,156 @@
+"""`jaxsel report RUN_DIR`: accuracy against measured time and against projected time.
+
+A run measured on this host says little about a cluster; the cost model replays the run's
+logged sync pattern (which steps synced, bytes moved, votes) onto chosen networks and
+straggler models, from the run's own measured step time. One figure shows both, so a
+method that wins on a laptop but loses on 10 GbE (or the reverse) is visible at a glance.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .costmodel import get_network, project_run
+
+
+def find_runs(run_dir: str | Path) -> list[Path]:
+    """The run itself, or the strategy runs of a `jaxsel compare` dir."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise ValueError(f"run dir {str(root)!r} does not exist; pass a `jaxsel train --out` or `compare --out` dir")
+    if (root / "metrics.jsonl").is_file():
+        return [root]
+    runs = sorted(p.parent for p in root.glob("*/metrics.jsonl"))
+    if not runs:
+        raise ValueError(f"{str(root)!r} holds no metrics.jsonl (nor do its subdirs); pass a run dir "
+                         f"written by `jaxsel train` or `jaxsel compare`")
+    return runs
+
+
+def load_run(path: Path) -> dict:
+    """config, per-step records, evaluations of one run dir."""
+    records = []
+    for line in (path / "metrics.jsonl").read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:   # a line cut off by an interruption
+            continue
+    config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
+    evals = json.loads((path / "evals.json").read_text()) if (path / "evals.json").is_file() else []
+    return {"name": config.get("strategy", path.name), "path": path, "config": config,
+            "records": records, "evals": evals}
+
+
+def measured_step_times(records: list[dict]) -> np.ndarray:
+    """Per-step seconds from the log: steps fetched in one window share its elapsed time."""
+    out = np.zeros(len(records))
+    prev, start = 0.0, 0
+    for i in range(len(records) + 1):
+        boundary = i == len(records) or (i > start and records[i]["train_time_s"] != records[start]["train_time_s"])
+        if boundary and i > start:
+            now = float(records[start]["train_time_s"])
+            out[start:i] = max(now - prev, 0.0) / (i - start)
+            prev, start = now, i
+    return out
+
+
+def strategy_timing(config: dict) -> dict:
+    """The cost-model keywords of the run's strategy (rebuilt from its config)."""
+    from .strategies.registry import build_strategy
+
+    if not config.get("strategy"):
+        return {}
+    strategy = build_strategy(config["strategy"], config.get("strategy_options", {}),
+                              replicas=config.get("replicas", 1), total_steps=config.get("steps", 1),
+                              steps_per_epoch=1, base_lr=config.get("lr", 0.1))
+    return strategy.timing(config.get("replicas", 1))
+
+
+def project(run: dict, network: str, stragglers=None, compute_s: float | None = None) -> np.ndarray:
+    """Projected seconds after each logged step of `run` on `network`."""
+    recs = run["records"]
+    compute = measured_step_times(recs) if compute_s is None else compute_s
+    cfg = run["config"]
+    times, _ = project_run(recs, network, cfg.get("replicas", 1), compute, stragglers, cfg.get("seed", 0),
+                           **strategy_timing(cfg))
+    return times
+
+
+def _at_steps(times: np.ndarray, steps: list[int]) -> list[float]:
+    """Time after `step` steps (0 before the first)."""
+    return [0.0 if s <= 0 else float(times[min(s, len(times)) - 1]) for s in steps]
+
+
+def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | None = None, out=None) -> str:
+    """Write report.png and report.json beside the runs; return a text table."""
+    if compute_s is not None and not compute_s >= 0:
+        raise ValueError(f"compute_s must be a number >= 0 (seconds per step), got {compute_s!r}")
+    networks = [get_network(n.strip()).name for n in networks if n.strip()]
+    runs = [load_run(p) for p in find_runs(run_dir)]
+    runs = [r for r in runs if r["records"]]
+    if not runs:
+        raise ValueError(f"the runs in {str(run_dir)!r} logged no steps yet")
+    rows = []
+    for r in runs:
+        steps = [e["step"] for e in r["evals"]]
+        r["projected"] = {n: project(r, n, stragglers, compute_s) for n in networks}
+        r["eval_projected"] = {n: _at_steps(t, steps) for n, t in r["projected"].items()}
+        last = r["records"][-1]
+        rows.append({"strategy": r["name"], "steps": len(r["records"]),
+                     "test_accuracy": r["evals"][-1]["test_accuracy"] if r["evals"] else None,
+                     "sync_fraction": float(np.mean([bool(x["synced"]) for x in r["records"]])),
+                     "measured_s": float(last["train_time_s"]),
+                     **{f"projected_s_{n}": float(r["projected"][n][-1]) for n in networks}})
+    base = Path(run_dir)
+    png = Path(out) if out else base / "report.png"
+    _plot(runs, networks, stragglers, png)
+    (base / "report.json").write_text(json.dumps({"networks": networks, "stragglers": stragglers,
+                                                  "compute_s": compute_s, "runs": rows}, indent=2))
+    return _table(rows, networks) + f"\n\nwrote {png} and {base / 'report.json'}"
+
+
+def _table(rows: list[dict], networks: list[str]) -> str:
+    w = max(10, *(len(r["strategy"]) for r in rows))
+    head = f"{'strategy':<{w}} {'test acc':>8} {'sync':>6} {'measured s':>11}" + "".join(
+        f" {'proj. s ' + n:>14}" for n in networks)
+    lines = [head, "-" * len(head)]
+    bsp = next((r for r in rows if r["strategy"] == "bsp"), None)
+    for r in rows:
+        acc = "-" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}"
+        line = f"{r['strategy']:<{w}} {acc:>8} {r['sync_fraction']:>6.3f} {r['measured_s']:>11.2f}"
+        for n in networks:
+            v = r[f"projected_s_{n}"]
+            ratio = f" ({bsp[f'projected_s_{n}'] / v:.2f}x)" if bsp and bsp is not r and v > 0 else ""
+            line += f" {f'{v:.2f}{ratio}':>14}"
+        lines.append(line)
+    if bsp:
+        lines.append("(x: BSP's projected time over this run's, same steps)")
+    return "\n".join(lines)
+
+
+def _plot(runs: list[dict], networks: list[str], stragglers, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = 1 + len(networks)
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4), squeeze=False)
+    axes = axes[0]
+    for r in runs:
+        acc = [e["test_accuracy"] for e in r["evals"]]
+        axes[0].plot([e["train_time_s"] for e in r["evals"]], acc, marker=".", label=r["name"])
+        for ax, n in zip(axes[1:], networks):
+            ax.plot(r["eval_projected"][n], acc, marker=".", label=r["name"])
+    axes[0].set(xlabel="measured training time (s)", ylabel="test accuracy", title="measured (this host)")
+    for ax, n in zip(axes[1:], networks):
+        extra = f"\nstragglers {stragglers}" if stragglers else ""
+        ax.set(xlabel="projected time (s)", title=f"projected: {n}, {runs[0]['config'].get('replicas', '?')} "
+                                                  f"workers{extra}")
+    axes[0].legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

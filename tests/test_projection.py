@@ -1,0 +1,75 @@
+"""Projected wall-clock in every run's metrics, and `jaxsel report` replaying a run.
+
+The live projection is checked against the ring all-reduce formula written out here, and
+against an after-the-fact replay of the logged run (they must agree step for step).
+"""
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from jaxsel.cli import main
+from jaxsel.report import load_run, project
+from jaxsel.strategies.registry import build_strategy
+from jaxsel.train import TrainConfig, train
+
+
+def run(tmp_path, strategy, **kw):
+    cfg = TrainConfig(strategy=strategy, steps=12, batch_size=8, log_every=4, eval_every=6, progress=False,
+                      out_dir=str(tmp_path / strategy), **kw)
+    return train(cfg)
+
+
+def test_bsp_projection_is_the_ring_formula(tmp_path):
+    result = run(tmp_path, "bsp", project_network="1gbe", project_compute_s=0.01)
+    n, bandwidth, latency = 8, 1e9 / 8, 100e-6
+    payload = sum(int(np.size(x)) * 4 for x in jax.tree.leaves(result.state.params)) // n
+    ring = 2 * (n - 1) * latency + 2 * (n - 1) / n * payload / bandwidth
+    got = [r["projected_time_s"] for r in result.records]
+    np.testing.assert_allclose(got, 0.01 * np.arange(1, 13) + ring * np.arange(1, 13), rtol=1e-12)
+    assert result.final["projected_time_s"] == pytest.approx(got[-1])
+    assert result.evals[-1]["projected_time_s"] == pytest.approx(got[-1])
+
+
+def test_live_projection_equals_replay_of_the_log(tmp_path):
+    result = run(tmp_path, "selsync", strategy_options={"window": 2, "delta": 0.05},
+                 project_stragglers="lognormal:sigma=0.3")
+    logged = load_run(tmp_path / "selsync")
+    assert all(r["vote_bytes"] == 4 for r in logged["records"])
+    replay = project(logged, "10gbe", "lognormal:sigma=0.3")
+    np.testing.assert_allclose([r["projected_time_s"] for r in result.records], replay, rtol=1e-9)
+
+
+def test_strategies_name_their_timing():
+    ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10, base_lr=0.1)
+    assert build_strategy("ssdsgd", {}, **ctx).timing(8)["background"] == "overlapped"
+    assert build_strategy("ssp", {"staleness": 2}, **ctx).timing(8)["staleness"] == 2
+    assert build_strategy("asp", {}, **ctx).timing(8)["staleness"] is None
+    assert build_strategy("localsgd", {"aggregator": "median"}, **ctx).timing(8)["collective"] == "allgather"
+
+
+def test_report_command(tmp_path, capsys):
+    for s in ("bsp", "localsgd"):
+        run(tmp_path / "cmp", s)
+    png = tmp_path / "r.png"
+    assert main(["report", str(tmp_path / "cmp"), "--networks", "10gbe,1gbe", "--out", str(png)]) == 0
+    printed = capsys.readouterr().out
+    assert "proj. s 1gbe" in printed and "localsgd" in printed
+    assert png.stat().st_size > 10_000
+    rows = json.loads((tmp_path / "cmp" / "report.json").read_text())["runs"]
+    by = {r["strategy"]: r for r in rows}
+    # local SGD (period 50) moves no model in 12 steps, BSP one every step: its projection adds less
+    assert by["localsgd"]["projected_s_1gbe"] - by["localsgd"]["measured_s"] < \
+        by["bsp"]["projected_s_1gbe"] - by["bsp"]["measured_s"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report", "/no/such/run"], "run dir '/no/such/run' does not exist"),
+    (["report", ".", "--networks", "5g"], "unknown network preset '5g'"),
+])
+def test_report_bad_input(tmp_path, capsys, argv, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "synced": true, "bytes_allreduced": 4, "train_time_s": 1}\n')
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
