@@ -285,7 +285,8 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     skipped_total, skip_run = int(counters.get("skipped_steps", 0)), 0
 
     def do_eval(step):
-        params, model_state = consensus(state), consensus_model_state(state)
+        params = consensus(state.replace(params=run.strategy.eval_params(state)))
+        model_state = consensus_model_state(state)
         if multi:  # global arrays -> host copies, evaluated by each process on its own device
             params, model_state = fetch((params, model_state))
         res = run.evaluate(params, model_state, run.test)

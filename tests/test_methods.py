@@ -317,3 +317,19 @@ def test_search_bsp_fraction_finds_the_smallest_good_fraction():
     assert res.fraction == 0.0
     with pytest.raises(ValueError, match="tolerance"):
         search_bsp_fraction(fake_train, tolerance=-1)
+
+
+def test_ssdsgd_is_evaluated_on_its_global_weights():
+    """Between pulls the replicas hold local drafts; the model SSD-SGD reports is the global one."""
+    from jaxsel.state import consensus, consensus_model_state
+    from jaxsel.train import TrainConfig, build_run, train
+
+    cfg = TrainConfig(strategy="ssdsgd", strategy_options={"k": 4, "warmup_steps": 2}, steps=9,
+                      batch_size=8, eval_every=9, log_every=3, progress=False)
+    run = build_run(cfg)
+    result = train(cfg, run=run)
+    st = result.state
+    local, global_w = consensus(st), consensus(st.replace(params=st.strategy_state["global"]))
+    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(local), jax.tree.leaves(global_w)))
+    expect = run.evaluate(global_w, consensus_model_state(st), run.test)
+    assert result.evals[-1]["test_loss"] == pytest.approx(expect["test_loss"], rel=1e-6)

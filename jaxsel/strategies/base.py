@@ -88,6 +88,11 @@ class Strategy:
     def apply(self, rs: TrainState, grads, grad_norm, ctx: StepContext):
         raise NotImplementedError
 
+    def eval_params(self, state: TrainState):
+        """The replica-axis parameters a run is evaluated on (through their replica mean):
+        the replicas' own weights, unless the method keeps a global model of its own."""
+        return state.params
+
     def timing(self, n: int) -> dict:
         """How the cost model charges this strategy's steps (costmodel.Projector keywords):
         the sync collective, and how a local step that still moves bytes is paid."""

@@ -75,5 +75,9 @@ class DiLoCo(Strategy):
         moved = tree_bytes(rs.params) + (tree_bytes(rs.model_state) if self.sync_model_state else 0)
         return rs, {"synced": decide, "bytes_allreduced": byte_count(moved, decide), "vote_bytes": byte_count(0)}, {}
 
+    def eval_params(self, state):
+        """DiLoCo's model is the global one; the replicas' weights are its local drafts."""
+        return state.strategy_state["global"]
+
     def describe(self) -> str:
         return f"{self.name} (H={self.inner_steps}, outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})"

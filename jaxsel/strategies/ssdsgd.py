@@ -107,5 +107,9 @@ class SSDSGD(Strategy):
         """The every-step gradient all-reduce runs behind the next local step (the method's point)."""
         return {**super().timing(n), "collective": get_aggregator(self.aggregator).collective, "background": "overlapped"}
 
+    def eval_params(self, state):
+        """SSD-SGD's model is the global one; the replicas' weights are its local drafts."""
+        return state.strategy_state["global"]
+
     def describe(self) -> str:
         return f"{self.name} (k={self.k}, warm-up {self.warmup_steps} BSP steps)"
