@@ -298,7 +298,11 @@ def cmd_train(args) -> int:
         watchdog.finish()
     if lead:
         for k, v in result.final.items():
-            print(f"{k:>22}: {v}")
+            if k != "projection":
+                print(f"{k:>22}: {v}")
+        p = result.final["projection"]
+        print(f"{'projected on':>22}: {p['network']}, stragglers {p['stragglers']} (compute "
+              f"{p['compute']:.2f} s, waiting {p['waiting']:.2f} s, communication {p['communication']:.2f} s)")
     return 0
 
 
