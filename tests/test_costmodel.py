@@ -228,3 +228,203 @@ def test_project_run_errors(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         cm.project_run(**args)
+
+
+# ------------------------------------------------- background modes (SSD-SGD, SSP/ASP)
+# A 2-replica ring all-reduce moves 2(N-1)/N * B = B bytes: with 1 MB/s and no latency
+# it takes B / 1e6 seconds, so the expected times below are plain arithmetic.
+SLOW_NET = cm.Network(bandwidth=1e6, latency=0.0, name="slow")
+
+
+def local(step, nbytes):
+    return rec(step, False, nbytes, vote_bytes=0)
+
+
+def test_overlapped_steady_state_is_compute_bound():
+    # compute 1 s, background all-reduce 0.5 s: each collective hides behind the next
+    # step; the run ends when the last one finishes (4 + 0.5).
+    records = [local(i, 500_000) for i in range(4)]
+    times, summary = cm.project_run(records, SLOW_NET, 2, 1.0, background="overlapped")
+    np.testing.assert_allclose(times, [1.5, 2.5, 3.5, 4.5])
+    assert np.diff(times) == pytest.approx([1.0, 1.0, 1.0])   # max(compute 1, comm 0.5)
+    assert summary["total"] == pytest.approx(4.5)
+    assert summary["compute"] == pytest.approx(4.0)
+    assert summary["waiting"] == pytest.approx(0.0)
+    assert summary["communication"] == pytest.approx(0.5)      # only the tail shows
+    assert summary["background"] == "overlapped"
+
+
+def test_overlapped_comm_bound():
+    # compute 1 s, all-reduce 2 s, one collective at a time: each step waits 1 s for the
+    # previous collective to end before starting its own; per step = 2 s = comm.
+    records = [local(i, 2_000_000) for i in range(4)]
+    times, summary = cm.project_run(records, SLOW_NET, 2, 1.0, background="overlapped")
+    np.testing.assert_allclose(times, [3.0, 5.0, 7.0, 9.0])
+    assert summary["total"] == pytest.approx(9.0)
+    assert summary["compute"] == pytest.approx(4.0)
+    assert summary["waiting"] == pytest.approx(0.0)
+    assert summary["communication"] == pytest.approx(3 * 1.0 + 2.0)  # 3 stalls + the 2 s tail
+    assert summary["total"] == pytest.approx(summary["compute"] + summary["waiting"] + summary["communication"])
+
+
+def test_overlapped_with_straggler_is_bound_by_slowest_compute():
+    # replica 0 computes 2 s, replica 1 1 s, comm 0.5 s: per step max(2, 0.5) = 2.
+    records = [local(i, 500_000) for i in range(3)]
+    times, summary = cm.project_run(records, SLOW_NET, 2, 1.0, stragglers="fixed:factor=2,replicas=0",
+                                    background="overlapped")
+    np.testing.assert_allclose(times, [2.5, 4.5, 6.5])
+    assert summary["compute"] == pytest.approx(3 * 1.5)
+    assert summary["waiting"] == pytest.approx(3 * 0.5)        # replica 1 idles 1 s a step
+    assert summary["communication"] == pytest.approx(0.5)
+    assert summary["total"] == pytest.approx(6.5)
+
+
+def test_sync_step_waits_for_background_collective():
+    # SSD-SGD's pull: the collective of step 1 runs 3..5 s; the synced step 2 finishes its
+    # compute at 4 s, and its own all-reduce (2 s) may only start at 5 s -> 7 s.
+    records = [local(0, 2_000_000), local(1, 2_000_000), rec(2, True, 2_000_000, vote_bytes=0)]
+    times, summary = cm.project_run(records, SLOW_NET, 2, 1.0, background="overlapped")
+    np.testing.assert_allclose(times, [3.0, 5.0, 7.0])
+    assert summary["communication"] == pytest.approx(1.0 + 1.0 + 2.0)
+    assert summary["total"] == pytest.approx(summary["compute"] + summary["waiting"] + summary["communication"])
+
+
+def test_async_pays_push_pull_on_own_clock():
+    # parameter server: 2*latency + 2*B/bandwidth = 2*0.01 + 2*0.1 = 0.22 s per step per
+    # replica, independent of N; replica 0 (x2) never holds the others back.
+    net = cm.Network(bandwidth=1e6, latency=0.01)
+    assert cm.parameter_server_time(100_000, net) == pytest.approx(0.22)
+    assert cm.parameter_server_time(0, net) == 0.0
+    records = [local(i, 100_000) for i in range(3)]
+    proj = cm.Projector(net, 3, 3, "fixed:factor=2,replicas=0")
+    times = [proj.advance(i, False, 100_000, 0, 1.0) for i in range(3)]
+    np.testing.assert_allclose(times, [2.22, 4.44, 6.66])
+    np.testing.assert_allclose(proj.clock, [6.66, 3.66, 3.66])   # fast replicas ran ahead
+    summary = proj.summary()
+    assert summary["compute"] == pytest.approx(3 * (2 + 1 + 1) / 3)
+    assert summary["communication"] == pytest.approx(3 * 0.22)
+    assert summary["waiting"] == pytest.approx(6.66 - (6.66 + 3.66 + 3.66) / 3)
+    assert summary["total"] == pytest.approx(6.66)
+    # no ring: the same per-replica cost with 2 or 16 workers
+    t2, _ = cm.project_run(records, net, 2, 1.0)
+    t16, _ = cm.project_run(records, net, 16, 1.0)
+    np.testing.assert_allclose(t2, [1.22, 2.44, 3.66])
+    np.testing.assert_allclose(t16, t2)
+
+
+@pytest.mark.parametrize(
+    "staleness, fast_clock, waited",
+    [
+        (None, 4.8, 0.0),   # ASP: the fast replica runs 4 x 1.2 s
+        (0, 7.8, 1.5),      # each step starts when the slow one finished the last: 6.6 + 1.2
+        (1, 5.6, 0.4),      # step 3 waits for step 1's end (4.4 s, fast was at 3.6): +0.8
+    ],
+)
+def test_async_staleness_bound_forces_waiting(staleness, fast_clock, waited):
+    # replica 0 steps 2 s + 0.2 s push/pull, replica 1 1 s + 0.2 s.
+    proj = cm.Projector(SLOW_NET, 2, 4, "fixed:factor=2,replicas=0", staleness=staleness)
+    times = [proj.advance(i, False, 100_000, 0, 1.0) for i in range(4)]
+    np.testing.assert_allclose(times, [2.2, 4.4, 6.6, 8.8])     # the straggler sets the pace
+    np.testing.assert_allclose(proj.clock, [8.8, fast_clock])
+    assert proj.state()["waiting"] == pytest.approx(waited)      # mean idle time during the run
+    summary = proj.summary()
+    assert summary["total"] == pytest.approx(8.8)
+    assert summary["total"] == pytest.approx(summary["compute"] + summary["waiting"] + summary["communication"])
+    assert summary["staleness"] == staleness
+
+
+def test_staleness_gate_includes_step_i_minus_s_minus_1():
+    # s=0 with no stragglers and per-step compute that varies only on replica 1 via a
+    # custom model: replica 0 can never be more than one step ahead.
+    class Slow1(cm.Stragglers):
+        def factors(self, steps, replicas, rng):
+            f = np.ones((steps, replicas))
+            f[0, 1] = 5.0
+            return f
+
+    proj = cm.Projector(SLOW_NET, 2, 2, Slow1(), staleness=0)
+    proj.advance(0, False, 0, 0, 1.0)
+    np.testing.assert_allclose(proj.clock, [1.0, 5.0])
+    proj.advance(1, False, 0, 0, 1.0)
+    np.testing.assert_allclose(proj.clock, [6.0, 6.0])          # replica 0 waited 4 s
+    unbounded = cm.Projector(SLOW_NET, 2, 2, Slow1())
+    unbounded.advance(0, False, 0, 0, 1.0)
+    unbounded.advance(1, False, 0, 0, 1.0)
+    np.testing.assert_allclose(unbounded.clock, [2.0, 6.0])
+
+
+def _mixed_records(steps=24):
+    """BSP / SelSync-vote / local-with-payload steps interleaved."""
+    out = []
+    for i in range(steps):
+        if i % 5 == 0:
+            out.append(rec(i, True, 40_004, vote_bytes=4))
+        elif i % 3 == 0:
+            out.append(rec(i, False, 4, vote_bytes=4))
+        else:
+            out.append(rec(i, False, 40_000, vote_bytes=0))
+    return out
+
+
+def _advance_all(proj, records, start=0, stop=None):
+    out = []
+    for r in records[start:stop]:
+        vote = r["vote_bytes"]
+        out.append(proj.advance(r["step"], r["synced"], r["bytes_allreduced"] - vote, vote, 0.01))
+    return out
+
+
+@pytest.mark.parametrize("background, staleness", [("async", None), ("async", 2), ("overlapped", None)])
+def test_projector_incremental_equals_project_run(background, staleness):
+    records = _mixed_records()
+    net = cm.NETWORKS["1gbe"]
+    times, summary = cm.project_run(records, net, 4, 0.01, stragglers="lognormal:sigma=0.3", seed=3,
+                                    background=background, staleness=staleness)
+    proj = cm.Projector(net, 4, len(records), "lognormal:sigma=0.3", seed=3, background=background,
+                        staleness=staleness)
+    np.testing.assert_allclose(_advance_all(proj, records), times)
+    assert proj.summary() == pytest.approx(summary)
+
+
+@pytest.mark.parametrize("background, staleness", [("async", 1), ("overlapped", None)])
+def test_projector_state_round_trip(background, staleness):
+    import json
+
+    records = _mixed_records()
+    kw = dict(stragglers="transient:probability=0.3,factor=4", seed=7, background=background, staleness=staleness)
+    one_go = cm.Projector("10gbe", 3, len(records), **kw)
+    expected = _advance_all(one_go, records)
+
+    first = cm.Projector("10gbe", 3, len(records), **kw)
+    head = _advance_all(first, records, 0, 11)
+    saved = json.loads(json.dumps(first.state()))              # what a checkpoint stores
+    resumed = cm.Projector("10gbe", 3, len(records), **kw, state=saved)
+    tail = _advance_all(resumed, records, 11)
+    np.testing.assert_allclose(head + tail, expected)
+    assert resumed.summary() == pytest.approx(one_go.summary())
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(background="sync"), r"background must be one of \('async', 'overlapped'\), got 'sync'"),
+        (dict(staleness=-1), "staleness must be an integer >= 0 or None"),
+        (dict(staleness=True), "staleness must be an integer"),
+        (dict(staleness=1.5), "staleness must be an integer"),
+        (dict(collective="gossip"), "collective must be one of"),
+        (dict(state={"clock": [0.0, 0.0, 0.0]}), "projector state is for 3 replicas, this run has 2"),
+    ],
+)
+def test_projector_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cm.Projector("10gbe", 2, 4, **kwargs)
+
+
+def test_projector_step_out_of_range_and_project_run_mode_errors():
+    proj = cm.Projector("10gbe", 2, 2)
+    with pytest.raises(ValueError, match="step 2 is beyond the projector's total_steps=2"):
+        proj.advance(2, True, 10, 0, 0.1)
+    with pytest.raises(ValueError, match="background must be one of"):
+        cm.project_run([rec(0, True, 4)], "10gbe", 2, 0.1, background="eager")
+    with pytest.raises(ValueError, match="staleness must be"):
+        cm.project_run([rec(0, True, 4)], "10gbe", 2, 0.1, staleness=-2)
