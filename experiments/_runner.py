@@ -72,15 +72,17 @@ def config(exp: Experiment, args: argparse.Namespace):
     return dataclasses.replace(cfg, **changes)
 
 
-def main(exp: Experiment, argv: list[str] | None = None):
-    """Parse the command line, train, print the final figures; returns the last RunResult."""
-    args = parser(exp).parse_args(argv)
-    cfg = config(exp, args)
-    runs = exp.grid(cfg, args.tiny) if getattr(args, "grid", False) else [cfg]
-    request_cpu_devices(max(8, cfg.replicas))  # CPU-only hosts: enough simulated devices
+def train_all(exp: Experiment, args: argparse.Namespace, runs: list) -> list:
+    """Train each config in turn, printing its setup and final figures; returns every
+    RunResult (a sweep's numbered run directories go under `--out`). Only the last keeps its
+    training state: a paper-scale sweep cannot hold 17 ResNet-50s on the devices. Scripts
+    with flags of their own (a search, a sweep's summary) call this after `parser` and
+    `config`."""
+    request_cpu_devices(max(8, *(c.replicas for c in runs)))  # CPU-only hosts: enough simulated devices
     from jaxsel.train import train
 
     scale = "tiny (embedded data)" if args.tiny else "paper scale"
+    results = []
     for i, cfg in enumerate(runs):
         if len(runs) > 1 and cfg.out_dir:
             cfg = dataclasses.replace(cfg, out_dir=f"{cfg.out_dir}/{i:02d}")
@@ -93,4 +95,15 @@ def main(exp: Experiment, argv: list[str] | None = None):
         print(f"final test accuracy: {f['final_test_accuracy']:.4f}  test loss: {f['final_test_loss']:.4f}  "
               f"train loss: {f['final_train_loss']:.4f}  sync fraction: {f['sync_fraction']:.3f}  "
               f"wall: {f['wall_time_s']:.1f}s", flush=True)
-    return result
+        if results:
+            results[-1] = dataclasses.replace(results[-1], state=None)
+        results.append(result)
+    return results
+
+
+def main(exp: Experiment, argv: list[str] | None = None):
+    """Parse the command line, train, print the final figures; returns the last RunResult."""
+    args = parser(exp).parse_args(argv)
+    cfg = config(exp, args)
+    runs = exp.grid(cfg, args.tiny) if getattr(args, "grid", False) else [cfg]
+    return train_all(exp, args, runs)[-1]

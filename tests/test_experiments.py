@@ -54,3 +54,54 @@ def test_tiny_run(name, tmp_path, capsys):
     assert result.final["steps"] == 4 and 0.0 <= result.final["final_test_accuracy"] <= 1.0
     assert (tmp_path / "final.json").exists()
     assert "final test accuracy:" in capsys.readouterr().out
+
+
+def test_syncswitch_search_tiny(tmp_path, capsys):
+    """`--search` probes BSP first, then binary-searches; the choice is a probed fraction
+    and search.json records every probe with its verdict against BSP's accuracy."""
+    import json
+
+    mod = importlib.import_module("experiments.syncswitch_resnet32_cifar10")
+    argv = ["--tiny", "--search", "--no-progress", "--out", str(tmp_path), "--resolution", "0.25",
+            "--tolerance", "0.02", "--set", "steps=16", "--set", "eval_every=16", "--set", "log_every=4",
+            "--set", "replicas=2"]
+    summary = mod.main(mod.EXPERIMENT, argv)
+    out = capsys.readouterr().out
+    fractions = [p["fraction"] for p in summary["probes"]]
+    assert fractions[0] == 1.0 and summary["probes"][0]["verdict"] == "reference"
+    assert len(fractions) == len(set(fractions)) == 3          # BSP + log2(1 / 0.25) probes
+    assert summary["fraction"] in fractions and 0.0 <= summary["fraction"] <= 1.0
+    for p in summary["probes"][1:]:
+        assert p["verdict"] == ("kept" if p["test_accuracy"] >= summary["target_accuracy"] else "rejected")
+        assert p["switch_step"] == round(p["fraction"] * 16)
+    assert all(p["fraction"] < summary["fraction"] for p in summary["probes"] if p["verdict"] == "rejected")
+    assert out.count("probe ") == 3 and "chosen BSP fraction:" in out
+    assert json.loads((tmp_path / "search.json").read_text()) == json.loads(json.dumps(summary))
+    assert all((tmp_path / f"bsp_fraction_{f:.4f}" / "final.json").exists() for f in fractions)
+
+
+def test_superstep_grid_tiny(tmp_path, capsys):
+    """`--grid --out` (here 2 periods x 2 aggregators + BSP) prints the table and writes
+    grid.json and grid.png; times are relative to BSP's."""
+    import json
+
+    mod = importlib.import_module("experiments.superstep_resnet50_cars196")
+    argv = ["--tiny", "--grid", "--no-progress", "--out", str(tmp_path), "--periods", "10,3",
+            "--aggregators", "mean,max", "--set", "steps=8", "--set", "eval_every=8", "--set", "log_every=4",
+            "--set", "replicas=2"]
+    mod.main(mod.EXPERIMENT, argv)
+    out = capsys.readouterr().out
+    rows = json.loads((tmp_path / "grid.json").read_text())
+    assert [r["label"] for r in rows] == ["bsp (serial)", "mean every 0.333 ep", "max every 0.333 ep",
+                                          "mean every 0.1 ep", "max every 0.1 ep"]
+    assert rows[0]["projected_speedup"] == rows[0]["wall_speedup"] == 1.0
+    for r in rows:
+        assert r["projected_time_s"] > 0 and r["wall_time_s"] > 0
+        assert r["projected_speedup"] == rows[0]["projected_time_s"] / r["projected_time_s"]
+    table = out[out.index("run "):].splitlines()
+    assert table[0].split() == ["run", "test", "acc", "test", "loss", "train", "loss", "sync", "frac",
+                                "proj", "s", "proj", "x", "wall", "s", "wall", "x"]
+    assert [l.split("  ")[0] for l in table[2:7]] == [r["label"] for r in rows]
+    png = tmp_path / "grid.png"
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list(tmp_path.glob("0*/final.json"))) == 5
