@@ -198,8 +198,9 @@ def _start_processes(args):
         from .parallel import request_cpu_devices
 
         request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
-    return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
-                             peer_timeout=args.peer_timeout)
+    with user_input():   # no cluster found, a bad --peer-timeout
+        return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
+                                 peer_timeout=args.peer_timeout)
 
 
 def _default_out(prefix: str) -> str:
