@@ -77,15 +77,18 @@ def test_sync_waits_for_slowest():
     assert summary["waiting"] == pytest.approx(9.0 - summary["compute"])
 
 
+class Alternating(cm.Stragglers):
+    """Replica 0 is 3x slow on step 0, replica 1 on step 1."""
+
+    def factors(self, steps, replicas, rng):
+        f = np.ones((steps, replicas))
+        f[0, 0] = 3.0
+        f[1, 1] = 3.0
+        return f
+
+
 def test_local_steps_without_vote_run_ahead():
     # replica 0 is slow on step 0, replica 1 on step 1: run-ahead overlaps them.
-    class Alternating(cm.Stragglers):
-        def factors(self, steps, replicas, rng):
-            f = np.ones((steps, replicas))
-            f[0, 0] = 3.0
-            f[1, 1] = 3.0
-            return f
-
     records = [rec(0, False, 0), rec(1, False, 0), rec(2, True, 0)]
     times, summary = cm.project_run(records, "nvlink", 2, 1.0, stragglers=Alternating())
     # each replica's sum up to and including the sync step is 3+1+1 = 5
@@ -106,13 +109,6 @@ def test_run_ends_with_slowest_replica():
 
 
 def test_vote_makes_local_steps_barriers():
-    class Alternating(cm.Stragglers):
-        def factors(self, steps, replicas, rng):
-            f = np.ones((steps, replicas))
-            f[0, 0] = 3.0
-            f[1, 1] = 3.0
-            return f
-
     net = cm.NETWORKS["10gbe"]
     records = [rec(0, False, 4), rec(1, False, 4), rec(2, True, 4 + 1000)]
     times, summary = cm.project_run(records, net, 2, 1.0, stragglers=Alternating())
