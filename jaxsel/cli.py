@@ -187,10 +187,7 @@ def _start_processes(args):
     from . import distributed
 
     auto = args.distributed == "auto"
-    try:
-        distributed.check_options(args.coordinator, args.num_processes, args.process_id, auto)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    _check_layout(args)
     if not (auto or args.coordinator):
         _start_jax(args.replicas)
         return None
@@ -198,9 +195,27 @@ def _start_processes(args):
         from .parallel import request_cpu_devices
 
         request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
-    with user_input():   # no cluster found, a bad --peer-timeout
+    with user_input():   # --distributed auto found no cluster
         return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
                                  peer_timeout=args.peer_timeout)
+
+
+def _check_layout(args) -> None:
+    from .validation import check_process_layout
+
+    with user_input():
+        check_process_layout(args.coordinator, args.num_processes, args.process_id,
+                             args.distributed == "auto", args.peer_timeout)
+
+
+def _supervised_train(args, argv: list[str]) -> int:
+    """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
+    from . import supervisor
+
+    _check_layout(args)   # usage errors from here, before a child starts
+    who = (f"process {args.process_id} of {args.num_processes}" if args.process_id is not None
+           else "this process")
+    return supervisor.supervise([sys.executable, "-m", "jaxsel.cli", *argv], who)
 
 
 def _default_out(prefix: str) -> str:
@@ -400,11 +415,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    multihost_train = args.command == "train" and (args.coordinator or args.distributed == "auto")
     try:
+        if multihost_train:
+            from .supervisor import available
+
+            if available():
+                return _supervised_train(args, argv)
         return int(args.func(args) or 0)
     except _user_errors() as err:
         print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)

@@ -25,39 +25,14 @@ from typing import Any
 import jax
 import numpy as np
 
+from .supervisor import EXIT_PEER_LOST
+from .validation import check_process_layout
+
 PREFIX = "jaxsel/"
-EXIT_PEER_LOST = 1
 
 
 class PeerLostError(RuntimeError):
     """Another process of a multi-host run died, failed or stopped answering."""
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """'HOST:PORT' -> (host, port); ValueError naming the value otherwise."""
-    host, sep, port = str(address).rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {address!r}")
-    return host, int(port)
-
-
-def check_options(coordinator: str | None, num_processes: int | None, process_id: int | None,
-                  auto: bool = False) -> None:
-    """Raise ValueError for an incomplete or inconsistent process layout (before JAX starts)."""
-    explicit = (coordinator, num_processes, process_id)
-    if auto and any(v is not None for v in explicit):
-        raise ValueError("--distributed auto detects the cluster itself; drop --coordinator/"
-                         "--num-processes/--process-id, or drop --distributed auto")
-    if auto or all(v is None for v in explicit):
-        return
-    if any(v is None for v in explicit):
-        raise ValueError("a multi-host run needs all of --coordinator HOST:PORT, --num-processes P "
-                         "and --process-id I (0 <= I < P), or --distributed auto")
-    parse_address(coordinator)
-    if not isinstance(num_processes, int) or num_processes < 1:
-        raise ValueError(f"--num-processes must be an integer >= 1, got {num_processes!r}")
-    if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
-        raise ValueError(f"--process-id must be in 0..{num_processes - 1}, got {process_id!r}")
 
 
 def start(coordinator: str | None = None, num_processes: int | None = None,
@@ -65,9 +40,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
           init_timeout: int = 120) -> "Watchdog | None":
     """Join the job (explicit layout, or the cluster's own detection with `auto`) and start
     the peer watchdog. Must run before anything initialises JAX's backends."""
-    check_options(coordinator, num_processes, process_id, auto)
-    if not peer_timeout > 0:
-        raise ValueError(f"--peer-timeout must be > 0 seconds, got {peer_timeout!r}")
+    check_process_layout(coordinator, num_processes, process_id, auto, peer_timeout)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     kwargs = dict(initialization_timeout=int(init_timeout),
                   heartbeat_timeout_seconds=int(peer_timeout) + 30,
@@ -88,9 +61,24 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
         ) from None
     if jax.process_count() == 1:
         return None
+    _orbax_barriers_via_coordinator()
     dog = Watchdog(peer_timeout)
     dog.start()
     return dog
+
+
+def _orbax_barriers_via_coordinator() -> None:
+    """Orbax's default multi-process barrier is a device collective, run by its async-save
+    thread while the training loop runs its own programs: two programs interleaving on
+    the same gloo communicators. The coordination service's barrier never touches them."""
+    try:
+        import orbax.checkpoint  # noqa: F401  (defines the flag)
+        from absl import flags
+
+        flag = flags.FLAGS["experimental_orbax_use_distributed_barrier"]
+    except (ImportError, KeyError):  # pragma: no cover - another orbax layout
+        return
+    flag.value, flag.present = True, 1
 
 
 def is_multiprocess() -> bool:
@@ -114,6 +102,7 @@ def to_host(tree: Any) -> Any:
     named = [i for i in remote if isinstance(leaves[i].sharding, jax.sharding.NamedSharding)]
     if named:
         outs = _replicator(tuple(leaves[i].sharding.mesh for i in named))(*[leaves[i] for i in named])
+        jax.block_until_ready(outs)   # every device, not only the shard read below (see agree_any)
         for i, x in zip(named, outs):
             leaves[i] = x
     rest = sorted(set(remote) - set(named))
@@ -141,12 +130,33 @@ def _replicator(meshes: tuple):
 
 
 def agree_any(flag: bool) -> bool:
-    """True on every process when `flag` is True on any (a collective: call it everywhere)."""
+    """True on every process when `flag` is True on any (a collective: call it everywhere).
+
+    Waits for the program on every local device before returning, so no two programs with
+    collectives are ever in flight together (`process_allgather` waits for one device's
+    shard only)."""
     if not is_multiprocess():
         return bool(flag)
-    from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding, PartitionSpec
 
-    return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))
+    mesh = jax.make_mesh((jax.device_count(),), ("all",), devices=jax.devices())
+    local = np.full((jax.local_device_count(),), bool(flag))
+    votes = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec("all")), local)
+    out = _any(mesh)(votes)
+    jax.block_until_ready(out)
+    return bool(np.asarray(out.addressable_data(0)))
+
+
+_ANY: dict = {}
+
+
+def _any(mesh):
+    """A jitted any() over a global vector, replicated on every device (cached per mesh)."""
+    if mesh not in _ANY:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        _ANY[mesh] = jax.jit(lambda v: v.any(), out_shardings=NamedSharding(mesh, PartitionSpec()))
+    return _ANY[mesh]
 
 
 def barrier(name: str, timeout_s: float = 600.0) -> None:

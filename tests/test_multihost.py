@@ -71,10 +71,12 @@ def test_two_processes_match_one_process(tmp_path):
     assert (tmp_path / "ck").is_dir() and (tmp_path / "ck" / "6").is_dir()
 
 
-# The victim's own messages: ours when a worker dies; when the coordinator (process 0)
-# dies, jax's coordination client ends the others itself, at once, with its fatal log.
-DEATH = {1: ("process 1 of 2 stopped responding", "process 1 of 2 failed"),
-         0: ("another task died", "lost contact with the coordinator")}
+# What the survivor says: ours when a worker dies (the watchdog's, or the supervisor's
+# when gloo aborted the training process first); when the coordinator (process 0) dies,
+# jax's coordination client ends the others itself, at once, with its fatal log.
+ABORTED = "the training process was aborted (SIGABRT)"
+DEATH = {1: ("process 1 of 2 stopped responding", "process 1 of 2 failed", ABORTED),
+         0: ("another task died", "lost contact with the coordinator", ABORTED)}
 
 
 @pytest.mark.parametrize("victim", [1, 0])

@@ -1,0 +1,70 @@
+"""Run one process of a multi-host job in a child process and report how it ended.
+
+Why: when a peer dies in the middle of a collective, the gloo runtime may abort this
+process from one of its own threads (`std::terminate`, SIGABRT) before the heartbeat
+watchdog (distributed.py) notices. No Python code runs then, and gloo's last words
+("Is there a distributed collective mismatch in your code?") point the wrong way. The
+supervisor outlives such an abort and says what it means, at once, with exit code 1.
+
+It adds no JAX import and no work per step: it forwards SIGTERM/SIGINT to the child (which
+saves and stops), passes the child's exit code through, and takes the child down with it
+if it is killed itself (Linux `PR_SET_PDEATHSIG`).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+ENV = "JAXSEL_SUPERVISED"   # set in the child: it must not supervise itself
+EXIT_PEER_LOST = 1
+FORWARDED = (signal.SIGTERM, signal.SIGINT)
+_PR_SET_PDEATHSIG = 1
+
+
+def available() -> bool:
+    """Supervision needs Linux (the child must die with its supervisor) and not to be inside one."""
+    return sys.platform.startswith("linux") and os.environ.get(ENV) != "1"
+
+
+def _die_with(parent: int):
+    def preexec() -> None:   # runs in the child between fork and exec
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:   # the supervisor died before prctl took effect
+            os._exit(EXIT_PEER_LOST)
+    return preexec
+
+
+def supervise(command: list[str], who: str, prog: str = "jaxsel train") -> int:
+    """Run `command` as a child and return the exit code this process should end with.
+
+    `who` names this process in messages ("process 0 of 2"). The child runs in its own
+    process group, so a Ctrl-C at the terminal reaches it once, through us."""
+    child = subprocess.Popen(command, env={**os.environ, ENV: "1"},
+                             preexec_fn=_die_with(os.getpid()), process_group=0)
+    forwarded: set[int] = set()
+
+    def forward(signum, frame):
+        forwarded.add(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if code >= 0:
+        return code
+    sig = signal.Signals(-code)
+    if sig in forwarded:
+        return 128 + sig.value
+    print(f"{prog}: error: {who}: the training process was aborted ({sig.name}), most often "
+          f"by the collectives runtime after a peer process died in the middle of a collective; "
+          f"check the other processes' logs, then restart every process with --resume",
+          file=sys.stderr, flush=True)
+    return EXIT_PEER_LOST

@@ -1,0 +1,88 @@
+"""The supervisor of a multi-host process: exit codes pass through, SIGTERM reaches the
+training process once, an abort becomes one clear error line, and the training process
+never outlives its supervisor."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxsel.supervisor import ENV, EXIT_PEER_LOST, available, supervise
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="supervision is Linux-only")
+
+SUPERVISOR = "import sys; from jaxsel.supervisor import supervise; sys.exit(supervise(sys.argv[1:], 'process 0 of 2'))"
+
+
+def child(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_exit_codes_pass_through_and_the_child_is_marked():
+    assert supervise(child(f"import os, sys; sys.exit(0 if os.environ['{ENV}'] == '1' else 9)"), "p") == 0
+    assert supervise(child("import sys; sys.exit(3)"), "p") == 3
+
+
+def test_an_abort_is_one_clear_error_line(capfd):
+    code = supervise(child("import os; os.abort()"), "process 0 of 2")
+    err = capfd.readouterr().err
+    assert code == EXIT_PEER_LOST
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("jaxsel train: error: process 0 of 2: the training process was aborted (SIGABRT)")
+    assert "--resume" in line
+
+
+def test_a_supervised_process_does_not_supervise_again(monkeypatch):
+    monkeypatch.setenv(ENV, "1")
+    assert not available()
+
+
+def _start(tmp_path: Path, body: str) -> tuple[subprocess.Popen, Path]:
+    """A supervisor whose child writes its pid to a file and then runs `body`."""
+    pid_file = tmp_path / "child.pid"
+    code = f"import os, pathlib, time, signal\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n{body}"
+    sup = subprocess.Popen([sys.executable, "-c", SUPERVISOR, *child(code)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert sup.poll() is None and time.monotonic() < deadline, sup.communicate()[0]
+        time.sleep(0.05)
+    return sup, pid_file
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"   # a zombie waiting for a reaper is gone for our purposes
+
+
+def test_sigterm_reaches_the_training_process_once(tmp_path):
+    body = ("seen = []\n"
+            "signal.signal(signal.SIGTERM, lambda s, f: seen.append(s))\n"
+            "deadline = time.monotonic() + 30\n"
+            "while not seen and time.monotonic() < deadline: time.sleep(0.01)\n"
+            "time.sleep(0.3)\n"
+            "print('child saw', len(seen), 'SIGTERM', flush=True)\n"
+            "raise SystemExit(0 if seen else 5)")
+    sup, _ = _start(tmp_path, body)
+    sup.send_signal(signal.SIGTERM)
+    out = sup.communicate(timeout=60)[0]
+    assert sup.returncode == 0, out
+    assert "child saw 1 SIGTERM" in out
+
+
+def test_the_training_process_dies_with_its_supervisor(tmp_path):
+    sup, pid_file = _start(tmp_path, "time.sleep(120)")
+    pid = int(pid_file.read_text())
+    assert _alive(pid)
+    sup.send_signal(signal.SIGKILL)
+    sup.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
