@@ -63,8 +63,11 @@ def supervise(command: list[str], who: str, prog: str = "jaxsel train") -> int:
     sig = signal.Signals(-code)
     if sig in forwarded:
         return 128 + sig.value
-    print(f"{prog}: error: {who}: the training process was aborted ({sig.name}), most often "
-          f"by the collectives runtime after a peer process died in the middle of a collective; "
-          f"check the other processes' logs, then restart every process with --resume",
-          file=sys.stderr, flush=True)
+    if sig == signal.SIGABRT:
+        what = ("was aborted (SIGABRT), most often by the collectives runtime after a peer "
+                "process died in the middle of a collective")
+    else:
+        what = f"was killed by {sig.name}" + (" (the out-of-memory killer sends it)" if sig == signal.SIGKILL else "")
+    print(f"{prog}: error: {who}: the training process {what}; check the other processes' logs, "
+          f"then restart every process with --resume", file=sys.stderr, flush=True)
     return EXIT_PEER_LOST

@@ -35,6 +35,13 @@ def test_an_abort_is_one_clear_error_line(capfd):
     assert "--resume" in line
 
 
+def test_a_kill_from_outside_is_named(capfd):
+    code = supervise(child("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"), "process 1 of 2")
+    line = capfd.readouterr().err.strip().splitlines()[-1]
+    assert code == EXIT_PEER_LOST
+    assert "process 1 of 2: the training process was killed by SIGKILL (the out-of-memory killer" in line
+
+
 def test_a_supervised_process_does_not_supervise_again(monkeypatch):
     monkeypatch.setenv(ENV, "1")
     assert not available()
