@@ -8,6 +8,8 @@ Four ratios answer "what does jaxsel's machinery cost?":
                             an expert would write: the price of the framework itself;
   async_dispatch            steps/s reading metrics every `log_every` steps / every step:
                             what asynchronous dispatch buys the training loop.
+One more, without a target, locates the BSP overhead:
+  bsp_lean_over_minimal     the BSP step built with `grad_norm_metric=False` / the minimal one.
 Variants are warmed up (compiled) first, then timed round-robin (A B C ... A B C ...) one
 blocked step at a time so drift hits all of them alike; medians are reported.
 """
@@ -35,6 +37,7 @@ from .strategies import BSP, SelSync, TriggeredStrategy
 from .triggers import Never
 
 RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "async_dispatch")
+INFO_RATIOS = ("bsp_lean_over_minimal",)
 
 #: Defaults per size; explicit arguments to `run_bench` override them.
 SIZES: dict[str, dict[str, Any]] = {
@@ -168,7 +171,7 @@ def run_bench(
         None = 8 on CPU, unbounded elsewhere: XLA's in-process CPU collectives deadlock
         (rendezvous timeout, abort) with dozens of collective steps queued on a few cores.
 
-    Returns {"ratios": {name: float for name in RATIOS}, "median_step_ms": {...},
+    Returns {"ratios": {name: float for name in RATIOS + INFO_RATIOS}, "median_step_ms": {...},
     "steps_per_s": {...}, and the settings: device_kind, platform, replicas, model, ...}.
     """
     if size not in SIZES:
@@ -200,9 +203,10 @@ def run_bench(
     data = global_batch(_random_batch(input_shape, num_classes, replicas * batch, seed), mesh)
     opt = optax.sgd(LR)
 
-    def jaxsel_runner(name, strategy):
+    def jaxsel_runner(name, strategy, **step_options):
         state = init_state(fm.params, opt, strategy, mesh, fm.model_state if stateful else None)
-        return _Runner(name, make_train_step(loss_fn, opt, strategy, mesh, stateful=stateful), state, data)
+        step = make_train_step(loss_fn, opt, strategy, mesh, stateful=stateful, **step_options)
+        return _Runner(name, step, state, data)
 
     def minimal_runner():
         put = lambda t: jax.device_put(
@@ -216,6 +220,7 @@ def run_bench(
         jaxsel_runner("local", TriggeredStrategy(trigger=Never(), sync="params", name="local")),
         jaxsel_runner("selsync_sync", SelSync(delta=0.0)),   # every step votes: always syncs
         jaxsel_runner("bsp", BSP()),
+        jaxsel_runner("bsp_lean", BSP(), grad_norm_metric=False),
         minimal_runner(),
     ]
     for r in runners:
@@ -242,6 +247,7 @@ def run_bench(
         "selsync_sync_over_bsp": med["selsync_sync"] / med["bsp"],
         "bsp_over_minimal": med["bsp"] / med["minimal"],
         "async_dispatch": sps[f"read_every_{log_every}"] / sps["read_every_1"],
+        "bsp_lean_over_minimal": med["bsp_lean"] / med["minimal"],
     }
     result = {
         "ratios": ratios,
@@ -278,6 +284,7 @@ _LABELS = {
     "local": "plain local step (Never trigger)",
     "selsync_sync": "SelSync step, syncs (param avg)",
     "bsp": "BSP step (grad mean)",
+    "bsp_lean": "BSP step, no grad_norm metric",
     "minimal": "hand-written shard_map + pmean SGD",
 }
 
@@ -295,7 +302,7 @@ def format_table(result: dict) -> str:
     for key, label in _LABELS.items():
         lines.append(f"{label:38s} {result['median_step_ms'][key]:10.3f}")
     lines += ["", f"{'ratio':38s} {'value':>10s}"]
-    for key in RATIOS:
+    for key in RATIOS + INFO_RATIOS:
         lines.append(f"{key:38s} {result['ratios'][key]:10.3f}")
     every = result["log_every"]
     lazy, eager = result["steps_per_s"][f"read_every_{every}"], result["steps_per_s"]["read_every_1"]
@@ -305,4 +312,4 @@ def format_table(result: dict) -> str:
 
 def ratios_ok(result: dict) -> bool:
     """True when every ratio is a positive finite number."""
-    return all(math.isfinite(result["ratios"][k]) and result["ratios"][k] > 0 for k in RATIOS)
+    return all(math.isfinite(result["ratios"][k]) and result["ratios"][k] > 0 for k in RATIOS + INFO_RATIOS)

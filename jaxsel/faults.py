@@ -77,7 +77,9 @@ def guard_nonfinite(step_fn: Callable, donate: bool = True) -> Callable:
 
     def guarded(state, batch):
         new, metrics = step_fn(state, batch)
-        bad = ~jnp.isfinite(metrics["loss"]) | jnp.any(~jnp.isfinite(metrics["grad_norm"]))
+        bad = ~jnp.isfinite(metrics["loss"])
+        if "grad_norm" in metrics:
+            bad = bad | jnp.any(~jnp.isfinite(metrics["grad_norm"]))
         kept = jax.tree.map(lambda old, fresh: jnp.where(bad, old, fresh), state, new)
         return kept.replace(step=new.step), {**metrics, "nonfinite": bad}
 

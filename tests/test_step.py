@@ -66,6 +66,45 @@ def test_bsp_replicas_identical_and_bytes_counted(mesh):
     assert metrics["grad_norm"].shape == (R,) and metrics["replica_loss"].shape == (R,)
 
 
+@pytest.mark.parametrize("strategy", [jaxsel.BSP(), jaxsel.SelSync(delta=0.05, window=2)], ids=["bsp", "selsync"])
+def test_without_the_grad_norm_metric_the_trajectory_is_unchanged(mesh, strategy):
+    """`grad_norm_metric=False` drops the metric, never what the strategy reads (SelSync's
+    trigger still sees the norm and syncs on the same steps)."""
+    batches = make_batches(6)
+    opt = optax.sgd(0.1, momentum=0.9)
+    results = []
+    for metric in (True, False):
+        state = jaxsel.init_state(make_params(), opt, strategy, mesh)
+        step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, grad_norm_metric=metric)
+        synced = []
+        for batch in batches:
+            state, metrics = step(state, batch)
+            synced.append(bool(metrics["synced"]))
+        assert ("grad_norm" in metrics) == metric
+        results.append((jax.device_get(state.params), synced))
+    (full, synced_full), (lean, synced_lean) = results
+    assert synced_full == synced_lean
+    for name in full:
+        np.testing.assert_array_equal(full[name], lean[name])
+
+
+def test_nonfinite_guard_without_grad_norm_checks_the_loss(mesh):
+    from jaxsel.faults import guard_nonfinite
+
+    opt = optax.sgd(0.1)
+    state = jaxsel.init_state(make_params(), opt, jaxsel.BSP(), mesh)
+    step = guard_nonfinite(jaxsel.make_train_step(softmax_loss, opt, jaxsel.BSP(), mesh, grad_norm_metric=False),
+                           donate=False)
+    batch = make_batches(1)[0]
+    before = jax.device_get(state.params)
+    bad = {**batch, "x": np.full_like(batch["x"], np.nan)}
+    state, metrics = step(state, bad)
+    assert bool(metrics["nonfinite"]) and int(state.step) == 1
+    np.testing.assert_array_equal(jax.device_get(state.params)["w"], before["w"])
+    state, metrics = step(state, batch)
+    assert not bool(metrics["nonfinite"])
+
+
 def test_localsgd_identical_after_sync_and_different_between(mesh):
     period = 3
     _, history = run(jaxsel.LocalSGD(period=period), mesh, make_batches(9))
