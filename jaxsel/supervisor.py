@@ -4,11 +4,12 @@ Why: when a peer dies in the middle of a collective, the gloo runtime may abort 
 process from one of its own threads (`std::terminate`, SIGABRT) before the heartbeat
 watchdog (distributed.py) notices. No Python code runs then, and gloo's last words
 ("Is there a distributed collective mismatch in your code?") point the wrong way. The
-supervisor outlives such an abort and says what it means, at once, with exit code 1.
+supervisor outlives such an abort and says what it means, at once, with exit code 1 (JAX's
+coordination client, too, aborts a process whose coordinator died).
 
-It adds no JAX import and no work per step: it forwards SIGTERM/SIGINT to the child (which
-saves and stops), passes the child's exit code through, and takes the child down with it
-if it is killed itself (Linux `PR_SET_PDEATHSIG`).
+It does no work per step: it forwards SIGTERM/SIGINT to the child (which saves and
+stops), passes the child's exit code through, and takes the child down with it if it is
+killed itself (Linux `PR_SET_PDEATHSIG`). It never initialises JAX's backends.
 """
 from __future__ import annotations
 
@@ -49,8 +50,7 @@ def supervise(command: list[str], who: str, prog: str = "jaxsel train") -> int:
 
     def forward(signum, frame):
         forwarded.add(signum)
-        if child.poll() is None:
-            child.send_signal(signum)
+        child.send_signal(signum)   # a no-op once the child has been reaped
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     try:
@@ -64,8 +64,8 @@ def supervise(command: list[str], who: str, prog: str = "jaxsel train") -> int:
     if sig in forwarded:
         return 128 + sig.value
     if sig == signal.SIGABRT:
-        what = ("was aborted (SIGABRT), most often by the collectives runtime after a peer "
-                "process died in the middle of a collective")
+        what = ("was aborted (SIGABRT), most often by the collectives runtime or JAX's "
+                "coordination client after a peer process died")
     else:
         what = f"was killed by {sig.name}" + (" (the out-of-memory killer sends it)" if sig == signal.SIGKILL else "")
     print(f"{prog}: error: {who}: the training process {what}; check the other processes' logs, "
