@@ -8,7 +8,7 @@ summary it returns. Pure Python/NumPy: no JAX, no devices.
 
 Timing semantics per step (replica r computes for `compute_time * factor[step, r]`):
   * a step that synchronizes waits for the slowest replica, then pays its collectives;
-  * a local step with a per-step vote (SelSync's 4-byte `pmax`) is still a barrier: it
+  * a local step with a per-step vote (SelSync's 4-byte all-reduce) is still a barrier: it
     waits for the slowest replica of that step plus one latency-bound all-reduce;
   * a local step with no vote lets every replica run ahead on its own clock; the next
     barrier (or the end of the run) waits for the replica with the largest summed compute;
@@ -133,7 +133,7 @@ def collective_time(nbytes, replicas: int, network: str | Network, collective: s
 
 
 def vote_time(replicas: int, network: str | Network, vote_bytes: int = 4) -> float:
-    """A scalar vote (SelSync's int32 `pmax`): an all-reduce whose cost is all latency."""
+    """A scalar vote (SelSync's 4-byte sum of votes): an all-reduce whose cost is all latency."""
     return allreduce_time(vote_bytes, replicas, network)
 
 

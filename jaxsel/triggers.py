@@ -2,7 +2,7 @@
 
 A trigger returns a decision that must be identical on every replica (a collective
 inside one branch of `lax.cond` deadlocks otherwise). Static triggers return a Python
-bool; data-dependent ones reduce per-replica votes with `lax.pmax` (any vote syncs).
+bool; data-dependent ones reduce per-replica votes across replicas (any vote syncs).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class Significance(Trigger):
     window: int = 25
     alpha: float = 0.01
     eps: float = 1e-12
-    vote_bytes: int = 4  # one int32 pmax per step
+    vote_bytes: int = 4  # one float32 psum per step
 
     def __post_init__(self):
         if not (float(self.delta) >= 0.0):
@@ -117,5 +117,7 @@ class Significance(Trigger):
 
     def __call__(self, tstate, grad_norm, step, axis):
         new, vote, d_bar = self.local_vote(tstate, grad_norm)
-        decide = lax.pmax(vote.astype(jnp.int32), axis) > 0
+        # a float32 sum, not an int32 max: XLA fuses it with the loss mean's all-reduce,
+        # so a step that stays local runs one collective, as a plain local step does
+        decide = lax.psum(vote.astype(jnp.float32), axis) > 0
         return new, decide, {"delta": d_bar, "vote": vote}

@@ -110,4 +110,4 @@ def test_sync_step_averages_params_then_applies_own_gradient(mesh):
                                    {k: v[r * 4:(r + 1) * 4] for k, v in batch.items()})
         np.testing.assert_allclose(np.asarray(new.params["w"])[r], mean_w - 0.1 * np.asarray(g["w"]),
                                    rtol=1e-5, atol=1e-6)
-    assert int(m["bytes_allreduced"]) == (5 * 3 + 3) * 4 + 4  # parameters + the int32 vote
+    assert int(m["bytes_allreduced"]) == (5 * 3 + 3) * 4 + 4  # parameters + the float32 vote

@@ -16,7 +16,7 @@ def SelSync(
     sync_model_state: bool = False,
 ) -> TriggeredStrategy:
     """Tyagi & Swany (CLUSTER'23). Each replica votes from a windowed EWMA of the relative
-    change of its gradient-norm EWMA; any vote syncs (`pmax`). A sync averages the
+    change of its gradient-norm EWMA; any vote syncs (a `psum` of the votes). A sync averages the
     parameters, then each replica applies its own update (`aggregate="params"`), or
     averages gradients (`aggregate="grads"`). Optimizer and BatchNorm state stay local
     unless configured."""
