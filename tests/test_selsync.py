@@ -111,3 +111,22 @@ def test_sync_step_averages_params_then_applies_own_gradient(mesh):
         np.testing.assert_allclose(np.asarray(new.params["w"])[r], mean_w - 0.1 * np.asarray(g["w"]),
                                    rtol=1e-5, atol=1e-6)
     assert int(m["bytes_allreduced"]) == (5 * 3 + 3) * 4 + 4  # parameters + the float32 vote
+
+
+def _all_reduces(strategy, mesh) -> int:
+    """All-reduce ops in the compiled step's entry computation (the cond's branch excluded)."""
+    import re
+
+    opt = optax.sgd(0.1)
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
+    text = step.lower(jaxsel.init_state(make_params(), opt, strategy, mesh), make_batches(1)[0]).compile().as_text()
+    return len(re.findall(r" all-reduce(?:-start)?\(", text[text.index("ENTRY"):]))
+
+
+def test_the_vote_shares_the_loss_all_reduce(mesh):
+    """SelSync's vote rides in the all-reduce the loss mean needs anyway: a step that stays
+    local runs as many collectives as a plain local step (see BENCHMARKS.md)."""
+    from jaxsel.triggers import Never
+
+    local = jaxsel.TriggeredStrategy(trigger=Never(), sync="params", name="local")
+    assert _all_reduces(jaxsel.SelSync(delta=0.3, window=3), mesh) == _all_reduces(local, mesh) == 1
