@@ -102,7 +102,7 @@ def to_host(tree: Any) -> Any:
     named = [i for i in remote if isinstance(leaves[i].sharding, jax.sharding.NamedSharding)]
     if named:
         outs = _replicator(tuple(leaves[i].sharding.mesh for i in named))(*[leaves[i] for i in named])
-        jax.block_until_ready(outs)   # every device, not only the shard read below (see agree_any)
+        jax.block_until_ready(outs)   # every device, not only the shard read below
         for i, x in zip(named, outs):
             leaves[i] = x
     rest = sorted(set(remote) - set(named))
@@ -132,9 +132,9 @@ def _replicator(meshes: tuple):
 def agree_any(flag: bool) -> bool:
     """True on every process when `flag` is True on any (a collective: call it everywhere).
 
-    Waits for the program on every local device before returning, so no two programs with
-    collectives are ever in flight together (`process_allgather` waits for one device's
-    shard only)."""
+    The votes go through `to_host`, which waits for every local device before returning,
+    so no two programs with collectives are ever in flight together (`process_allgather`
+    waits for one device's shard only)."""
     if not is_multiprocess():
         return bool(flag)
     from jax.sharding import NamedSharding, PartitionSpec
@@ -142,21 +142,7 @@ def agree_any(flag: bool) -> bool:
     mesh = jax.make_mesh((jax.device_count(),), ("all",), devices=jax.devices())
     local = np.full((jax.local_device_count(),), bool(flag))
     votes = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec("all")), local)
-    out = _any(mesh)(votes)
-    jax.block_until_ready(out)
-    return bool(np.asarray(out.addressable_data(0)))
-
-
-_ANY: dict = {}
-
-
-def _any(mesh):
-    """A jitted any() over a global vector, replicated on every device (cached per mesh)."""
-    if mesh not in _ANY:
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        _ANY[mesh] = jax.jit(lambda v: v.any(), out_shardings=NamedSharding(mesh, PartitionSpec()))
-    return _ANY[mesh]
+    return bool(np.any(to_host(votes)))
 
 
 def barrier(name: str, timeout_s: float = 600.0) -> None:
