@@ -147,7 +147,7 @@ def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
     wall = time.perf_counter() - t0
     strat = build_strategy(strategy, options, replicas=args.replicas, total_steps=args.steps,
                            steps_per_epoch=1, base_lr=cfg.lr)
-    timing = strat.timing(args.replicas) if hasattr(strat, "timing") else {}
+    timing = strat.timing(args.replicas)._asdict()
     records = [{"synced": bool(r["synced"]), "bytes": int(r["bytes_allreduced"]),
                 "vote": int(r.get("vote_bytes") or 0)} for r in res.records]
     evals = [(int(e["step"]), float(e["test_accuracy"])) for e in res.evals]

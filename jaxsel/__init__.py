@@ -1,5 +1,6 @@
 """jaxsel: semi-synchronous data-parallel training (SelSync and its rivals) in JAX."""
-from . import aggregate, triggers
+from . import aggregate, sync, triggers
+from .aggregate import register_aggregator
 from .parallel import data_mesh, global_batch, request_cpu_devices
 from .state import TrainState, consensus, consensus_model_state, divergence, init_state
 from .step import grad_norm_sum, make_train_step
@@ -11,16 +12,18 @@ from .strategies import (
     DiLoCo,
     FedAvg,
     LocalSGD,
-    NonReplicatedDecisionError,
     PostLocalSGD,
     SelSync,
-    Strategy,
-    StepContext,
     Superstep,
     SyncSwitch,
+    Triggered,
     TriggeredStrategy,
+    build_strategy,
     feed_step_times,
+    register_strategy,
     search_bsp_fraction,
 )
+from .sync import NonReplicatedDecisionError, StepContext, StepResult, StepStats, Strategy, SyncReport, sync_where
+from .triggers import register_trigger
 
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ order statistics gather every replica's copy (`all_gather`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +19,7 @@ class Aggregator:
     """Base: `__call__(tree, axis, ctx) -> aggregated tree (identical on all replicas)`."""
 
     #: "allreduce" or "allgather": which collective the cost model should charge
-    collective: str = "allreduce"
+    collective: ClassVar[str] = "allreduce"
 
     @property
     def uses_sample_weights(self) -> bool:
@@ -49,6 +49,15 @@ class Mean(Aggregator):
 
 
 @dataclasses.dataclass(frozen=True)
+class Sum(Aggregator):
+    """Elementwise sum over replicas (the staleness ring's all-reduce; not a model
+    aggregate, so not registered by name)."""
+
+    def __call__(self, tree, axis, ctx=None):
+        return _float_only(lambda x: lax.psum(x, axis))(tree, axis)
+
+
+@dataclasses.dataclass(frozen=True)
 class Min(Aggregator):
     def __call__(self, tree, axis, ctx=None):
         return _float_only(lambda x: lax.pmin(x, axis))(tree, axis)
@@ -64,7 +73,7 @@ class Max(Aggregator):
 class Median(Aggregator):
     """Elementwise median over replicas (mean of the two middle values for even N)."""
 
-    collective: str = "allgather"
+    collective: ClassVar[str] = "allgather"
 
     def __call__(self, tree, axis, ctx=None):
         return _float_only(lambda x: jnp.median(lax.all_gather(x, axis), axis=0))(tree, axis)
@@ -75,7 +84,7 @@ class TrimmedMean(Aggregator):
     """Drop the `k` highest and `k` lowest replica values per element, average the rest."""
 
     k: int = 1
-    collective: str = "allgather"
+    collective: ClassVar[str] = "allgather"
 
     def __call__(self, tree, axis, ctx=None):
         n = lax.axis_size(axis)
@@ -183,7 +192,7 @@ class ClientSampled(Aggregator):
         return weighted_mean(tree, axis, jnp.where(mine, w, 0.0), fallback=mine.astype(jnp.float32))
 
 
-AGGREGATORS = {
+AGGREGATORS: dict[str, type] = {
     "mean": Mean,
     "weighted": WeightedMean,
     "median": Median,
@@ -193,6 +202,16 @@ AGGREGATORS = {
     "random": RandomReplica,
 }
 # ClientSampled is built by FedAvg(fraction=C), not by name.
+
+
+def register_aggregator(name: str, cls: type) -> type:
+    """Make a user-defined aggregator reachable by name (`--aggregator NAME`, configs).
+    `cls` is a frozen dataclass subclassing Aggregator whose `__call__(tree, axis, ctx)`
+    returns a value identical on every replica."""
+    if not (isinstance(cls, type) and issubclass(cls, Aggregator) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"register_aggregator({name!r}, ...) needs a dataclass subclass of jaxsel.aggregate.Aggregator")
+    AGGREGATORS[name] = cls
+    return cls
 
 
 def get_aggregator(spec: str | Aggregator) -> Aggregator:
@@ -211,3 +230,13 @@ def get_aggregator(spec: str | Aggregator) -> Aggregator:
             raise ValueError(f"trimmed mean needs an integer K in 'trimmed:K', got {spec!r}") from None
         return TrimmedMean(k=k)
     return AGGREGATORS[name]()
+
+
+def describe_aggregator(agg: Aggregator) -> str:
+    """A short label: "mean", "trimmed:2", "weighted"."""
+    if isinstance(agg, TrimmedMean):
+        return f"trimmed:{agg.k}"
+    for key, cls in AGGREGATORS.items():
+        if type(agg) is cls:
+            return key
+    return agg.name

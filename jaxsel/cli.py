@@ -118,7 +118,6 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
 
 
 def config_from_args(args, strategy: str, out_dir: str | None):
-    from .strategies.base import SYNC_MODES  # noqa: F401  (import check of the package)
     from .train import TrainConfig
 
     options = {"period": args.period, "delta": args.delta, "window": args.window,

@@ -65,7 +65,7 @@ def strategy_timing(config: dict) -> dict:
     strategy = build_strategy(config["strategy"], config.get("strategy_options", {}),
                               replicas=config.get("replicas", 1), total_steps=config.get("steps", 1),
                               steps_per_epoch=1, base_lr=config.get("lr", 0.1))
-    return strategy.timing(config.get("replicas", 1))
+    return strategy.timing(config.get("replicas", 1))._asdict()
 
 
 def project(run: dict, network: str, stragglers=None, compute_s: float | None = None) -> np.ndarray:

@@ -64,9 +64,12 @@ def _mean_over_replicas(tree):
     return jax.tree.map(lambda x: jnp.mean(x, axis=0) if jnp.issubdtype(x.dtype, jnp.floating) else x[0], tree)
 
 
-def consensus(state: TrainState) -> Any:
-    """Averaged parameters across replicas, for evaluation."""
-    return _mean_over_replicas(state.params)
+def consensus(state: TrainState, strategy=None) -> Any:
+    """The parameters a run is evaluated on: the replica average of what `strategy`
+    evaluates (its `eval_params`: DiLoCo's and SSD-SGD's global weights, the replicas'
+    own weights otherwise). Without a strategy, the replicas' own weights."""
+    params = state.params if strategy is None else strategy.eval_params(state)
+    return _mean_over_replicas(params)
 
 
 def consensus_model_state(state: TrainState) -> Any:
@@ -85,3 +88,8 @@ def divergence(params: Any) -> jax.Array:
 def tree_bytes(tree: Any) -> int:
     """Exact payload size of a pytree (per replica, leading axis excluded if present)."""
     return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
+
+
+#: Version of the layout of TrainState's strategy state. 2: typed NamedTuples (SelSync's
+#: trigger window, DiLoCo's global weights, ...); 1 (jaxsel 0.1): string-keyed dicts.
+STATE_FORMAT = 2

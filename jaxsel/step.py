@@ -1,7 +1,7 @@
 """make_train_step: the shard_map'd training step.
 
-Per replica: loss and gradients on its own slice of the batch -> the strategy's
-on-device trigger -> `lax.cond(sync branch with a collective, local branch)`. Nothing
+Per replica: loss and gradients on its own slice of the batch -> the strategy, which
+decides on the device and synchronizes through the sync core (`sync.sync_where`). Nothing
 leaves the device: the decision, the trigger's windows and every counter stay there.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from .parallel import AXIS, num_replicas
 from .state import TrainState
-from .strategies.base import StepContext, Strategy
+from .sync import StepContext, StepStats, Strategy
 
 
 def grad_norm_sum(grads) -> jax.Array:
@@ -89,12 +89,15 @@ def make_train_step(
         gnorm = grad_norm_sum(grads)
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[0])
         ctx = StepContext(axis=AXIS, n=n, step=state.step, optimizer=optimizer, weight=weight)
-        rs, shared, per_replica = strategy.apply(rs, grads, gnorm, ctx)
-        rs = rs.replace(step=state.step + 1)
+        out = strategy.apply(rs, grads, StepStats(state.step, loss, gnorm), ctx)
+        rs = out.state.replace(step=state.step + 1)
         new_state = _map_replica_fields(lambda x: x[None], rs)
-        shared = {"loss": lax.pmean(loss, AXIS), **shared}
+        report = out.report
+        shared = {"loss": lax.pmean(loss, AXIS), "synced": jnp.asarray(report.synced),
+                  "bytes_allreduced": report.payload_bytes, "vote_bytes": report.vote_bytes,
+                  **out.shared_metrics}
         per_replica = {"replica_loss": loss, **({"grad_norm": gnorm} if grad_norm_metric else {}),
-                       **per_replica, **aux}
+                       **out.replica_metrics, **aux}
         per_replica = jax.tree.map(lambda x: jnp.asarray(x)[None], per_replica)
         return new_state, shared, per_replica
 

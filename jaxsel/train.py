@@ -277,7 +277,7 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     if bar is not None and start:
         bar.update(start)
     proj = Projector(cfg.project_network, cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
-                     **run.strategy.timing(cfg.replicas), state=counters.get("projector"))
+                     **run.strategy.timing(cfg.replicas)._asdict(), state=counters.get("projector"))
     projected = float(counters.get("projected_time_s", 0.0))
     train_time = float(counters.get("train_time_s", 0.0))
     bytes_total = int(counters.get("bytes_allreduced", 0))

@@ -1,16 +1,22 @@
 """WHEN to synchronize: triggers evaluated on the device, inside the shard_map'd step.
 
-A trigger returns a decision that must be identical on every replica (a collective
-inside one branch of `lax.cond` deadlocks otherwise). Static triggers return a Python
-bool; data-dependent ones reduce per-replica votes across replicas (any vote syncs).
+`trigger(tstate, stats, axis) -> (tstate, decide, metrics)`. `stats` is a `StepStats`
+(step, this replica's loss and gradient norm), so a loss- or norm-based trigger needs no
+change to the step. The decision must be identical on every replica (the sync core
+checks it at trace time): static triggers return a Python bool or a function of the
+replicated step; data-dependent ones reduce per-replica votes across replicas (any vote
+syncs). Triggers are frozen dataclasses whose fields are their options; state is a typed
+pytree (a NamedTuple), never a string-keyed dict.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+
+from .sync import StepStats
 
 
 def ewma_weights(window: int, alpha: float) -> jnp.ndarray:
@@ -19,24 +25,35 @@ def ewma_weights(window: int, alpha: float) -> jnp.ndarray:
     return w / jnp.sum(w)
 
 
+def any_replica(vote, axis: str):
+    """True on every replica when any replica votes. A float32 sum, not an int32 max: XLA
+    fuses it with the loss mean's all-reduce, so a step that stays local still runs one
+    collective, as a plain local step does."""
+    return lax.psum(jnp.asarray(vote).astype(jnp.float32), axis) > 0
+
+
 class Trigger:
-    """Base: `__call__(tstate, grad_norm, step, axis) -> (tstate, decide, metrics)`."""
+    """Base class. Subclasses are frozen dataclasses (fields = options)."""
 
     #: bytes each replica contributes to the decision's own collective (a vote), per step
-    vote_bytes: int = 0
+    vote_bytes: ClassVar[int] = 0
 
     def init(self) -> Any:
-        return {}
+        return ()
 
-    def __call__(self, tstate, grad_norm, step, axis):
+    def __call__(self, tstate, stats: StepStats, axis: str):
         raise NotImplementedError
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+        return f"{type(self).__name__}({fields})"
 
 
 @dataclasses.dataclass(frozen=True)
 class Always(Trigger):
     """Synchronize every step (BSP)."""
 
-    def __call__(self, tstate, grad_norm, step, axis):
+    def __call__(self, tstate, stats, axis):
         return tstate, True, {}
 
 
@@ -44,26 +61,80 @@ class Always(Trigger):
 class Never(Trigger):
     """Never synchronize (independent replicas)."""
 
-    def __call__(self, tstate, grad_norm, step, axis):
+    def __call__(self, tstate, stats, axis):
         return tstate, False, {}
+
+
+def _check_step(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
 class Periodic(Trigger):
-    """Synchronize when (step + 1) % period == 0: after every `period` local updates.
+    """Synchronize after every `period` steps counted from `start`: at step t >= start
+    when (t - start + 1) % period == 0.
 
     PyTorch's PeriodicModelAverager averages when step % period == 0 counting from 0
     (so also right after the first step); jaxsel's count means "after `period` steps".
     """
 
     period: int
+    start: int = 0
 
     def __post_init__(self):
-        if int(self.period) < 1:
-            raise ValueError(f"period must be an integer >= 1, got {self.period!r}")
+        _check_step("period", self.period, 1)
+        _check_step("start", self.start, 0)
 
-    def __call__(self, tstate, grad_norm, step, axis):
-        return tstate, (step + 1) % self.period == 0, {}
+    def fires(self, step):
+        due = (step - self.start + 1) % self.period == 0
+        return due if self.start == 0 else due & (step >= self.start)
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, self.fires(stats.step), {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Before(Trigger):
+    """Synchronize on every step before `step` (a warm-up or first phase)."""
+
+    step: int
+
+    def __post_init__(self):
+        _check_step("step", self.step, 0)
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, stats.step < self.step, {}
+
+
+@dataclasses.dataclass(frozen=True)
+class AnyOf(Trigger):
+    """Synchronize when any of `triggers` fires (their states kept side by side)."""
+
+    triggers: tuple
+
+    @property
+    def vote_bytes(self) -> int:
+        return sum(t.vote_bytes for t in self.triggers)
+
+    def init(self):
+        return tuple(t.init() for t in self.triggers)
+
+    def __call__(self, tstate, stats, axis):
+        new, decide, metrics = [], False, {}
+        for trig, st in zip(self.triggers, tstate):
+            st, d, m = trig(st, stats, axis)
+            new.append(st)
+            decide = decide | d
+            metrics.update(m)
+        return tuple(new), decide, metrics
+
+
+class SignificanceState(NamedTuple):
+    t: Any            # steps seen (int32)
+    s_hist: Any       # last W gradient norms, newest first
+    g_prev: Any       # G_{t-1}
+    d_hist: Any       # last W relative changes, newest first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,44 +151,67 @@ class Significance(Trigger):
     window: int = 25
     alpha: float = 0.01
     eps: float = 1e-12
-    vote_bytes: int = 4  # one float32 psum per step
+    vote_bytes: ClassVar[int] = 4  # one float32 psum per step
 
     def __post_init__(self):
         if not (float(self.delta) >= 0.0):
             raise ValueError(f"delta must be a number >= 0, got {self.delta!r}")
-        if int(self.window) < 1:
-            raise ValueError(f"window must be an integer >= 1, got {self.window!r}")
+        _check_step("window", self.window, 1)
         if not (0.0 <= float(self.alpha) < 1.0):
             raise ValueError(f"alpha must be in [0, 1), got {self.alpha!r}")
 
     def init(self):
         w = self.window
-        return {
-            "t": jnp.zeros((), jnp.int32),
-            "s_hist": jnp.zeros((w,), jnp.float32),   # newest first
-            "g_prev": jnp.zeros((), jnp.float32),
-            "d_hist": jnp.zeros((w,), jnp.float32),   # newest first
-        }
+        z = jnp.zeros((), jnp.float32)
+        return SignificanceState(jnp.zeros((), jnp.int32), jnp.zeros((w,), jnp.float32), z,
+                                 jnp.zeros((w,), jnp.float32))
 
-    def local_vote(self, tstate, grad_norm):
+    def local_vote(self, st: SignificanceState, grad_norm):
         """The per-replica part: new window state, this replica's vote and Delta_bar."""
         w = self.window
         weights = ewma_weights(w, self.alpha)
-        t = tstate["t"]
-        s_hist = jnp.concatenate([grad_norm.astype(jnp.float32)[None], tstate["s_hist"][:-1]])
+        s_hist = jnp.concatenate([grad_norm.astype(jnp.float32)[None], st.s_hist[:-1]])
         g = jnp.dot(weights, s_hist)
-        change = jnp.abs(g - tstate["g_prev"]) / jnp.maximum(tstate["g_prev"], self.eps)
-        d_pushed = jnp.concatenate([change[None], tstate["d_hist"][:-1]])
-        d_hist = jnp.where(t >= w, d_pushed, tstate["d_hist"])
+        change = jnp.abs(g - st.g_prev) / jnp.maximum(st.g_prev, self.eps)
+        d_pushed = jnp.concatenate([change[None], st.d_hist[:-1]])
+        d_hist = jnp.where(st.t >= w, d_pushed, st.d_hist)
         d_bar = jnp.dot(weights, d_hist)
-        warm = t < 2 * w - 1
+        warm = st.t < 2 * w - 1
         vote = warm | (d_bar >= self.delta)
-        new = {"t": t + 1, "s_hist": s_hist, "g_prev": g, "d_hist": d_hist}
-        return new, vote, jnp.where(warm, jnp.nan, d_bar)
+        return SignificanceState(st.t + 1, s_hist, g, d_hist), vote, jnp.where(warm, jnp.nan, d_bar)
 
-    def __call__(self, tstate, grad_norm, step, axis):
-        new, vote, d_bar = self.local_vote(tstate, grad_norm)
-        # a float32 sum, not an int32 max: XLA fuses it with the loss mean's all-reduce,
-        # so a step that stays local runs one collective, as a plain local step does
-        decide = lax.psum(vote.astype(jnp.float32), axis) > 0
-        return new, decide, {"delta": d_bar, "vote": vote}
+    def __call__(self, tstate, stats, axis):
+        new, vote, d_bar = self.local_vote(tstate, stats.grad_norm)
+        return new, any_replica(vote, axis), {"delta": d_bar, "vote": vote}
+
+
+TRIGGERS: dict[str, type] = {
+    "always": Always,
+    "never": Never,
+    "periodic": Periodic,
+    "before": Before,
+    "significance": Significance,
+}
+
+
+def register_trigger(name: str, cls: type) -> type:
+    """Make a user-defined trigger reachable by name (`--opt trigger=NAME` of the
+    `triggered` strategy, experiment configs). `cls` is a frozen dataclass subclassing
+    Trigger; its fields are its options (`--opt trigger.FIELD=VALUE`)."""
+    if not (isinstance(cls, type) and issubclass(cls, Trigger) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"register_trigger({name!r}, ...) needs a dataclass subclass of jaxsel.triggers.Trigger")
+    TRIGGERS[name] = cls
+    return cls
+
+
+def get_trigger(spec, options=None) -> Trigger:
+    """A trigger from its registered name and options, or itself."""
+    if isinstance(spec, Trigger):
+        if options:
+            raise ValueError(f"trigger options {sorted(options)} given with a built trigger {spec!r}")
+        return spec
+    from .options import build
+
+    if spec not in TRIGGERS:
+        raise ValueError(f"unknown trigger {spec!r}; choose one of {', '.join(TRIGGERS)}")
+    return build(TRIGGERS[spec], options, kind="trigger", name=spec)

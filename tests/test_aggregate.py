@@ -6,7 +6,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxsel.aggregate import ClientSampled, RandomReplica, WeightedMean, get_aggregator
-from jaxsel.strategies.base import StepContext
+from jaxsel.sync import StepContext
 
 R = 8
 STEP = 5

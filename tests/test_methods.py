@@ -8,9 +8,10 @@ import optax
 import pytest
 
 import jaxsel
+from jaxsel.options import accepts
 from jaxsel.strategies.registry import STRATEGIES, build_strategy
 from jaxsel.strategies.syncswitch_search import search_bsp_fraction
-from jaxsel.strategies.base import TriggeredStrategy
+from jaxsel.strategies import TriggeredStrategy
 from jaxsel.triggers import Never
 
 R, B, D, C = 8, 4, 5, 3
@@ -194,7 +195,7 @@ def test_ssdsgd_local_equals_global_after_each_pull(mesh):
     _, hist = run(jaxsel.SSDSGD(k=k, warmup_steps=warm), mesh, softmax_batches(T))
     grad_bytes = (D * C + C) * 4
     for t, (state, m) in enumerate(hist):
-        local, glob = state.params, state.strategy_state["global"]
+        local, glob = state.params, state.strategy_state.global_params
         assert identical(glob), f"step {t}: global weights differ across replicas"
         assert int(m["bytes_allreduced"]) == grad_bytes  # gradients reduce every step
         pulled = t >= warm and (t - warm + 1) % k == 0
@@ -219,7 +220,7 @@ def test_ssdsgd_glu_formula(mesh):
         glob = glob - LR * g[t].mean(0)
         local = local - scale * LR * g[t] + beta * (anchor - local)
         np.testing.assert_allclose(hist[t][0].params["w"], local, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(hist[t][0].strategy_state["global"]["w"][0], glob, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(hist[t][0].strategy_state.global_params["w"][0], glob, rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------ post-local SGD, DiLoCo
@@ -245,8 +246,8 @@ def test_diloco_with_plain_outer_sgd_equals_localsgd(mesh):
 def test_diloco_nesterov_outer_step_is_replicated(mesh):
     _, hist = run(jaxsel.DiLoCo(inner_steps=2), mesh, softmax_batches(4))
     state = hist[-1][0]
-    assert identical(state.params) and identical(state.strategy_state["outer"])
-    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(state.strategy_state["global"])):
+    assert identical(state.params) and identical(state.strategy_state.outer_opt)
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(state.strategy_state.global_params)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -257,13 +258,13 @@ def test_fedavg_client_sampling_averages_the_drawn_replicas(mesh):
     fed = jaxsel.FedAvg(period=2, fraction=0.5, seed=4)
     _, hist = run(fed, mesh, batches)
     apart, _ = run(TriggeredStrategy(trigger=Never(), sync="model"), mesh, batches)
-    mask = np.asarray(fed.aggregator.participants(R, jnp.int32(1)))
+    mask = np.asarray(fed.combiner().participants(R, jnp.int32(1)))
     for name in ("w", "b"):
         want = np.asarray(apart.params[name])[mask].mean(0)
         for r in range(R):
             np.testing.assert_allclose(hist[-1][0].params[name][r], want, rtol=1e-5, atol=1e-6)
-    assert hist[0][0].strategy_state["samples"][0] == B  # samples seen since the last sync
-    assert hist[1][0].strategy_state["samples"][0] == 0
+    assert hist[0][0].strategy_state.samples[0] == B  # samples seen since the last sync
+    assert hist[1][0].strategy_state.samples[0] == 0
 
 
 def test_superstep_period_is_epochs_times_steps_per_epoch(mesh):
@@ -276,7 +277,8 @@ def test_superstep_period_is_epochs_times_steps_per_epoch(mesh):
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_every_registered_strategy_builds_and_runs(mesh, name):
-    strat = build_strategy(name, {"period": 2}, replicas=R, total_steps=3, steps_per_epoch=2, base_lr=LR)
+    opts = {"period": 2} if accepts(STRATEGIES[name], "period") else {}
+    strat = build_strategy(name, opts, replicas=R, total_steps=3, steps_per_epoch=2, base_lr=LR)
     _, hist = run(strat, mesh, softmax_batches(3))
     for _, m in hist:
         assert np.isfinite(m["loss"]) and "synced" in m and int(m["bytes_allreduced"]) >= 0
@@ -329,7 +331,7 @@ def test_ssdsgd_is_evaluated_on_its_global_weights():
     run = build_run(cfg)
     result = train(cfg, run=run)
     st = result.state
-    local, global_w = consensus(st), consensus(st.replace(params=st.strategy_state["global"]))
+    local, global_w = consensus(st), consensus(st.replace(params=st.strategy_state.global_params))
     assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(local), jax.tree.leaves(global_w)))
     expect = run.evaluate(global_w, consensus_model_state(st), run.test)
     assert result.evals[-1]["test_loss"] == pytest.approx(expect["test_loss"], rel=1e-6)

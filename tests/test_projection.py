@@ -43,10 +43,10 @@ def test_live_projection_equals_replay_of_the_log(tmp_path):
 
 def test_strategies_name_their_timing():
     ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10, base_lr=0.1)
-    assert build_strategy("ssdsgd", {}, **ctx).timing(8)["background"] == "overlapped"
-    assert build_strategy("ssp", {"staleness": 2}, **ctx).timing(8)["staleness"] == 2
-    assert build_strategy("asp", {}, **ctx).timing(8)["staleness"] is None
-    assert build_strategy("localsgd", {"aggregator": "median"}, **ctx).timing(8)["collective"] == "allgather"
+    assert build_strategy("ssdsgd", {}, **ctx).timing(8).background == "overlapped"
+    assert build_strategy("ssp", {"staleness": 2}, **ctx).timing(8).staleness == 2
+    assert build_strategy("asp", {}, **ctx).timing(8).staleness is None
+    assert build_strategy("localsgd", {"aggregator": "median"}, **ctx).timing(8).collective == "allgather"
 
 
 def test_report_command(tmp_path, capsys):

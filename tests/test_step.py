@@ -134,8 +134,8 @@ def test_localsgd_sync_is_the_mean_of_locally_updated_params(mesh):
 class PerReplicaTrigger(Trigger):
     """Wrong on purpose: a per-replica decision with no pmax."""
 
-    def __call__(self, tstate, grad_norm, step, axis):
-        return tstate, grad_norm > 1.0, {}
+    def __call__(self, tstate, stats, axis):
+        return tstate, stats.grad_norm > 1.0, {}
 
 
 def test_non_replicated_trigger_raises_at_trace_time(mesh):

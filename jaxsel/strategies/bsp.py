@@ -1,13 +1,27 @@
 """BSP: average gradients over all replicas on every step, then apply the optimizer."""
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, ClassVar
+
+from ..aggregate import get_aggregator
 from ..triggers import Always
-from .base import TriggeredStrategy
+from .triggered import Triggered
 
 
-def BSP(aggregator="mean", sync_model_state: bool = False) -> TriggeredStrategy:
+@dataclasses.dataclass(frozen=True)
+class BSP(Triggered):
     """Bulk-synchronous parallel. With N replicas on batches of b it equals one device
     on the concatenated N*b batch (for a loss that is a mean over examples)."""
-    return TriggeredStrategy(
-        trigger=Always(), sync="grads", aggregator=aggregator, sync_model_state=sync_model_state, name="bsp"
-    )
+
+    aggregator: Any = "mean"
+    sync_model_state: bool = False
+    name: ClassVar[str] = "bsp"
+    sync: ClassVar[str] = "grads"
+
+    def __post_init__(self):
+        get_aggregator(self.aggregator)
+
+    @property
+    def trigger(self):
+        return Always()

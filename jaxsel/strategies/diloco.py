@@ -9,22 +9,27 @@ After every `inner_steps`-th local step (when (t + 1) % H == 0):
     w_i     <- w_global
 
 The global weights and outer optimizer state are identical on every replica but stored
-with the replica axis (`strategy_state["global"]`, `["outer"]`), like all strategy state.
+with the replica axis (`strategy_state.global_params`, `.outer_opt`), like all strategy
+state. The outer step is work of the synced step only: it runs in the sync core's branch.
 With outer SGD at lr 1 and no momentum this is exactly local SGD with period H.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import optax
-from jax import lax
 
-from ..aggregate import get_aggregator
-from ..state import tree_bytes
+from ..aggregate import describe_aggregator, get_aggregator
+from ..sync import StepResult, Strategy, Timing, local_update, sync_where
 from ..triggers import Periodic
-from .base import Strategy, byte_count, local_update, to_varying
+from .triggered import Synced
+
+
+class DiLoCoState(NamedTuple):
+    global_params: Any   # the outer model (what the run is evaluated on)
+    outer_opt: Any       # the outer optimizer's state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,15 +44,20 @@ class DiLoCo(Strategy):
     nesterov: bool = True
     aggregator: Any = "mean"
     sync_model_state: bool = True
-    name: str = "diloco"
+    name: ClassVar[str] = "diloco"
+    aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
     def __post_init__(self):
-        Periodic(int(self.inner_steps))  # validates H >= 1
+        self.trigger  # validates H >= 1
         if not float(self.outer_lr) > 0.0:
             raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
         if not 0.0 <= float(self.outer_momentum) < 1.0:
             raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
-        object.__setattr__(self, "aggregator", get_aggregator(self.aggregator))
+        get_aggregator(self.aggregator)
+
+    @property
+    def trigger(self) -> Periodic:
+        return Periodic(self.inner_steps)
 
     @property
     def outer(self) -> optax.GradientTransformation:
@@ -55,29 +65,35 @@ class DiLoCo(Strategy):
         return optax.sgd(float(self.outer_lr), momentum=momentum, nesterov=bool(self.nesterov and momentum))
 
     def init(self, params, opt_state, n):
-        return {"global": params, "outer": self.outer.init(params)}
+        return DiLoCoState(params, self.outer.init(params))
 
-    def outer_step(self, rs, ctx):
-        st = rs.strategy_state
-        agg = lambda tree: self.aggregator(tree, ctx.axis, ctx)
-        delta = jax.tree.map(lambda g, a: g - a, st["global"], agg(rs.params))
-        updates, outer = self.outer.update(delta, st["outer"], st["global"])
-        global_w = optax.apply_updates(st["global"], updates)
-        rs = rs.replace(params=global_w, strategy_state={**st, "global": global_w, "outer": outer})
-        if self.sync_model_state:
-            rs = rs.replace(model_state=agg(rs.model_state))
-        return to_varying(rs, ctx.axis)
+    def outer_step(self, avg: Synced, state):
+        """On a synced step: the outer optimizer on the pseudo-gradient; replicas restart from it."""
+        dstate, _, model_state = state
+        delta = jax.tree.map(lambda g, a: g - a, dstate.global_params, avg.params)
+        updates, outer_opt = self.outer.update(delta, dstate.outer_opt, dstate.global_params)
+        global_w = optax.apply_updates(dstate.global_params, updates)
+        return DiLoCoState(global_w, outer_opt), global_w, (avg.model_state if self.sync_model_state else model_state)
 
-    def apply(self, rs, grads, grad_norm, ctx):
-        rs = local_update(rs, grads, ctx)
-        _, decide, _ = Periodic(int(self.inner_steps))({}, grad_norm, ctx.step, ctx.axis)
-        rs = lax.cond(decide, lambda r: self.outer_step(r, ctx), lambda r: to_varying(r, ctx.axis), rs)
-        moved = tree_bytes(rs.params) + (tree_bytes(rs.model_state) if self.sync_model_state else 0)
-        return rs, {"synced": decide, "bytes_allreduced": byte_count(moved, decide), "vote_bytes": byte_count(0)}, {}
+    def apply(self, rs, grads, stats, ctx):
+        params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
+        _, decide, _ = self.trigger((), stats, ctx.axis)
+        combiner = get_aggregator(self.aggregator)
+        payload = Synced(params=params, model_state=rs.model_state if self.sync_model_state else None)
+        (dstate, params, model_state), report = sync_where(
+            decide, payload, lambda t: combiner(t, ctx.axis, ctx), ctx,
+            state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step)
+        rs = rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
+        return StepResult(rs, report)
 
     def eval_params(self, state):
         """DiLoCo's model is the global one; the replicas' weights are its local drafts."""
-        return state.strategy_state["global"]
+        return state.strategy_state.global_params
+
+    def timing(self, n: int) -> Timing:
+        return Timing(collective=get_aggregator(self.aggregator).collective)
 
     def describe(self) -> str:
-        return f"{self.name} (H={self.inner_steps}, outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})"
+        agg = describe_aggregator(get_aggregator(self.aggregator))
+        return (f"{self.name}{'' if agg == 'mean' else f' [{agg}]'} (H={self.inner_steps}, "
+                f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

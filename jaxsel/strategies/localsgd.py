@@ -2,27 +2,39 @@
 after every `period` steps (at step t when (t + 1) % period == 0)."""
 from __future__ import annotations
 
-from ..aggregate import ClientSampled
+import dataclasses
+from typing import Any, ClassVar
+
+from ..aggregate import Aggregator, ClientSampled, get_aggregator
 from ..triggers import Periodic
-from .base import TriggeredStrategy
+from .triggered import Triggered
 
 
-def LocalSGD(period: int = 50, aggregator="mean", sync_model_state: bool = True) -> TriggeredStrategy:
+@dataclasses.dataclass(frozen=True)
+class LocalSGD(Triggered):
     """Every replica applies its own update each step; after every `period`-th update
     the updated parameters (and, by default, BatchNorm statistics) are aggregated."""
-    return TriggeredStrategy(
-        trigger=Periodic(int(period)), sync="model", aggregator=aggregator,
-        sync_model_state=sync_model_state, name="localsgd",
-    )
+
+    period: int = 50
+    aggregator: Any = "mean"
+    sync_model_state: bool = True
+    name: ClassVar[str] = "localsgd"
+    sync: ClassVar[str] = "model"
+
+    def __post_init__(self):
+        self.trigger  # validates the period
+        get_aggregator(self.aggregator)
+
+    @property
+    def trigger(self):
+        return Periodic(self.period)
+
+    def describe(self) -> str:
+        return f"{super().describe()} (period {self.period})"
 
 
-def FedAvg(
-    period: int = 50,
-    fraction: float = 1.0,
-    aggregator="weighted",
-    sync_model_state: bool = True,
-    seed: int = 0,
-) -> TriggeredStrategy:
+@dataclasses.dataclass(frozen=True)
+class FedAvg(LocalSGD):
     """Federated averaging (McMahan et al.): rounds of `period` local steps, then the
     parameters are averaged weighted by the samples each replica saw since the last sync.
 
@@ -32,15 +44,25 @@ def FedAvg(
     deployment they would not have trained). Their optimizer state stays local, as in
     every strategy here. `aggregator` may be any aggregator with C = 1; with C < 1 only
     "weighted" or "mean" (over participants)."""
-    fraction = float(fraction)
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"FedAvg fraction C must be in (0, 1], got {fraction!r}")
-    if fraction < 1.0:
-        if aggregator not in ("weighted", "mean"):
-            raise ValueError(f"FedAvg with client sampling (fraction={fraction}) averages with "
-                             f"'weighted' or 'mean', got aggregator={aggregator!r}")
-        aggregator = ClientSampled(fraction=fraction, base=aggregator, seed=int(seed))
-    return TriggeredStrategy(
-        trigger=Periodic(int(period)), sync="model", aggregator=aggregator,
-        sync_model_state=sync_model_state, name="fedavg",
-    )
+
+    aggregator: Any = "weighted"
+    fraction: float = 1.0
+    seed: int = 0
+    name: ClassVar[str] = "fedavg"
+
+    def __post_init__(self):
+        if not 0.0 < float(self.fraction) <= 1.0:
+            raise ValueError(f"FedAvg fraction C must be in (0, 1], got {self.fraction!r}")
+        if float(self.fraction) < 1.0 and self.aggregator not in ("weighted", "mean"):
+            raise ValueError(f"FedAvg with client sampling (fraction={self.fraction}) averages with "
+                             f"'weighted' or 'mean', got aggregator={self.aggregator!r}")
+        super().__post_init__()
+
+    def combiner(self) -> Aggregator:
+        if float(self.fraction) < 1.0:
+            return ClientSampled(fraction=float(self.fraction), base=self.aggregator, seed=int(self.seed))
+        return get_aggregator(self.aggregator)
+
+    def describe(self) -> str:
+        c = "" if float(self.fraction) == 1.0 else f", C={self.fraction:g}"
+        return f"{super().describe()[:-1]}{c})"

@@ -1,20 +1,25 @@
 """Post-local SGD (Lin et al., ICLR'20): BSP until `switch_step` (typically the first
 learning-rate decay), then local SGD with parameter averaging every `period` steps,
-counted from the switch: step t >= switch_step syncs when (t - switch_step + 1) % period == 0."""
+counted from the switch: step t >= switch_step syncs when (t - switch_step + 1) % period == 0.
+
+Two phase triggers on one step: `Before(switch_step)` aggregates the gradients (BSP),
+`Periodic(period, start=switch_step)` the updated parameters (local SGD).
+"""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
-from jax import lax
+import jax.numpy as jnp
 
-from .base import Strategy, to_varying
-from .bsp import BSP
-from .localsgd import LocalSGD
+from ..aggregate import get_aggregator
+from ..sync import StepResult, Timing
+from ..triggers import Before, Periodic
+from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
 
 
 @dataclasses.dataclass(frozen=True)
-class PostLocalSGD(Strategy):
+class PostLocalSGD(Triggered):
     """switch_step: first local step (None: half of `total_steps`); period: local SGD's
     averaging period after it; aggregator: used by both phases."""
 
@@ -23,43 +28,49 @@ class PostLocalSGD(Strategy):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     total_steps: int | None = None
-    name: str = "postlocal"
+    name: ClassVar[str] = "postlocal"
+    sync: ClassVar[str] = "model"
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
     def __post_init__(self):
         if self.switch_step is None:
             if self.total_steps is None:
                 raise ValueError("PostLocalSGD needs switch_step (or total_steps, to switch at half of it)")
             object.__setattr__(self, "switch_step", int(self.total_steps) // 2)
-        if int(self.switch_step) < 0:
+        if isinstance(self.switch_step, bool) or int(self.switch_step) < 0:
             raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
-        self.phases  # validates period and aggregator
+        self.trigger  # validates the period
+        get_aggregator(self.aggregator)
 
     @property
-    def phases(self):
-        bsp = BSP(aggregator=self.aggregator, sync_model_state=self.sync_model_state)
-        local = LocalSGD(period=self.period, aggregator=self.aggregator, sync_model_state=self.sync_model_state)
-        return bsp, local
+    def trigger(self):
+        """The local phase's trigger (the BSP phase's is `Before(switch_step)`)."""
+        return Periodic(self.period, start=int(self.switch_step))
+
+    def apply(self, rs, grads, stats, ctx):
+        st: TriggeredState = rs.strategy_state
+        bsp_phase = Before(int(self.switch_step))((), stats, ctx.axis)[1]
+        _, averaging, _ = self.trigger((), stats, ctx.axis)
+        combiner = self.combiner()
+
+        def agg(mode):
+            weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
+            return lambda tree: combiner(tree, ctx.axis, dataclasses.replace(ctx, weight=weight))
+
+        rs, grads, bsp = sync_before_update(rs, grads, bsp_phase, ctx, agg("grads"), what="grads",
+                                            model_state=self.sync_model_state)
+        rs = update(rs, grads, ctx)
+        rs, local = sync_after_update(rs, averaging, ctx, agg("model"), model_state=self.sync_model_state)
+        samples = st.samples   # counted in the local phase only, from 0 at each sync
+        if samples is not None:
+            samples = jnp.where(bsp_phase | averaging, 0.0, samples + ctx.weight)
+        return StepResult(rs.replace(strategy_state=TriggeredState((), samples)), bsp.merge(local))
 
     def init(self, params, opt_state, n):
-        bsp, local = self.phases
-        return {"bsp": bsp.init(params, opt_state, n), "local": local.init(params, opt_state, n)}
+        return super().init(params, opt_state, n)._replace(trigger=())
 
-    def apply(self, rs, grads, grad_norm, ctx):
-        bsp, local = self.phases
-        start = int(self.switch_step)
-
-        def run(phase, key, phase_ctx):
-            def branch(r):
-                st = r.strategy_state
-                r, shared, _ = phase.apply(r.replace(strategy_state=st[key]), grads, grad_norm, phase_ctx)
-                return to_varying(r.replace(strategy_state={**st, key: r.strategy_state}), ctx.axis), shared
-            return branch
-
-        return (*lax.cond(ctx.step < start, run(bsp, "bsp", ctx),
-                          run(local, "local", dataclasses.replace(ctx, step=ctx.step - start)), rs), {})
-
-    def timing(self, n: int) -> dict:
-        return self.phases[1].timing(n)
+    def timing(self, n: int) -> Timing:
+        return Timing(collective=self.combiner().collective)
 
     def describe(self) -> str:
         return f"{self.name} (BSP until step {self.switch_step}, then period {self.period})"

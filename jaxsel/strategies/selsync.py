@@ -1,29 +1,43 @@
 """SelSync: synchronize only when the gradient's relative change is significant."""
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, ClassVar
+
+from ..aggregate import get_aggregator
 from ..triggers import Significance
-from .base import TriggeredStrategy
-
-AGGREGATE_WHAT = {"params": "params", "grads": "grads"}
+from .triggered import Triggered
 
 
-def SelSync(
-    delta: float = 0.3,
-    window: int = 25,
-    alpha: float = 0.01,
-    aggregate: str = "params",
-    aggregator="mean",
-    sync_model_state: bool = False,
-) -> TriggeredStrategy:
+@dataclasses.dataclass(frozen=True)
+class SelSync(Triggered):
     """Tyagi & Swany (CLUSTER'23). Each replica votes from a windowed EWMA of the relative
-    change of its gradient-norm EWMA; any vote syncs (a `psum` of the votes). A sync averages the
-    parameters, then each replica applies its own update (`aggregate="params"`), or
-    averages gradients (`aggregate="grads"`). Optimizer and BatchNorm state stay local
-    unless configured."""
-    if aggregate not in AGGREGATE_WHAT:
-        raise ValueError(f"aggregate must be 'params' or 'grads', got {aggregate!r}")
-    return TriggeredStrategy(
-        trigger=Significance(delta=float(delta), window=int(window), alpha=float(alpha)),
-        sync=AGGREGATE_WHAT[aggregate], aggregator=aggregator,
-        sync_model_state=sync_model_state, name="selsync",
-    )
+    change of its gradient-norm EWMA; any vote syncs (a `psum` of the votes). A sync
+    averages the parameters, then each replica applies its own update
+    (`aggregate="params"`), or averages gradients (`aggregate="grads"`). Optimizer and
+    BatchNorm state stay local unless configured."""
+
+    delta: float = 0.3
+    window: int = 25
+    alpha: float = 0.01
+    aggregate: str = "params"
+    aggregator: Any = "mean"
+    sync_model_state: bool = False
+    name: ClassVar[str] = "selsync"
+
+    def __post_init__(self):
+        if self.aggregate not in ("params", "grads"):
+            raise ValueError(f"aggregate must be 'params' or 'grads', got {self.aggregate!r}")
+        self.trigger  # validates delta, window, alpha
+        get_aggregator(self.aggregator)
+
+    @property
+    def trigger(self):
+        return Significance(delta=float(self.delta), window=int(self.window), alpha=float(self.alpha))
+
+    @property
+    def sync(self) -> str:
+        return self.aggregate
+
+    def describe(self) -> str:
+        return f"{super().describe()} (delta={self.delta:g}, W={self.window})"

@@ -19,21 +19,26 @@ local trajectory uses them only at the pull, so no replica waits on them before 
 `synced` is True on warm-up and pull steps only.
 
 `state.params` are the local weights (where gradients are taken); the global weights
-are `state.strategy_state["global"]` and equal the local ones right after each pull.
+are `state.strategy_state.global_params` and equal the local ones right after each pull.
+The pull is a trigger: `Before(warmup_steps) | Periodic(k, start=warmup_steps)`.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
-from jax import lax
 
 from ..aggregate import get_aggregator
-from ..state import tree_bytes
-from .base import Strategy, byte_count, local_update, to_varying
+from ..sync import StepResult, Strategy, Timing, local_cond, local_update, sync_where, tree_where
+from ..triggers import AnyOf, Before, Periodic
+
+
+class SSDState(NamedTuple):
+    global_params: Any   # the synchronously updated model (what the run is evaluated on)
+    anchor: Any          # the last global weights this replica pulled
+    local_opt: Any       # the local steps' own optimizer state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +53,12 @@ class SSDSGD(Strategy):
     glu_beta: float | None = None
     aggregator: Any = "mean"
     steps_per_epoch: int | None = None
-    name: str = "ssdsgd"
+    name: ClassVar[str] = "ssdsgd"
+    aliases: ClassVar[dict] = {"period": "k"}   # --period sets the pull period
+    context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
 
     def __post_init__(self):
-        if int(self.k) < 1:
+        if isinstance(self.k, bool) or int(self.k) < 1:
             raise ValueError(f"SSD-SGD pull period k must be an integer >= 1, got {self.k!r}")
         if self.warmup_steps is None:
             object.__setattr__(self, "warmup_steps", int(self.steps_per_epoch or 0))
@@ -63,53 +70,44 @@ class SSDSGD(Strategy):
             object.__setattr__(self, "glu_beta", 1.0 / int(self.k))
         if not 0.0 <= float(self.glu_beta) <= 1.0:
             raise ValueError(f"glu_beta must be in [0, 1], got {self.glu_beta!r}")
-        object.__setattr__(self, "aggregator", get_aggregator(self.aggregator))
+        get_aggregator(self.aggregator)
+
+    @property
+    def pull(self) -> AnyOf:
+        """Warm-up steps and every k-th step after them set the local weights to the global ones."""
+        return AnyOf((Before(int(self.warmup_steps)), Periodic(int(self.k), start=int(self.warmup_steps))))
 
     def init(self, params, opt_state, n):
-        return {"global": params, "anchor": params, "local_opt": opt_state}
+        return SSDState(params, params, opt_state)
 
-    def warmup(self, rs, mean_grads, ctx):
-        rs = local_update(rs, mean_grads, ctx)
-        st = {**rs.strategy_state, "global": rs.params, "anchor": rs.params}
-        return to_varying(rs.replace(strategy_state=st), ctx.axis)
-
-    def delayed(self, rs, grads, mean_grads, ctx):
-        st = rs.strategy_state
-        g_updates, g_opt = ctx.optimizer.update(mean_grads, rs.opt_state, st["global"])
-        global_w = optax.apply_updates(st["global"], g_updates)
-        l_updates, l_opt = ctx.optimizer.update(grads, st["local_opt"], rs.params)
+    def local_step(self, grads, params, local_opt, anchor, ctx):
+        """The replica's own step at local_lr_scale x lr, with the GLU pull toward `anchor`."""
+        updates, local_opt = ctx.optimizer.update(grads, local_opt, params)
         scale, beta = float(self.local_lr_scale), float(self.glu_beta)
-        local_w = jax.tree.map(lambda w, u, a: (w + scale * u + beta * (a - w)).astype(w.dtype),
-                               rs.params, l_updates, st["anchor"])
-        pull = (ctx.step - int(self.warmup_steps) + 1) % int(self.k) == 0
-        local_w, anchor = lax.cond(pull, lambda: to_varying((global_w, global_w), ctx.axis),
-                                   lambda: to_varying((local_w, st["anchor"]), ctx.axis))
-        st = {**st, "global": global_w, "anchor": anchor, "local_opt": l_opt}
-        return to_varying(rs.replace(params=local_w, opt_state=g_opt, strategy_state=st), ctx.axis), pull
+        local = jax.tree.map(lambda w, u, a: (w + scale * u + beta * (a - w)).astype(w.dtype), params, updates, anchor)
+        return local, local_opt
 
-    def apply(self, rs, grads, grad_norm, ctx):
-        mean_grads = self.aggregator(grads, ctx.axis, ctx)  # reduced every step
-        warm = ctx.step < int(self.warmup_steps)
-        rs, pull = lax.cond(
-            warm,
-            lambda r: (self.warmup(r, mean_grads, ctx), jnp.asarray(False)),
-            lambda r: self.delayed(r, grads, mean_grads, ctx),
-            rs,
-        )
-        shared = {
-            "synced": warm | pull,
-            "bytes_allreduced": byte_count(tree_bytes(grads)),
-            "vote_bytes": byte_count(0),
-        }
-        return rs, shared, {}
+    def apply(self, rs, grads, stats, ctx):
+        st: SSDState = rs.strategy_state
+        combiner = get_aggregator(self.aggregator)
+        mean_grads, report = sync_where(True, grads, lambda t: combiner(t, ctx.axis, ctx), ctx)  # every step
+        global_w, opt_state = local_update(st.global_params, rs.opt_state, mean_grads, ctx.optimizer)
+        warm = stats.step < int(self.warmup_steps)
+        params, local_opt = local_cond(warm, lambda p, o, a: (p, o),
+                                       lambda p, o, a: self.local_step(grads, p, o, a, ctx),
+                                       rs.params, st.local_opt, st.anchor)
+        _, pulled, _ = self.pull(((), ()), stats, ctx.axis)
+        params, anchor = tree_where(pulled, (global_w, global_w), (params, st.anchor))
+        rs = rs.replace(params=params, opt_state=opt_state, strategy_state=SSDState(global_w, anchor, local_opt))
+        return StepResult(rs, report._replace(synced=jnp.asarray(pulled)))
 
-    def timing(self, n: int) -> dict:
+    def timing(self, n: int) -> Timing:
         """The every-step gradient all-reduce runs behind the next local step (the method's point)."""
-        return {**super().timing(n), "collective": get_aggregator(self.aggregator).collective, "background": "overlapped"}
+        return Timing(collective=get_aggregator(self.aggregator).collective, background="overlapped")
 
     def eval_params(self, state):
         """SSD-SGD's model is the global one; the replicas' weights are its local drafts."""
-        return state.strategy_state["global"]
+        return state.strategy_state.global_params
 
     def describe(self) -> str:
         return f"{self.name} (k={self.k}, warm-up {self.warmup_steps} BSP steps)"

@@ -4,23 +4,41 @@ trimmed:K, weighted, random); period = E x steps_per_epoch."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, ClassVar
 
-from .base import TriggeredStrategy
-from .localsgd import LocalSGD
+from ..aggregate import get_aggregator
+from ..triggers import Periodic
+from .triggered import Triggered
 
 
-def Superstep(
-    epochs: float = 1,
-    steps_per_epoch: int | None = None,
-    aggregator="mean",
-    sync_model_state: bool = True,
-) -> TriggeredStrategy:
+@dataclasses.dataclass(frozen=True)
+class Superstep(Triggered):
     """Sync every `epochs` epochs (fractions allowed; at least every step). The training
     loop passes `steps_per_epoch`; syncs fall after step t with (t + 1) % period == 0."""
-    if steps_per_epoch is None or int(steps_per_epoch) < 1:
-        raise ValueError(f"Superstep needs steps_per_epoch >= 1 (the training loop passes it), got {steps_per_epoch!r}")
-    if not float(epochs) > 0:
-        raise ValueError(f"Superstep epochs must be a number > 0, got {epochs!r}")
-    period = max(1, int(round(float(epochs) * int(steps_per_epoch))))
-    local = LocalSGD(period=period, aggregator=aggregator, sync_model_state=sync_model_state)
-    return dataclasses.replace(local, name="superstep")
+
+    epochs: float = 1.0
+    steps_per_epoch: int | None = None
+    aggregator: Any = "mean"
+    sync_model_state: bool = True
+    name: ClassVar[str] = "superstep"
+    sync: ClassVar[str] = "model"
+    context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
+
+    def __post_init__(self):
+        if self.steps_per_epoch is None or int(self.steps_per_epoch) < 1:
+            raise ValueError(f"Superstep needs steps_per_epoch >= 1 (the training loop passes it), "
+                             f"got {self.steps_per_epoch!r}")
+        if not float(self.epochs) > 0:
+            raise ValueError(f"Superstep epochs must be a number > 0, got {self.epochs!r}")
+        get_aggregator(self.aggregator)
+
+    @property
+    def period(self) -> int:
+        return max(1, int(round(float(self.epochs) * int(self.steps_per_epoch))))
+
+    @property
+    def trigger(self):
+        return Periodic(self.period)
+
+    def describe(self) -> str:
+        return f"{super().describe()} (every {self.epochs:g} epochs = {self.period} steps)"

@@ -27,7 +27,7 @@ Step times for the online policy: `step_times="simulated"` draws slowdowns once 
 `jaxsel.costmodel` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
 projection with that seed charges) and feeds step t the times of step t - 1, the last
 ones a real worker could have measured; `step_times="state"` reads
-`strategy_state["step_time"]`, which the training loop fills before each step with
+the monitor state's `step_time`, which the training loop fills before each step with
 `feed_step_times(state, times)`.
 
 Metrics: `synced` is True on BSP steps, `asynchronous` on emulated-ASP ones, and
@@ -39,23 +39,41 @@ at a barrier, although the lock-step emulation exchanges the times every step.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import costmodel
 from ..aggregate import Mean, get_aggregator
-from ..state import tree_bytes
-from .base import Strategy, byte_count, to_varying
-from .ssp import init_ring, resolve_staleness, scaled_update, stale_combine
+from ..sync import SyncReport, StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where, \
+    tree_where
+from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
 POLICIES = ("offline", "online")
 MOMENTUM_RULES = ("keep", "reset", "scale")
 STEP_TIME_SOURCES = ("simulated", "state")
 ONLINE_EXCHANGE_BYTES = 4 + 8  # all_gather of one float32 time + pmax of two int32 flags
+
+
+class MonitorState(NamedTuple):
+    asynchronous: Any   # the previous step's mode (int32, the same on every replica)
+    slow_steps: Any     # this replica's consecutive slow steps (int32)
+    step_time: Any      # this replica's step time fed by the loop (float32; step_times="state")
+
+
+class SyncSwitchState(NamedTuple):
+    ring: Any = None      # StaleRing of the asynchronous phase (None for s = 0)
+    monitor: Any = None   # MonitorState (online policy)
+
+
+class Switch(NamedTuple):
+    """This step's mode, replicated: asynchronous, and whether it changed at this step."""
+
+    go_async: Any
+    switching_in: Any
+    switching_out: Any
 
 
 def _is_moment_state(x) -> bool:
@@ -76,9 +94,19 @@ def scale_momentum(opt_state, factor):
 def feed_step_times(state, times):
     """The training loop's way to give the online policy per-replica step times (seconds,
     or any unit shared by all replicas) before a step, with `step_times="state"`."""
-    slot = state.strategy_state["step_time"]
+    st = state.strategy_state
+    slot = st.monitor.step_time
     new = jax.device_put(jnp.asarray(times, jnp.float32).reshape(slot.shape), slot.sharding)
-    return state.replace(strategy_state={**state.strategy_state, "step_time": new})
+    return state.replace(strategy_state=st._replace(monitor=st.monitor._replace(step_time=new)))
+
+
+def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.ndarray:
+    """(total_steps + 1, n) step-time factors: step t sees the draws of step t - 1 (the
+    last ones a real worker could have measured); step 0 saw nothing yet. The same draws a
+    cost-model projection with that seed charges."""
+    from ..costmodel import straggler_factors
+
+    return np.vstack([np.ones((1, n)), straggler_factors(stragglers, total_steps, n, seed)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,17 +131,38 @@ class SyncSwitch(Strategy):
     straggler_factor: float = 1.5
     straggler_steps: int = 3
     step_times: str = "simulated"
-    stragglers: Any = "transient:probability=0.02,factor=4"
+    stragglers: str = "transient:probability=0.02,factor=4"
     seed: int = 0
-    name: str = "syncswitch"
+    name: ClassVar[str] = "syncswitch"
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
     def __post_init__(self):
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
-        if self.momentum not in MOMENTUM_RULES:
-            raise ValueError(f"momentum rule must be one of {MOMENTUM_RULES}, got {self.momentum!r}")
-        if self.step_times not in STEP_TIME_SOURCES:
-            raise ValueError(f"step_times must be one of {STEP_TIME_SOURCES}, got {self.step_times!r}")
+        self.check_choices()
+        self.check_numbers()
+        get_aggregator(self.aggregator)
+        if self.policy == "offline":
+            if self.switch_step is None:
+                if self.total_steps is None:
+                    raise ValueError("offline SyncSwitch needs switch_step, or bsp_fraction with total_steps "
+                                     "(the training loop passes total_steps)")
+                object.__setattr__(self, "switch_step", int(round(float(self.bsp_fraction) * int(self.total_steps))))
+            if isinstance(self.switch_step, bool) or int(self.switch_step) < 0:
+                raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
+        elif self.step_times == "simulated":
+            if self.total_steps is None or int(self.total_steps) < 1:
+                raise ValueError("online SyncSwitch with simulated step times needs total_steps >= 1, "
+                                 f"got {self.total_steps!r}")
+            from ..costmodel import get_stragglers
+
+            get_stragglers(self.stragglers)  # validate the spec now, not at trace time
+
+    def check_choices(self):
+        for name, value, allowed in (("policy", self.policy, POLICIES), ("momentum rule", self.momentum,
+                                     MOMENTUM_RULES), ("step_times", self.step_times, STEP_TIME_SOURCES)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+    def check_numbers(self):
         if not 0.0 <= float(self.bsp_fraction) <= 1.0:
             raise ValueError(f"bsp_fraction must be in [0, 1], got {self.bsp_fraction!r}")
         if self.staleness is not None:
@@ -126,109 +175,80 @@ class SyncSwitch(Strategy):
             raise ValueError(f"straggler_factor must be a number >= 1, got {self.straggler_factor!r}")
         if int(self.straggler_steps) < 1:
             raise ValueError(f"straggler_steps must be an integer >= 1, got {self.straggler_steps!r}")
-        object.__setattr__(self, "aggregator", get_aggregator(self.aggregator))
-        if self.policy == "offline":
-            if self.switch_step is None:
-                if self.total_steps is None:
-                    raise ValueError("offline SyncSwitch needs switch_step, or bsp_fraction with total_steps "
-                                     "(the training loop passes total_steps)")
-                object.__setattr__(self, "switch_step", int(round(float(self.bsp_fraction) * int(self.total_steps))))
-            if int(self.switch_step) < 0:
-                raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
-        elif self.step_times == "simulated":
-            if self.total_steps is None or int(self.total_steps) < 1:
-                raise ValueError("online SyncSwitch with simulated step times needs total_steps >= 1, "
-                                 f"got {self.total_steps!r}")
-            costmodel.get_stragglers(self.stragglers)  # validate the spec now, not at trace time
 
     # ------------------------------------------------------------------ state
     def init(self, params, opt_state, n):
-        state = {}
-        if resolve_staleness(self.staleness, n) > 0:
-            state["ring"] = init_ring(params, resolve_staleness(self.staleness, n))
+        monitor = None
         if self.policy == "online":
-            state["async"] = jnp.zeros((), jnp.int32)     # the previous step's mode (replicated value)
-            state["slow_steps"] = jnp.zeros((), jnp.int32)  # this replica's consecutive slow steps
-            state["step_time"] = jnp.ones((), jnp.float32)
-        return state
+            monitor = MonitorState(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.ones((), jnp.float32))
+        return SyncSwitchState(init_ring(params, resolve_staleness(self.staleness, n)), monitor)
 
-    # --------------------------------------------------------------- decision
-    def own_step_time(self, st, ctx):
+    # --------------------------------------------------------------- the switch
+    def own_step_time(self, monitor: MonitorState, ctx):
         if self.step_times == "state":
-            return st["step_time"]
-        table = costmodel.straggler_factors(self.stragglers, int(self.total_steps), ctx.n, int(self.seed))
-        table = jnp.asarray(np.vstack([np.ones((1, ctx.n)), table]), jnp.float32)  # step 0 saw nothing yet
+            return monitor.step_time
+        table = simulated_step_times(self.stragglers, int(self.total_steps), ctx.n, int(self.seed))
         row = jnp.clip(ctx.step, 0, table.shape[0] - 1)
-        return table[row, lax.axis_index(ctx.axis)]
+        return jnp.asarray(table, jnp.float32)[row, lax.axis_index(ctx.axis)]
 
-    def decide(self, st, ctx):
-        """(go_async, switching_in, switching_out, new state entries, per-replica metrics)."""
+    def switch(self, monitor: MonitorState | None, ctx):
+        """(Switch, new monitor state, per-replica metrics); every decision replicated."""
         if self.policy == "offline":
-            go_async = ctx.step >= int(self.switch_step)
-            return go_async, ctx.step == int(self.switch_step), False, {}, {}
-        mine = self.own_step_time(st, ctx)
-        times = lax.all_gather(mine, ctx.axis)
-        slow = mine > float(self.straggler_factor) * jnp.median(times)
-        count = jnp.where(slow, st["slow_steps"] + 1, 0)
-        flags = jnp.stack([(count >= int(self.straggler_steps)).astype(jnp.int32), st["async"]])
-        flags = lax.pmax(flags, ctx.axis)
+            return Switch(ctx.step >= int(self.switch_step), ctx.step == int(self.switch_step), False), None, {}
+        mine = self.own_step_time(monitor, ctx)
+        slow = mine > float(self.straggler_factor) * jnp.median(lax.all_gather(mine, ctx.axis))
+        count = jnp.where(slow, monitor.slow_steps + 1, 0)
+        flags = lax.pmax(jnp.stack([(count >= int(self.straggler_steps)).astype(jnp.int32), monitor.asynchronous]),
+                         ctx.axis)
         go_async, was_async = flags[0] > 0, flags[1] > 0
-        updates = {"slow_steps": count, "async": go_async.astype(jnp.int32)}
-        return go_async, go_async & ~was_async, was_async & ~go_async, updates, {"step_time": mine, "slow_steps": count}
+        new = MonitorState(go_async.astype(jnp.int32), count, monitor.step_time)
+        return Switch(go_async, go_async & ~was_async, was_async & ~go_async), new, \
+            {"step_time": mine, "slow_steps": count}
 
-    # ---------------------------------------------------------------- updates
-    def momentum_rule(self, rs, ctx):
+    def momentum_rule(self, params, opt_state, ctx):
         if self.momentum == "reset":
-            return rs.replace(opt_state=ctx.optimizer.init(rs.params))
+            return ctx.optimizer.init(params)
         factor = 1.0 / ctx.n if self.momentum_scale is None else float(self.momentum_scale)
-        return rs.replace(opt_state=scale_momentum(rs.opt_state, factor))
+        return scale_momentum(opt_state, factor)
 
-    def bsp_step(self, rs, grads, ctx, switching_out, s):
-        agg = lambda tree: self.aggregator(tree, ctx.axis, ctx)
-        if self.policy == "offline" or s == 0:
-            return to_varying(scaled_update(rs, agg(grads), ctx), ctx.axis)
-
-        def drain(rs):
-            pending = jax.tree.map(lambda r: jnp.sum(r, axis=0), rs.strategy_state["ring"])
-            g = jax.tree.map(lambda a, p: a + p / ctx.n, agg(grads), pending)
-            rs = scaled_update(rs, g, ctx)
-            mean = Mean()
-            rs = rs.replace(params=mean(rs.params, ctx.axis), opt_state=mean(rs.opt_state, ctx.axis))
-            ring = jax.tree.map(jnp.zeros_like, rs.strategy_state["ring"])
-            return to_varying(rs.replace(strategy_state={**rs.strategy_state, "ring": ring}), ctx.axis)
-
-        return lax.cond(switching_out, drain, lambda rs: to_varying(scaled_update(rs, agg(grads), ctx), ctx.axis), rs)
-
-    def async_step(self, rs, grads, ctx, s):
+    # ---------------------------------------------------------------- the step
+    def gradient(self, grads, ring, sw: Switch, ctx, s: int):
+        """(the gradient this step applies, ring, report): the aggregate in BSP steps (plus
+        what was in flight on a return to BSP), the stale combination in asynchronous ones."""
+        combiner = get_aggregator(self.aggregator)
+        bsp_g, bsp = sync_where(~sw.go_async, grads, lambda t: combiner(t, ctx.axis, ctx), ctx)
         if s == 0:
-            return to_varying(scaled_update(rs, lax.pmean(grads, ctx.axis), ctx, float(self.lr_scale)), ctx.axis)
-        combined, ring = stale_combine(grads, rs.strategy_state["ring"], ctx.step, s, ctx.axis, ctx.n)
-        rs = rs.replace(strategy_state={**rs.strategy_state, "ring": ring})
-        return to_varying(scaled_update(rs, combined, ctx, float(self.lr_scale)), ctx.axis)
+            async_g, asyn = sync_where(sw.go_async, grads, lambda t: Mean()(t, ctx.axis), ctx)
+            return tree_where(sw.go_async, async_g, bsp_g), ring, bsp.merge(asyn)
+        async_g, ring, asyn = stale_gradient(grads, ring, ctx, s, when=sw.go_async)
+        bsp_g, ring = local_cond(sw.switching_out, lambda g, r: (jax.tree.map(jnp.add, g, drain(r, ctx.n)),
+                                                                 jax.tree.map(jnp.zeros_like, r)),
+                                 lambda g, r: (g, r), bsp_g, ring)
+        return tree_where(sw.go_async, async_g, bsp_g), ring, bsp.merge(asyn)._replace(synced=~sw.go_async)
 
-    def apply(self, rs, grads, grad_norm, ctx):
+    def apply(self, rs, grads, stats, ctx):
         s = resolve_staleness(self.staleness, ctx.n)
-        go_async, switching_in, switching_out, updates, per_replica = self.decide(rs.strategy_state, ctx)
-        rs = rs.replace(strategy_state={**rs.strategy_state, **updates})
+        st: SyncSwitchState = rs.strategy_state
+        sw, monitor, metrics = self.switch(st.monitor, ctx)
+        opt_state = rs.opt_state
         if self.momentum != "keep":
-            rs = lax.cond(switching_in, lambda r: to_varying(self.momentum_rule(r, ctx), ctx.axis),
-                          lambda r: to_varying(r, ctx.axis), rs)
-        rs = lax.cond(go_async, lambda r: self.async_step(r, grads, ctx, s),
-                      lambda r: self.bsp_step(r, grads, ctx, switching_out, s), rs)
-        exchange = ONLINE_EXCHANGE_BYTES if self.policy == "online" else 0
-        moved = byte_count(tree_bytes(grads) + exchange) + byte_count(
-            tree_bytes(rs.params) + tree_bytes(rs.opt_state), switching_out)
-        shared = {
-            "synced": ~go_async if s > 0 else jnp.asarray(True),
-            "asynchronous": jnp.asarray(go_async),
-            "bytes_allreduced": moved,
-            "vote_bytes": byte_count(0),
-        }
-        return rs, shared, per_replica
+            opt_state = local_cond(sw.switching_in, lambda p, o: self.momentum_rule(p, o, ctx),
+                                   lambda p, o: o, rs.params, opt_state)
+        g, ring, report = self.gradient(grads, st.ring, sw, ctx, s)
+        scale = 1.0 if float(self.lr_scale) == 1.0 else jnp.where(sw.go_async, float(self.lr_scale), 1.0)
+        params, opt_state = local_update(rs.params, opt_state, g, ctx.optimizer, scale)
+        if self.policy == "online" and s > 0:   # BSP restarts from one model, as a server's single copy
+            (params, opt_state), back = sync_where(sw.switching_out, (params, opt_state),
+                                                   lambda t: Mean()(t, ctx.axis), ctx)
+            report = report._replace(payload_bytes=report.payload_bytes + back.payload_bytes)
+        if self.policy == "online":
+            report = report._replace(payload_bytes=report.payload_bytes + byte_count(ONLINE_EXCHANGE_BYTES))
+        rs = rs.replace(params=params, opt_state=opt_state, strategy_state=SyncSwitchState(ring, monitor))
+        return StepResult(rs, report, metrics, {"asynchronous": jnp.asarray(sw.go_async)})
 
-    def timing(self, n: int) -> dict:
+    def timing(self, n: int) -> Timing:
         """The asynchronous phase runs like ASP (or SSP with `staleness`)."""
-        return {**super().timing(n), "staleness": self.staleness}
+        return Timing(collective=get_aggregator(self.aggregator).collective, staleness=self.staleness)
 
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness

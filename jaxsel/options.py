@@ -1,0 +1,151 @@
+"""Options: strategies, triggers and aggregators declare theirs as dataclass fields.
+
+`build(cls, options, ...)` is how a name plus user settings (CLI flags, `--opt key=value`,
+experiment configs) become an object: an unknown or inapplicable option is an error that
+names the valid ones, never dropped; values are coerced to the field's declared type with
+an error that names the option. `parse_kv` reads `key=value` pairs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Mapping
+
+
+class OptionError(ValueError):
+    """A bad option name or value (the CLI reports it as one line, exit code 2)."""
+
+
+def option_names(cls) -> list[str]:
+    """The options `cls` declares: its dataclass init fields."""
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def accepts(cls, option: str) -> bool:
+    """Whether `cls` takes `option` (by name or through its `aliases`)."""
+    return getattr(cls, "aliases", {}).get(option, option) in option_names(cls)
+
+
+def option_defaults(cls) -> dict[str, Any]:
+    """Each option's default (fields without one are left out)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def build(cls, options: Mapping[str, Any] | None, *, kind: str, name: str,
+          context: Mapping[str, Any] | None = None):
+    """`cls(**options)` after checking every name and coercing every value.
+
+    `context` holds run facts (e.g. total_steps) passed only to fields `cls` lists in
+    `context_fields` and only where the user set none; they are never an error.
+    """
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    options = {getattr(cls, "aliases", {}).get(k, k): v for k, v in options.items()}
+    valid = option_names(cls)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        listed = ", ".join(valid) if valid else "none"
+        raise OptionError(f"{kind} {name!r} has no option {', '.join(map(repr, unknown))}; "
+                          f"its options: {listed}")
+    hints = _type_hints(cls)
+    kwargs = {k: coerce(v, hints.get(k, Any), f"{kind} {name!r} option {k!r}") for k, v in options.items()}
+    for key in getattr(cls, "context_fields", ()):
+        if key in valid and key not in kwargs and (context or {}).get(key) is not None:
+            kwargs[key] = context[key]
+    try:
+        return cls(**kwargs)
+    except TypeError as err:   # a required option missing
+        raise OptionError(f"{kind} {name!r}: {err}") from None
+
+
+def _type_hints(cls) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:   # an annotation that does not resolve: no coercion
+        return {}
+
+
+def _allowed(hint) -> tuple[list[type], bool]:
+    """(the plain types a hint allows, whether None is allowed); Any allows everything."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        parts = typing.get_args(hint)
+    else:
+        parts = (hint,)
+    plain = [p for p in parts if p in (bool, int, float, str)]
+    return plain, type(None) in parts
+
+
+def coerce(value, hint, what: str):
+    """`value` as the declared type (int, float, bool, str; unions of them), or OptionError."""
+    plain, nullable = _allowed(hint)
+    if not plain or value is None and nullable:
+        return value
+    if isinstance(value, str) and nullable and value.lower() == "none":
+        return None
+    for typ in plain:
+        ok, out = _try(typ, value)
+        if ok:
+            return out
+    kinds = " or ".join({bool: "true/false", int: "an integer", float: "a number", str: "a word"}[t] for t in plain)
+    raise OptionError(f"{what} must be {kinds}, got {value!r}")
+
+
+def _try(typ, value):
+    if typ is bool:
+        if isinstance(value, bool):
+            return True, value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return True, value.lower() == "true"
+        return False, None
+    if typ is int:
+        if isinstance(value, bool):
+            return False, None
+        if isinstance(value, int):
+            return True, value
+        if isinstance(value, float) and value.is_integer():
+            return True, int(value)
+        if isinstance(value, str):
+            try:
+                return True, int(value)
+            except ValueError:
+                return False, None
+        return False, None
+    if typ is float:
+        if isinstance(value, bool):
+            return False, None
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            return False, None
+        return (True, out) if not math.isnan(out) else (False, None)
+    return (True, value) if isinstance(value, str) else (False, None)
+
+
+def parse_kv(pairs: list[str] | None, flag: str = "--opt") -> dict[str, Any]:
+    """`key=value` pairs -> dict, numbers and true/false parsed (later pairs win)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise OptionError(f"{flag} expects key=value, got {pair!r}")
+        out[key] = parse_value(raw)
+    return out
+
+
+def parse_value(raw: str):
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            continue
+    return {"true": True, "false": False}.get(raw.lower(), raw)

@@ -1,0 +1,153 @@
+"""Strategies of the form "trigger x what is synced x aggregator".
+
+At each step a trigger decides on the device; the sync core aggregates what is synced
+where the decision holds; the optimizer update runs outside the conditional:
+
+  sync="grads":  aggregate gradients, then every replica applies them (BSP).
+  sync="params": aggregate the pre-update parameters, then each replica applies its own
+                 gradient (taken at its pre-average parameters) - SelSync's default.
+  sync="model":  each replica applies its own update, then the updated parameters are
+                 replaced by their aggregate (local SGD / FedAvg).
+
+Optimizer state stays local unless `sync_opt_state`; model state (BatchNorm statistics)
+is averaged at a sync only when `sync_model_state`. Aggregators that weight replicas by
+the samples they saw since the last sync (FedAvg's) get that count from the state.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
+
+import jax.numpy as jnp
+
+from ..aggregate import Aggregator, describe_aggregator, get_aggregator
+from ..sync import StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync, sync_where
+from ..triggers import Trigger, get_trigger
+
+SYNC_MODES = ("grads", "params", "model")
+
+
+class TriggeredState(NamedTuple):
+    trigger: Any          # the trigger's own state
+    samples: Any = None   # samples in the parameters since the last sync (weighted aggregators)
+
+
+class Synced(NamedTuple):
+    """What a sync carries (None: not synced)."""
+
+    grads: Any = None
+    params: Any = None
+    model_state: Any = None
+    opt_state: Any = None
+
+
+def sample_weight(mode: str, seen, batch):
+    """What a sync of `mode` weighs a replica by: the samples in what it aggregates."""
+    return {"params": seen, "model": seen + batch, "grads": batch}[mode]
+
+
+def samples_after(mode: str, decide, seen, batch):
+    """The counter after this step: after a params sync this step's own update is in."""
+    after_sync = batch if mode == "params" else jnp.zeros_like(seen)
+    return jnp.where(decide, after_sync, seen + batch)
+
+
+def sync_before_update(rs, grads, decide, ctx, agg, *, what, model_state=False, opt_state=False):
+    """Aggregate the gradients or the pre-update parameters (and model/optimizer state)
+    where `decide` holds. Returns (replica state, gradients, report)."""
+    payload = Synced(grads=grads if what == "grads" else None,
+                     params=rs.params if what == "params" else None,
+                     model_state=rs.model_state if model_state else None,
+                     opt_state=rs.opt_state if opt_state else None)
+    if not any(x is not None for x in payload):
+        return rs, grads, no_sync()
+    out, report = sync_where(decide, payload, agg, ctx)
+    rs = rs.replace(**{k: v for k, v in out._asdict().items() if k != "grads" and v is not None})
+    return rs, (out.grads if what == "grads" else grads), report
+
+
+def sync_after_update(rs, decide, ctx, agg, *, model_state=False):
+    """Replace the updated parameters (and model state) by their aggregate where `decide` holds."""
+    payload = Synced(params=rs.params, model_state=rs.model_state if model_state else None)
+    out, report = sync_where(decide, payload, agg, ctx)
+    return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {})), report
+
+
+def update(rs, grads, ctx):
+    params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
+    return rs.replace(params=params, opt_state=opt_state)
+
+
+class Triggered(Strategy):
+    """Base of the trigger x what x aggregator strategies. Subclasses provide `trigger`,
+    `sync` (one of SYNC_MODES), `aggregator`, `sync_model_state` and `sync_opt_state`."""
+
+    sync_opt_state: bool = False
+
+    @property
+    def trigger(self) -> Trigger:
+        raise NotImplementedError
+
+    def combiner(self) -> Aggregator:
+        return get_aggregator(self.aggregator)
+
+    def init(self, params, opt_state, n):
+        weighted = self.combiner().uses_sample_weights
+        return TriggeredState(self.trigger.init(), jnp.zeros((), jnp.float32) if weighted else None)
+
+    def apply(self, rs, grads, stats, ctx):
+        st: TriggeredState = rs.strategy_state
+        tstate, decide, tmetrics = self.trigger(st.trigger, stats, ctx.axis)
+        ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
+        mode, combiner = self.sync, self.combiner()
+        weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
+        agg = lambda tree: combiner(tree, ctx.axis, dataclasses.replace(ctx, weight=weight))
+        rs, grads, report = sync_before_update(
+            rs, grads, decide, ctx, agg, what=mode if mode != "model" else None,
+            model_state=self.sync_model_state and mode != "model", opt_state=self.sync_opt_state)
+        rs = update(rs, grads, ctx)
+        if mode == "model":
+            rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state)
+            report = after if not self.sync_opt_state else report.merge(after)
+        samples = None if st.samples is None else samples_after(mode, decide, st.samples, ctx.weight)
+        rs = rs.replace(strategy_state=TriggeredState(tstate, samples))
+        vote = byte_count(self.trigger.vote_bytes)
+        report = report._replace(payload_bytes=report.payload_bytes + vote, vote_bytes=vote)
+        return StepResult(rs, report, tmetrics)
+
+    def timing(self, n: int) -> Timing:
+        return Timing(collective=self.combiner().collective)
+
+    def describe(self) -> str:
+        agg = describe_aggregator(self.combiner())
+        return self.name + ("" if agg == "mean" else f" [{agg}]")
+
+
+def check_mode(sync: str) -> None:
+    if sync not in SYNC_MODES:
+        raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TriggeredStrategy(Triggered):
+    """Any trigger with any aggregator: `TriggeredStrategy(trigger=Periodic(10),
+    sync="model", aggregator="median")`. From the CLI: `--strategy triggered --opt
+    trigger=NAME --opt trigger.FIELD=VALUE --opt sync=params` (triggers by registered
+    name, see `jaxsel.register_trigger`)."""
+
+    trigger: Any = "never"
+    sync: str = "params"
+    aggregator: Any = "mean"
+    sync_model_state: bool = False
+    sync_opt_state: bool = False
+    trigger_options: dict = dataclasses.field(default_factory=dict)
+    name: str = "triggered"
+
+    def __post_init__(self):
+        check_mode(self.sync)
+        object.__setattr__(self, "trigger", get_trigger(self.trigger, self.trigger_options or None))
+        object.__setattr__(self, "trigger_options", {})
+        get_aggregator(self.aggregator)
+
+    def describe(self) -> str:
+        return f"{super().describe()} ({type(self.trigger).__name__}, sync {self.sync})"
