@@ -1,0 +1,192 @@
+"""The sync core is the one place that synchronizes: no other module conditions a
+collective, every strategy's decision is checked for replication, and the typed report
+counts what moved."""
+import ast
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import jaxsel
+from jaxsel import sync, triggers
+from jaxsel.strategies.registry import STRATEGIES, build_strategy
+
+PACKAGE = Path(jaxsel.__file__).parent
+COLLECTIVES = {"psum", "psum2", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
+               "ppermute", "all_to_all", "reduce_scatter", "psum_scatter"}
+CONTEXT = dict(replicas=8, total_steps=6, steps_per_epoch=2, base_lr=0.1)
+R, B, D, C = 8, 2, 4, 3
+
+
+def loss_fn(params, batch):
+    logits = batch["x"] @ params["w"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+
+
+def batch():
+    rng = np.random.default_rng(0)
+    return {"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
+
+
+def sub_jaxprs(eqn):
+    for value in eqn.params.values():
+        for sub in value if isinstance(value, (tuple, list)) else [value]:
+            if hasattr(sub, "jaxpr") and hasattr(sub, "consts"):
+                yield sub.jaxpr
+            elif hasattr(sub, "eqns"):
+                yield sub
+
+
+def primitives(jaxpr) -> set[str]:
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in sub_jaxprs(eqn):
+            names |= primitives(sub)
+    return names
+
+
+def conds(jaxpr):
+    """(name stack, primitives inside the branches) of every cond, however deeply nested."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond":
+            inside = set().union(*(primitives(b.jaxpr) for b in eqn.params["branches"]))
+            yield str(eqn.source_info.name_stack), inside
+        for sub in sub_jaxprs(eqn):
+            yield from conds(sub)
+
+
+def traced_step(strategy, mesh):
+    opt = optax.sgd(0.1, momentum=0.9)
+    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strategy, mesh)
+    step = jaxsel.make_train_step(loss_fn, opt, strategy, mesh)
+    return jax.make_jaxpr(step)(state, batch()).jaxpr
+
+
+def test_only_the_sync_core_calls_cond_or_switch():
+    """Textual guard: a `lax.cond`/`lax.switch` anywhere but sync.py fails this test."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "sync.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("cond", "switch") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "lax":
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not offenders, f"lax.cond/switch outside the sync core: {offenders}"
+
+
+ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median"]
+
+
+def make(name):
+    if name == "syncswitch-online":
+        return build_strategy("syncswitch", {"policy": "online", "staleness": 2}, **CONTEXT)
+    if name == "fedavg-sampled":
+        return build_strategy("fedavg", {"fraction": 0.5}, **CONTEXT)
+    if name == "selsync-median":
+        return build_strategy("selsync", {"aggregator": "median"}, **CONTEXT)
+    return build_strategy(name, {}, **CONTEXT)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_cond_around_a_collective_is_the_sync_core(mesh, name):
+    """Behavioural guard: in every strategy's traced step, a cond whose branches hold a
+    collective was made by `sync_where`; every other cond is replica-local."""
+    for stack, inside in conds(traced_step(make(name), mesh)):
+        if inside & COLLECTIVES:
+            assert sync.SYNC_SCOPE in stack, f"{name}: a cond around {inside & COLLECTIVES} at {stack!r}"
+
+
+# ------------------------------------------------------------------ the replication guard
+
+def apply_with_varying_step(strategy, mesh):
+    """Run one strategy step whose step counter differs per replica (as a buggy trigger's
+    decision would): every data-dependent decision becomes non-replicated."""
+    opt = optax.sgd(0.1)
+    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strategy, mesh)
+    specs = jax.tree.map(lambda _: P("data"), state).replace(step=P())
+
+    def body(state, b):
+        rs = jax.tree.map(lambda x: x[0], state.replace(step=None)).replace(step=state.step)
+        skew = state.step + jax.lax.axis_index("data")    # differs per replica
+        loss, grads = jax.value_and_grad(loss_fn)(rs.params, b)
+        ctx = sync.StepContext(axis="data", n=R, step=skew, optimizer=opt, weight=jnp.float32(B))
+        out = strategy.apply(rs, grads, sync.StepStats(skew, loss, jaxsel.grad_norm_sum(grads)), ctx)
+        return out.report.payload_bytes
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=(specs, P("data")), out_specs=P())
+    b = jax.device_put(batch(), jax.sharding.NamedSharding(mesh, P("data")))
+    return jax.jit(f).lower(state, b)
+
+
+# every strategy whose decision derives from the step (SelSync's and online Sync-Switch's
+# come from a psum/pmax of votes; SSP, ASP and SSD-SGD reduce on every step, unconditionally:
+# SSD-SGD's pull is replica-local and waits on no one)
+STEP_DECIDED = ["bsp-periodic", "localsgd", "fedavg", "superstep", "postlocal", "diloco", "syncswitch",
+                "triggered-periodic"]
+
+
+@pytest.mark.parametrize("name", STEP_DECIDED)
+def test_guard_fires_for_a_non_replicated_decision(mesh, name):
+    if name == "bsp-periodic":     # BSP decides statically: gradient sync on a step-based trigger
+        strat = jaxsel.TriggeredStrategy(trigger=triggers.Periodic(2), sync="grads")
+    elif name == "triggered-periodic":
+        strat = build_strategy("triggered", {"trigger": "periodic", "trigger.period": 3, "sync": "params"})
+    else:
+        strat = make(name)
+    with pytest.raises(jaxsel.NonReplicatedDecisionError, match="varies across the 'data' axis"):
+        apply_with_varying_step(strat, mesh)
+
+
+def test_guard_fires_when_selsync_forgets_its_vote_reduction(mesh, monkeypatch):
+    """SelSync's decision is replicated only through the psum of the votes."""
+    monkeypatch.setattr(triggers, "any_replica", lambda vote, axis: vote)
+    with pytest.raises(jaxsel.NonReplicatedDecisionError, match="Significance"):
+        traced_step(jaxsel.SelSync(), mesh)
+
+
+def test_sync_where_reports_the_payload_bytes(mesh):
+    def body(x):
+        decide = jax.lax.psum(x[0], "data") > 0
+        ctx = sync.StepContext(axis="data", n=R, step=jnp.int32(0), optimizer=None, weight=jnp.float32(1))
+        tree = {"a": jnp.ones((3,), jnp.float32), "b": jnp.ones((2, 2), jnp.float16)}
+        tree = jax.tree.map(lambda t: (t * x[0]).astype(t.dtype), tree)
+        out, report = sync.sync_where(decide, tree, lambda t: jax.lax.pmean(t, "data"), ctx)
+        return out["a"][None], report.payload_bytes, report.synced
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("data"), out_specs=(P("data"), P(), P())))
+    x = jax.device_put(jnp.arange(R, dtype=jnp.float32), jax.sharding.NamedSharding(mesh, P("data")))
+    out, nbytes, synced = f(x)
+    assert bool(synced) and int(nbytes) == 3 * 4 + 4 * 2
+    np.testing.assert_allclose(np.asarray(out)[:, 0], np.full(R, np.arange(R).mean()))
+    out, nbytes, synced = f(x * 0)
+    assert not bool(synced) and int(nbytes) == 0
+
+
+def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):
+    """A vmapped or select-lowered decision would pay for the collective on every step."""
+    strat, opt = jaxsel.SelSync(), optax.sgd(0.1)
+    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strat, mesh)
+    step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
+    hlo = step.lower(state, batch()).compile().as_text()
+    assert "conditional" in hlo
+
+
+def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
+    strat, opt = jaxsel.DiLoCo(inner_steps=3, outer_lr=0.7), optax.sgd(0.1)
+    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strat, mesh)
+    step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
+    rng = np.random.default_rng(1)
+    for _ in range(4):   # one outer step (after step 2), then one inner step of the next round
+        b = {"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
+        state, _ = step(state, b)
+    glob = np.asarray(state.strategy_state.global_params["w"])
+    np.testing.assert_array_equal(np.asarray(jaxsel.consensus(state, strat)["w"]), glob.mean(0))
+    assert np.all(glob == glob[0])   # the global weights are the same on every replica
+    local = np.asarray(jaxsel.consensus(state)["w"])
+    assert not np.allclose(local, glob[0])   # the replicas' drafts have moved on
