@@ -15,7 +15,7 @@ import dataclasses
 import math
 from typing import Callable
 
-from jaxsel.cli import _kv_options
+from jaxsel.config import parse_options
 from jaxsel.parallel import request_cpu_devices
 
 
@@ -59,13 +59,13 @@ def config(exp: Experiment, args: argparse.Namespace):
     options = dict(cfg.strategy_options)
     if args.strategy and args.strategy != cfg.strategy:   # a baseline: the method's options don't apply
         changes["strategy"], options = args.strategy, {}
-    changes["strategy_options"] = {**options, **_kv_options(args.opt)}
+    changes["strategy_options"] = {**options, **parse_options(args.opt)}
     if args.noniid:
         alpha, beta = (float(v) for v in args.noniid.split(","))
         changes["partition"] = "label_skew"
         changes["partition_options"] = {**cfg.partition_options, "injection": (alpha, beta)}
     fields = {f.name for f in dataclasses.fields(cfg)}
-    for key, value in _kv_options(args.set).items():
+    for key, value in parse_options(args.set, "--set").items():
         if key not in fields:
             raise SystemExit(f"{exp.name}: --set {key}: TrainConfig has no such field")
         changes[key] = value

@@ -136,7 +136,6 @@ def measure_model(name: str, batch: int, cpu_batch: int, cpu_steps: int, time_cp
 
 def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
     """One real jaxsel run on digits; keeps what the projection needs."""
-    from jaxsel.strategies.registry import build_strategy
     from jaxsel.train import TrainConfig, train
 
     cfg = TrainConfig(dataset="digits", model="mlp", strategy=strategy, strategy_options=dict(options),
@@ -145,9 +144,7 @@ def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
     t0 = time.perf_counter()
     res = train(cfg)
     wall = time.perf_counter() - t0
-    strat = build_strategy(strategy, options, replicas=args.replicas, total_steps=args.steps,
-                           steps_per_epoch=1, base_lr=cfg.lr)
-    timing = strat.timing(args.replicas)._asdict()
+    timing = res.timing   # what the run's strategy stated, not a second build of it
     records = [{"synced": bool(r["synced"]), "bytes": int(r["bytes_allreduced"]),
                 "vote": int(r.get("vote_bytes") or 0)} for r in res.records]
     evals = [(int(e["step"]), float(e["test_accuracy"])) for e in res.evals]

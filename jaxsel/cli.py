@@ -33,9 +33,10 @@ def user_input():
 def _user_errors() -> tuple[type, ...]:
     """Errors about the user's input found while running: one line, exit code 2."""
     from .checkpoint import CheckpointMismatch
+    from .config import ConfigError
     from .data.sources import DatasetNotPrepared
 
-    return (UsageError, CheckpointMismatch, DatasetNotPrepared)
+    return (UsageError, ConfigError, CheckpointMismatch, DatasetNotPrepared)
 
 
 def _run_faults() -> tuple[type, ...]:
@@ -51,24 +52,6 @@ def _interrupted() -> type:
     from .faults import TrainingInterrupted
 
     return TrainingInterrupted
-
-
-def _kv_options(pairs: list[str] | None) -> dict:
-    """--opt key=value pairs -> dict with ints/floats/bools parsed."""
-    out = {}
-    for pair in pairs or []:
-        key, sep, raw = pair.partition("=")
-        if not sep:
-            raise UsageError(f"--opt expects key=value, got {pair!r}")
-        for cast in (int, float):
-            try:
-                out[key] = cast(raw)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
-    return out
 
 
 def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
@@ -118,11 +101,11 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
 
 
 def config_from_args(args, strategy: str, out_dir: str | None):
-    from .train import TrainConfig
+    from .config import TrainConfig, parse_options
 
     options = {"period": args.period, "delta": args.delta, "window": args.window,
-               "alpha": args.alpha, "aggregator": args.aggregator, **_kv_options(args.opt)}
-    partition_options = _kv_options(getattr(args, "partition_opt", None))
+               "alpha": args.alpha, "aggregator": args.aggregator, **parse_options(args.opt)}
+    partition_options = parse_options(getattr(args, "partition_opt", None), "--partition-opt")
     if getattr(args, "inject", None):
         try:
             alpha, beta = (float(v) for v in args.inject.split(","))
@@ -138,7 +121,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
         data_dir=args.data_dir, out_dir=out_dir, progress=not args.no_progress,
         partition_options=partition_options,
-        dataset_options=_kv_options(getattr(args, "dataset_opt", None)),
+        dataset_options=parse_options(getattr(args, "dataset_opt", None), "--dataset-opt"),
         augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
         eval_examples=getattr(args, "eval_examples", None),
         project_network=args.project_network, project_stragglers=args.project_stragglers,
@@ -200,7 +183,7 @@ def _start_processes(args):
 
 
 def _check_layout(args) -> None:
-    from .validation import check_process_layout
+    from .distributed import check_process_layout
 
     with user_input():
         check_process_layout(args.coordinator, args.num_processes, args.process_id,
@@ -252,10 +235,12 @@ def cmd_compare(args) -> int:
     out = args.out or _default_out("compare")
     import dataclasses
 
+    from .config import check_config
+
     with user_input():
         base = config_from_args(args, strategies[0], None)
         for s in strategies:
-            dataclasses.replace(base, strategy=s).validate()
+            check_config(dataclasses.replace(base, strategy=s))
     _ensure_writable(out)
     print(f"run directory: {out}", flush=True)
     rows = compare(base, strategies, out)
@@ -291,10 +276,11 @@ def cmd_train(args) -> int:
                                   keep=args.keep, resume=args.resume)
     cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
     try:
-        from .validation import check_paths
+        from .config import check_config
+        from .run import check_paths
 
         with user_input():
-            cfg.validate()
+            check_config(cfg)
             check_paths(cfg)
         if lead:
             _ensure_writable(out)

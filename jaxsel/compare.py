@@ -9,7 +9,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .train import RunResult, TrainConfig, _to_jsonable, train
+from .config import TrainConfig
+from .runlog import jsonable
+from .train import RunResult, train
 
 RESULT_KEYS = ("strategy", "final_test_accuracy", "sync_fraction", "bytes_allreduced", "wall_time_s")
 
@@ -25,7 +27,7 @@ def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path) -> li
     rows = [{**{k: r.final[k] for k in RESULT_KEYS}, "strategy": r.config.strategy,
              "final_test_loss": r.final["final_test_loss"], "steps": r.final["steps"],
              "replicas": r.final["replicas"], "label": r.final["strategy"]} for r in runs]
-    (out / "results.json").write_text(json.dumps(_to_jsonable(rows), indent=2))
+    (out / "results.json").write_text(json.dumps(jsonable(rows), indent=2))
     plot_comparison(runs, out / "comparison.png")
     return rows
 

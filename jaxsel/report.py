@@ -40,7 +40,7 @@ def load_run(path: Path) -> dict:
     config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
     evals = json.loads((path / "evals.json").read_text()) if (path / "evals.json").is_file() else []
     return {"name": config.get("strategy", path.name), "path": path, "config": config,
-            "records": records, "evals": evals}
+            "records": records, "evals": evals, "timing": recorded_timing(path)}
 
 
 def measured_step_times(records: list[dict]) -> np.ndarray:
@@ -56,16 +56,11 @@ def measured_step_times(records: list[dict]) -> np.ndarray:
     return out
 
 
-def strategy_timing(config: dict) -> dict:
-    """The cost-model keywords of the run's strategy (rebuilt from its config)."""
-    from .strategies.registry import build_strategy
-
-    if not config.get("strategy"):
-        return {}
-    strategy = build_strategy(config["strategy"], config.get("strategy_options", {}),
-                              replicas=config.get("replicas", 1), total_steps=config.get("steps", 1),
-                              steps_per_epoch=1, base_lr=config.get("lr", 0.1))
-    return strategy.timing(config.get("replicas", 1))._asdict()
+def recorded_timing(path: Path) -> dict:
+    """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
+    runs written before it was recorded are projected with the cost model's defaults."""
+    f = path / "strategy.json"
+    return dict(json.loads(f.read_text()).get("timing", {})) if f.is_file() else {}
 
 
 def project(run: dict, network: str, stragglers=None, compute_s: float | None = None) -> np.ndarray:
@@ -74,7 +69,7 @@ def project(run: dict, network: str, stragglers=None, compute_s: float | None = 
     compute = measured_step_times(recs) if compute_s is None else compute_s
     cfg = run["config"]
     times, _ = project_run(recs, network, cfg.get("replicas", 1), compute, stragglers, cfg.get("seed", 0),
-                           **strategy_timing(cfg))
+                           **run.get("timing", {}))
     return times
 
 

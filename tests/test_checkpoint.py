@@ -17,7 +17,7 @@ from run_hooks import signal_at, trees_equal
 from jaxsel.checkpoint import Checkpointer, CheckpointMismatch, existing_steps
 from jaxsel.faults import TrainingInterrupted
 from jaxsel.train import TrainConfig, build_run, train
-from jaxsel.validation import check_paths
+from jaxsel.run import check_paths
 
 STEPS = 16
 

@@ -1,0 +1,180 @@
+"""TrainConfig: every setting of a training run, and every check of those settings.
+
+`check_config` runs once, before any data is read or anything compiles (the CLI calls it
+first; `build_run` calls it for library users). Each bad value becomes one `ConfigError`
+naming the value and what is allowed; the CLI prints it as one line and exits 2.
+Strategy options are checked where the strategy is built (once per run, `run.build_run`):
+the strategy, its trigger and aggregator own those rules.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+#: the step counter is an int32 on the device
+MAX_STEPS = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work: one line naming it and what is allowed (exit code 2)."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    dataset: str = "digits"
+    model: str = "mlp"
+    strategy: str = "selsync"
+    strategy_options: dict = dataclasses.field(default_factory=dict)
+    replicas: int = 8
+    batch_size: int = 16            # per replica
+    steps: int = 600
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    clip_norm: float | None = None
+    partition: str = "seldp"
+    partition_options: dict = dataclasses.field(default_factory=dict)
+    seed: int = 0
+    eval_every: int = 50
+    log_every: int = 10
+    divergence_every: int | None = None  # default: log_every (an extra model-sized reduction)
+    data_dir: str | None = None
+    out_dir: str | None = None      # metrics.jsonl and config.json go here when set
+    progress: bool = True
+    # data pipeline (jaxsel/data): dataset_options: seq_len, in_memory, records_per_window
+    # (token/big sets), num_samples/seed (mnist1d); partition_options may hold
+    # injection=(alpha, beta); augment None = the dataset's default crop+flip
+    dataset_options: dict = dataclasses.field(default_factory=dict)
+    augment: bool | None = None
+    prefetch: int = 2               # batches placed on the devices ahead of the step
+    loader_workers: int = 2         # host threads building batches (decoding big images)
+    eval_examples: int | None = None  # evaluate on the first N test examples (None: all)
+    # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
+    # checkpoint_dir / checkpoint_every / resume is set; the dir defaults to
+    # checkpoints/<run> (<run>: out_dir's name, else strategy-dataset-model-seedN)
+    checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None  # steps between asynchronous saves (None: only at the end / on a signal)
+    keep: int = 3                   # newest checkpoints kept
+    resume: bool = False            # continue from the newest readable checkpoint
+    nonfinite: str = "stop"         # NaN/inf loss or gradient: "stop" the run, or "skip" the step on device
+    # projected wall-clock (costmodel.py): every logged step carries `projected_time_s`, what
+    # the run would have taken so far on `project_network` with the same replicas, sync
+    # pattern and `project_stragglers`, from this run's measured step time (or
+    # `project_compute_s`, e.g. a GPU step time measured elsewhere)
+    project_network: str = "10gbe"
+    project_stragglers: str | None = None
+    project_compute_s: float | None = None
+
+    def checkpoint_root(self) -> Path | None:
+        """Where checkpoints go, or None when checkpointing is off."""
+        if not (self.checkpoint_dir or self.checkpoint_every or self.resume):
+            return None
+        if self.checkpoint_dir:
+            return Path(self.checkpoint_dir)
+        name = Path(self.out_dir).name if self.out_dir else \
+            f"{self.strategy}-{self.dataset}-{self.model}-seed{self.seed}"
+        return Path("checkpoints") / name
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first bad value (see `check_config`)."""
+        check_config(self)
+
+
+def _names(d) -> str:
+    return ", ".join(sorted(d))
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_int(name: str, v, low: int, high: int | None = None, optional: bool = False) -> None:
+    if optional and v is None:
+        return
+    if not _is_int(v) or v < low or (high is not None and v > high):
+        allowed = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+        raise ConfigError(f"{name} must be {allowed}{' (or unset)' if optional else ''}, got {v!r}")
+
+
+def _check_number(name: str, v, *, positive: bool, optional: bool = False, unit: str = "") -> None:
+    """Finite, and > 0 (`positive`) or >= 0."""
+    if optional and v is None:
+        return
+    ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(float(v)) \
+        and (v > 0 if positive else v >= 0)
+    if not ok:
+        raise ConfigError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}{unit}"
+                          f"{' (or unset)' if optional else ''}, got {v!r}")
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Raise ConfigError naming the first bad value and what is allowed."""
+    _check_numbers(cfg)
+    _check_names(cfg)
+
+
+def _check_numbers(cfg: TrainConfig) -> None:
+    for name in ("replicas", "batch_size", "eval_every", "log_every", "keep"):
+        _check_int(name, getattr(cfg, name), 1)
+    _check_int("steps", cfg.steps, 1, MAX_STEPS)
+    for name in ("divergence_every", "checkpoint_every", "eval_examples"):
+        _check_int(name, getattr(cfg, name), 1, optional=True)
+    _check_int("prefetch", cfg.prefetch, 0)
+    _check_int("loader_workers", cfg.loader_workers, 1)
+    _check_int("seed", cfg.seed, 0)
+    _check_number("lr", cfg.lr, positive=True)
+    _check_number("momentum", cfg.momentum, positive=False)
+    _check_number("weight_decay", cfg.weight_decay, positive=False)
+    _check_number("clip_norm", cfg.clip_norm, positive=True, optional=True)
+    _check_number("project_compute_s", cfg.project_compute_s, positive=False, optional=True,
+                  unit=" (seconds per step)")
+
+
+def _check_names(cfg: TrainConfig) -> None:
+    from .costmodel import get_network, get_stragglers
+    from .data.partition import PARTITIONERS
+    from .data.sources import KNOWN
+    from .faults import NONFINITE_POLICIES
+    from .models import MODEL_REGISTRY
+    from .optim import OPTIMIZERS
+    from .strategies.registry import STRATEGIES
+
+    if cfg.dataset not in KNOWN:
+        raise ConfigError(f"unknown dataset {cfg.dataset!r}; choose one of {_names(KNOWN)}")
+    if cfg.model not in MODEL_REGISTRY:
+        raise ConfigError(f"unknown model {cfg.model!r}; choose one of {_names(MODEL_REGISTRY)}")
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if cfg.partition not in PARTITIONERS:
+        raise ConfigError(f"unknown partition {cfg.partition!r}; choose one of {', '.join(PARTITIONERS)}")
+    if cfg.strategy not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if cfg.nonfinite not in NONFINITE_POLICIES:
+        raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
+    try:
+        get_network(cfg.project_network)
+        get_stragglers(cfg.project_stragglers)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def parse_options(pairs: list[str] | None, flag: str = "--opt") -> dict:
+    """KEY=VALUE strings -> dict, with ints, floats and true/false parsed."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"{flag} expects key=value, got {pair!r}")
+        for cast in (int, float):
+            try:
+                out[key] = cast(raw)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
+    return out

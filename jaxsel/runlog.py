@@ -1,0 +1,246 @@
+"""The run log: what a training run has done so far, kept on the host.
+
+Metrics stay on the device between reads: the loop hands each step's metrics to `RunLog`,
+which fetches a whole window in one transfer (`flush`), checks it for non-finite values,
+advances the running counters and the projected wall-clock, and appends the rows to
+`metrics.jsonl` (flushed per window, so a killed run loses no written row). The counters
+and evaluations travel in checkpoints (`checkpoint_meta`), so a resumed run continues
+every figure where it stopped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .costmodel import Projector
+from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
+
+
+def jsonable(x):
+    """Plain JSON values of a pytree of arrays and numbers (non-finite floats -> None)."""
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (np.ndarray, jax.Array)):
+        return jsonable(np.asarray(x).tolist())
+    if isinstance(x, (np.floating, float)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def write_json(path: Path, value) -> None:
+    """Write JSON atomically: a reader (or a crash) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(jsonable(value), indent=2))
+    os.replace(tmp, path)
+
+
+def make_projector(cfg, timing: dict, saved: dict | None = None) -> Projector:
+    """The live projection of this run (`timing`: the strategy's cost-model keywords)."""
+    return Projector(cfg.project_network, cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
+                     **timing, state=saved)
+
+
+@dataclasses.dataclass
+class Counters:
+    """Running totals over the whole run (carried across resumes in checkpoints)."""
+
+    train_time_s: float = 0.0
+    bytes_allreduced: int = 0
+    projected_time_s: float = 0.0
+    synced_steps: int = 0
+    skipped_steps: int = 0
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> "Counters":
+        return cls(**{f.name: (int if f.type == "int" else float)(meta.get(f.name, 0))
+                      for f in dataclasses.fields(cls)})
+
+
+class MetricsFile:
+    """metrics.jsonl, appended to and flushed per write. Resuming at step `start` keeps the
+    rows of earlier steps and cuts the rest off in place (a cut-off last line too), so the
+    resumed log equals an uninterrupted one and no earlier row is ever rewritten."""
+
+    def __init__(self, path: Path, start: int):
+        self.path = path
+        self.earlier = self._cut(start) if start else []
+        if not start:
+            path.write_text("")
+        self.file = open(path, "a", encoding="utf-8")
+
+    def _cut(self, start: int) -> list[dict]:
+        if not self.path.exists():
+            return []
+        keep, offset = [], 0
+        with open(self.path, "rb") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    break   # a line cut off by the interruption: the log ends before it
+                if not line.endswith(b"\n") or rec.get("step", start) >= start:
+                    break
+                keep.append(rec)
+                offset += len(line)
+        os.truncate(self.path, offset)
+        return keep
+
+    def write(self, rows: list[dict]) -> None:
+        self.file.write("".join(json.dumps(jsonable(r)) + "\n" for r in rows))
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def records_from(window: list[tuple[int, dict]], fetch: Callable = jax.device_get) -> list[dict]:
+    """Fetch a window of on-device metrics in one transfer and split them per step."""
+    fetched = fetch([m for _, m in window])
+    out = []
+    for (t, _), m in zip(window, fetched):
+        rec = {"step": t}
+        for k, v in m.items():
+            v = np.asarray(v)
+            rec[k] = v.item() if v.ndim == 0 else v.tolist()
+        out.append(rec)
+    return out
+
+
+class RunLog:
+    """Metrics window, counters, evaluations, projection and the JSONL log of one run.
+
+    `out_dir` None: nothing is written (other processes of a multi-host run, library
+    runs without a run directory). `history` is a checkpoint's meta (resuming)."""
+
+    def __init__(self, cfg, timing: dict, out_dir: Path | None, start: int, history: dict,
+                 fetch: Callable = jax.device_get, bar=None, lead: bool = True):
+        self.cfg, self.fetch, self.bar, self.lead = cfg, fetch, bar, lead
+        saved = history.get("counters", {})
+        self.counters = Counters.from_meta(saved)
+        self.projector = make_projector(cfg, timing, saved.get("projector"))
+        self.evals: list[dict] = list(history.get("evals", []))
+        self.window: list[tuple[int, dict]] = []
+        self.divergences: dict[int, Any] = {}
+        self.skip_run = 0
+        self.file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
+        self.records: list[dict] = list(self.file.earlier) if self.file else []
+        self.tick()
+
+    def tick(self) -> None:
+        """Start timing training again (evaluating and saving are not training time)."""
+        self.started = time.perf_counter()
+
+    def add_step(self, t: int, metrics: dict) -> None:
+        self.window.append((t, metrics))
+
+    def add_divergence(self, t: int, value) -> None:
+        self.divergences[t] = value
+
+    def flush(self, t: int) -> dict | None:
+        """Fetch, check, count, project and write the window; the record that must stop
+        the run (non-finite), if any, is returned after everything before it was logged."""
+        new = records_from(self.window, self.fetch)
+        self.window = []
+        divs = self.fetch({r["step"]: self.divergences.pop(r["step"]) for r in new
+                           if r["step"] in self.divergences})
+        bad = self._first_bad(new, divs)
+        if bad is not None:
+            new = new[:bad + 1]
+        self._count_and_project(new)
+        self.records.extend(new)
+        if self.file:
+            self.file.write(new)
+        self._report(new, t)
+        return new[-1] if bad is not None else None
+
+    def _first_bad(self, new: list[dict], divs: dict) -> int | None:
+        c, bad = self.counters, None
+        for i, rec in enumerate(new):
+            if rec["step"] in divs:
+                rec["divergence"] = float(divs[rec["step"]])
+            c.bytes_allreduced += int(rec["bytes_allreduced"])
+            c.synced_steps += bool(rec["synced"])
+            if self.cfg.nonfinite == "skip":
+                self.skip_run = self.skip_run + 1 if rec["nonfinite"] else 0
+                c.skipped_steps += bool(rec["nonfinite"])
+                if self.skip_run >= MAX_CONSECUTIVE_SKIPS and bad is None:
+                    bad = i
+            elif bad is None and describe_nonfinite(rec):
+                bad = i
+        return bad
+
+    def _count_and_project(self, new: list[dict]) -> None:
+        c, cfg = self.counters, self.cfg
+        elapsed = time.perf_counter() - self.started
+        c.train_time_s += elapsed
+        step_s = cfg.project_compute_s if cfg.project_compute_s is not None else elapsed / max(len(new), 1)
+        for rec in new:
+            rec["train_time_s"] = c.train_time_s
+            vote = int(rec.get("vote_bytes", 0))
+            c.projected_time_s = self.projector.advance(
+                rec["step"], bool(rec["synced"]), int(rec["bytes_allreduced"]) - vote, vote, step_s)
+            rec["projected_time_s"] = c.projected_time_s
+
+    def _report(self, new: list[dict], t: int) -> None:
+        if self.bar is not None:
+            self.bar.update(len(new))
+            self.bar.set_postfix(loss=f"{new[-1]['loss']:.3f}", sync=f"{self.counters.synced_steps / (t + 1):.2f}")
+        skipped = [r["step"] for r in new if r.get("nonfinite")]
+        if skipped and self.lead:
+            print(f"jaxsel: warning: skipped non-finite step(s) {skipped} (state left unchanged)",
+                  file=sys.stderr, flush=True)
+
+    def add_eval(self, step: int, result: dict) -> None:
+        c = self.counters
+        self.evals.append({"step": step, **result, "train_time_s": c.train_time_s,
+                           "projected_time_s": c.projected_time_s, "bytes_allreduced": c.bytes_allreduced})
+
+    def checkpoint_meta(self) -> dict:
+        """What a resumed run needs to continue every figure."""
+        return {"evals": jsonable(self.evals),
+                "counters": {**dataclasses.asdict(self.counters), "projector": self.projector.state()}}
+
+    def final(self, description: str, compile_time: float, start: int) -> dict:
+        """The run's closing figures (final.json)."""
+        cfg, c, summary = self.cfg, self.counters, self.projector.summary()
+        tail = self.records[-cfg.log_every:]
+        final = {
+            "strategy": description,
+            "final_test_accuracy": self.evals[-1]["test_accuracy"],
+            "final_test_loss": self.evals[-1]["test_loss"],
+            "final_train_loss": float(np.mean([r["loss"] for r in tail])) if tail else float("nan"),
+            "sync_fraction": c.synced_steps / cfg.steps,
+            "bytes_allreduced": c.bytes_allreduced,
+            "wall_time_s": c.train_time_s,
+            "compile_time_s": compile_time,
+            "projected_time_s": summary["total"],
+            "projection": summary,
+            "steps": cfg.steps,
+            "replicas": cfg.replicas,
+        }
+        if cfg.nonfinite == "skip":
+            final["skipped_steps"] = c.skipped_steps
+        if start:
+            final["resumed_from_step"] = start
+        return final
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.file is not None:
+            self.file.close()
