@@ -119,7 +119,8 @@ def test_cli_datasets_lists_ready_and_missing(data_dir, capsys):
     lines = {line.split()[0]: line for line in out.splitlines()[2:]}
     assert set(CATALOG) <= set(lines)
     assert "ready (1437 train / 360 test)" in lines["digits"]
-    assert "not prepared: tfds build cifar10" in lines["cifar10"]
+    assert "not prepared: jaxsel prepare cifar10 --from cifar-10-python.tar.gz" in lines["cifar10"]
+    assert "tfds build cifar10" in lines["cifar10"] and "jaxsel[tfds-build]" in lines["cifar10"]
 
 
 def test_cli_train_on_a_missing_dataset_is_one_line(tmp_path, capsys):
