@@ -186,3 +186,49 @@ def test_four_processes_preparing_digits_at_once_make_one_dataset(tmp_path):
     assert [p.name for p in (data / "digits").iterdir()] == ["1.0.0"]
     source = tfds.data_source("digits", split="train", data_dir=str(data))
     assert len(source) == 1437
+
+
+@pytest.mark.parametrize("make_bad,expect", [
+    (lambda tmp: "/proc/jaxsel-nope", ["cannot be created"]),
+    (lambda tmp: tmp / "no" / "such" / "dir", ["its parent", "is not an existing directory"]),
+    (lambda tmp: (tmp / "f").write_text("") or tmp / "f", ["exists and is not a directory"]),
+    (lambda tmp: (tmp / "f").write_text("") or tmp / "f" / "sub", ["is not an existing directory"]),
+])
+@pytest.mark.parametrize("dataset", ["digits", "cifar10"])
+def test_unusable_data_dir_is_one_line_exit_2(tmp_path, capsys, make_bad, expect, dataset):
+    write_cifar_tarball(tmp_path / "c.tar.gz", per_batch=1)
+    bad = make_bad(tmp_path)
+    source = ["--from", tmp_path / "c.tar.gz"] if dataset == "cifar10" else []
+    assert prepare(dataset, *source, "--data-dir", bad) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("jaxsel prepare: error: --data-dir") and str(bad) in err
+    assert all(e in err for e in expect), err
+    assert not (tmp_path / "no").exists()
+
+
+def test_missing_source_and_missing_from_are_one_line(tmp_path, capsys):
+    assert prepare("cifar10", "--from", tmp_path / "nope.tar.gz", "--data-dir", tmp_path / "d") == 2
+    assert prepare("cifar10", "--data-dir", tmp_path / "d") == 2
+    (tmp_path / "junk.tar.gz").write_bytes(b"not a tarball")
+    assert prepare("cifar10", "--from", tmp_path / "junk.tar.gz", "--data-dir", tmp_path / "d") == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(lines) == 3
+    assert "--from" in lines[0] and "does not exist" in lines[0]
+    assert "needs --from PATH" in lines[1] and "cifar-10-python.tar.gz" in lines[1]
+    assert "junk.tar.gz is not a readable tarball" in lines[2]
+    assert not (tmp_path / "d").exists()
+
+
+def test_only_the_leaf_is_created_and_announced(tmp_path, capsys):
+    assert prepare("digits", "--data-dir", tmp_path / "leaf") == 0
+    assert (tmp_path / "leaf" / "digits" / "1.0.0").is_dir()
+    assert f"created --data-dir directory {tmp_path / 'leaf'}" in capsys.readouterr().err
+
+
+def test_datasets_prints_a_working_prepare_command_and_the_tensorflow_route(tmp_path, capsys):
+    assert cli_main(["datasets", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("cifar10 "))
+    assert f"jaxsel prepare cifar10 --from cifar-10-python.tar.gz --data-dir {tmp_path}" in line
+    assert 'pip install "jaxsel[tfds-build]"' in line and "tfds build cifar10" in line
