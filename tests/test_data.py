@@ -105,6 +105,8 @@ def test_missing_dataset_names_the_dir_and_the_fix(name, tmp_path):
     assert f"tfds build {name} --data_dir {tmp_path} --file_format array_record" in msg
     if name == "imagenet2012":
         assert "downloads/manual" in msg
+    if name != "lm1b":   # the TensorFlow-free route first
+        assert f"jaxsel prepare {name} --from " in msg
 
 
 def test_unknown_dataset_lists_the_known_ones():
