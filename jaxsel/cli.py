@@ -335,6 +335,11 @@ def cmd_datasets(args) -> int:
     for name, spec in sorted(KNOWN.items(), key=lambda kv: (kv[1].builder is None, kv[0])):
         line = f"{name:<14} {spec.kind:<13} {spec.source_name:<13} {status(name, root)}"
         print(line + (f"\n{'':<42}{spec.description}" if args.verbose and spec.description else ""))
+    from .data.prepare import SOURCES
+
+    print("\n`jaxsel prepare NAME --from PATH` needs no TensorFlow; PATH is:")
+    for name, what in SOURCES.items():
+        print(f"  {name:<14} {what}")
     return 0
 
 

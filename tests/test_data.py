@@ -118,7 +118,9 @@ def test_cli_datasets_lists_ready_and_missing(data_dir, capsys):
     load_arrays("digits", "test", data_dir)
     assert cli_main(["datasets", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[0]: line for line in out.splitlines()[2:]}
+    table, footer = out.split("\n\n", 1)
+    lines = {line.split()[0]: line for line in table.splitlines()[2:]}
+    assert "jaxsel prepare NAME --from PATH" in footer and "cifar-10-python.tar.gz" in footer
     assert set(CATALOG) <= set(lines)
     assert "ready (1437 train / 360 test)" in lines["digits"]
     assert "not prepared: jaxsel prepare cifar10 --from cifar-10-python.tar.gz" in lines["cifar10"]

@@ -70,7 +70,7 @@ CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 IMAGENET_PREPARE = (
-    "jaxsel prepare {tfds} --from IMAGENET_DIR (train/ and val/ with one folder per synset) "
+    "jaxsel prepare {tfds} --from IMAGENET_DIR "
     "--data-dir {root} (or, with TensorFlow: put ILSVRC2012_img_train.tar and "
     "ILSVRC2012_img_val.tar in {root}/downloads/manual, then "
     'pip install "jaxsel[tfds-build]" && ' + TFDS_BUILD + ")"
@@ -106,7 +106,7 @@ def _specs() -> list[DatasetSpec]:
                     prepare=IMAGENET_PREPARE, description="ImageNet-1k, resized to 224x224"),
         DatasetSpec("cars196", mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
                     augment=True, crop_padding=28, in_memory=False,
-                    prepare=jaxsel_prepare("CARS_DIR (train/ and test/ with one folder per class)"),
+                    prepare=jaxsel_prepare("CARS_DIR"),
                     description="Stanford Cars 196 classes, resized to 224x224"),
         DatasetSpec("lm1b", kind="text", seq_len=128, vocab_size=256, in_memory=False, prepare=TFDS_ROUTE,
                     description="One Billion Word benchmark, byte-level 128-token windows", **TOKENS),
