@@ -34,9 +34,13 @@ def _user_errors() -> tuple[type, ...]:
     """Errors about the user's input found while running: one line, exit code 2."""
     from .checkpoint import CheckpointMismatch
     from .config import ConfigError
+    from .data.formats import FormatError
+    from .data.prepare import CannotPrepare
     from .data.sources import DatasetNotPrepared
+    from .paths import UnusablePath
 
-    return (UsageError, ConfigError, CheckpointMismatch, DatasetNotPrepared)
+    return (UsageError, ConfigError, CheckpointMismatch, DatasetNotPrepared, UnusablePath, FormatError,
+            CannotPrepare)
 
 
 def _run_faults() -> tuple[type, ...]:
@@ -317,6 +321,20 @@ def cmd_datasets(args) -> int:
     for name, spec in sorted(KNOWN.items(), key=lambda kv: (kv[1].builder is None, kv[0])):
         line = f"{name:<14} {spec.kind:<13} {spec.source_name:<13} {status(name, root)}"
         print(line + (f"\n{'':<42}{spec.description}" if args.verbose and spec.description else ""))
+    from .data.prepare import SOURCES
+
+    print("\n`jaxsel prepare NAME --from PATH` needs no TensorFlow; PATH is:")
+    for name, what in SOURCES.items():
+        print(f"  {name:<14} {what}")
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    """Prepare a dataset in the data dir: a real one from the user's files (no TensorFlow,
+    no network), an embedded one offline; safe to run in several processes at once."""
+    from .data.prepare import prepare
+
+    prepare(args.name, args.source, args.data_dir, progress=not args.no_progress)
     return 0
 
 
@@ -373,6 +391,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     p.add_argument("-v", "--verbose", action="store_true", help="also describe each dataset")
     p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("prepare", help="write a dataset into the data dir from local files (no TensorFlow)")
+    p.add_argument("name", help="dataset: cifar10, cifar100, mnist, fashion_mnist, imagenet2012, cars196, "
+                                "or an embedded one (digits, mnist1d)")
+    p.add_argument("--from", dest="source", default=None, metavar="PATH",
+                   help="the files you have: a CIFAR python tarball, a folder of MNIST IDX files, "
+                        "or an image folder (SPLIT/CLASS/*.jpg)")
+    p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
     p.add_argument("--model", default="mlp", help="model of jaxsel.models fed random data (mlp, cnn, resnet18, ...)")

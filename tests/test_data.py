@@ -105,6 +105,8 @@ def test_missing_dataset_names_the_dir_and_the_fix(name, tmp_path):
     assert f"tfds build {name} --data_dir {tmp_path} --file_format array_record" in msg
     if name == "imagenet2012":
         assert "downloads/manual" in msg
+    if name != "lm1b":   # the TensorFlow-free route first
+        assert f"jaxsel prepare {name} --from " in msg
 
 
 def test_unknown_dataset_lists_the_known_ones():
@@ -116,10 +118,13 @@ def test_cli_datasets_lists_ready_and_missing(data_dir, capsys):
     load_arrays("digits", "test", data_dir)
     assert cli_main(["datasets", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[0]: line for line in out.splitlines()[2:]}
+    table, footer = out.split("\n\n", 1)
+    lines = {line.split()[0]: line for line in table.splitlines()[2:]}
+    assert "jaxsel prepare NAME --from PATH" in footer and "cifar-10-python.tar.gz" in footer
     assert set(CATALOG) <= set(lines)
     assert "ready (1437 train / 360 test)" in lines["digits"]
-    assert "not prepared: tfds build cifar10" in lines["cifar10"]
+    assert "not prepared: jaxsel prepare cifar10 --from cifar-10-python.tar.gz" in lines["cifar10"]
+    assert "tfds build cifar10" in lines["cifar10"] and "jaxsel[tfds-build]" in lines["cifar10"]
 
 
 def test_cli_train_on_a_missing_dataset_is_one_line(tmp_path, capsys):

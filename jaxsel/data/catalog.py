@@ -13,6 +13,13 @@ from typing import Callable
 KINDS = ("image", "sequence", "text", "pixel_tokens")
 
 TFDS_BUILD = "tfds build {tfds} --data_dir {root} --file_format array_record"
+TFDS_ROUTE = 'with TensorFlow: pip install "jaxsel[tfds-build]" && ' + TFDS_BUILD
+
+
+def jaxsel_prepare(source: str) -> str:
+    """The hint for a dataset `jaxsel prepare` makes from the user's files (see prepare.py)."""
+    return "jaxsel prepare {tfds} --from " + source + " --data-dir {root} (or, " + TFDS_ROUTE + ")"
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +50,7 @@ class DatasetSpec:
     text_key: str = "text"                   # kind "text": the raw text feature
     seq_len: int | None = None               # token kinds: tokens per window
     vocab_size: int | None = None            # token kinds: the model's output classes
-    prepare: str = TFDS_BUILD                # shown when the dataset is missing
+    prepare: str = TFDS_ROUTE                # shown when the dataset is missing
     description: str = ""
 
     @property
@@ -62,9 +69,11 @@ class DatasetSpec:
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-IMAGENET_MANUAL = (
-    "put ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar (from image-net.org, after "
-    "registration) in {root}/downloads/manual, then " + TFDS_BUILD
+IMAGENET_PREPARE = (
+    "jaxsel prepare {tfds} --from IMAGENET_DIR "
+    "--data-dir {root} (or, with TensorFlow: put ILSVRC2012_img_train.tar and "
+    "ILSVRC2012_img_val.tar in {root}/downloads/manual, then "
+    'pip install "jaxsel[tfds-build]" && ' + TFDS_BUILD + ")"
 )
 TOKENS = {"input_key": "tokens", "label_key": "targets", "scale": 1.0}
 
@@ -82,19 +91,24 @@ def _specs() -> list[DatasetSpec]:
         DatasetSpec("digits_tokens", tfds_name="digits", kind="pixel_tokens", seq_len=63,
                     vocab_size=17, builder=Digits, prepare="built offline on first use",
                     description="digits as 64-token sequences of 17 intensities (tiny LM)", **TOKENS),
-        DatasetSpec("mnist", mean=(0.1307,), std=(0.3081,), description="MNIST 28x28x1"),
-        DatasetSpec("fashion_mnist", mean=(0.2860,), std=(0.3530,), description="Fashion-MNIST 28x28x1"),
+        DatasetSpec("mnist", mean=(0.1307,), std=(0.3081,), prepare=jaxsel_prepare("MNIST_IDX_DIR"),
+                    description="MNIST 28x28x1"),
+        DatasetSpec("fashion_mnist", mean=(0.2860,), std=(0.3530,),
+                    prepare=jaxsel_prepare("FASHION_MNIST_IDX_DIR"), description="Fashion-MNIST 28x28x1"),
         DatasetSpec("cifar10", mean=CIFAR10_MEAN, std=CIFAR10_STD, augment=True,
+                    prepare=jaxsel_prepare("cifar-10-python.tar.gz"),
                     description="CIFAR-10 32x32x3, 50000/10000"),
         DatasetSpec("cifar100", mean=CIFAR100_MEAN, std=CIFAR100_STD, augment=True,
+                    prepare=jaxsel_prepare("cifar-100-python.tar.gz"),
                     description="CIFAR-100 32x32x3 (fine labels), 50000/10000"),
         DatasetSpec("imagenet2012", mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
                     augment=True, crop_padding=28, in_memory=False, test_split="validation",
-                    prepare=IMAGENET_MANUAL, description="ImageNet-1k, resized to 224x224"),
+                    prepare=IMAGENET_PREPARE, description="ImageNet-1k, resized to 224x224"),
         DatasetSpec("cars196", mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
                     augment=True, crop_padding=28, in_memory=False,
+                    prepare=jaxsel_prepare("CARS_DIR"),
                     description="Stanford Cars 196 classes, resized to 224x224"),
-        DatasetSpec("lm1b", kind="text", seq_len=128, vocab_size=256, in_memory=False,
+        DatasetSpec("lm1b", kind="text", seq_len=128, vocab_size=256, in_memory=False, prepare=TFDS_ROUTE,
                     description="One Billion Word benchmark, byte-level 128-token windows", **TOKENS),
     ]
 

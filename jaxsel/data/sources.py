@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
+from ..paths import writable_dir
 from .catalog import CATALOG, DatasetSpec  # noqa: F401  (DatasetSpec re-exported)
+from .locking import dataset_lock, remove_stale_incomplete
 
 DEFAULT_DATA_DIR = Path(os.environ.get("JAXSEL_DATA_DIR", Path.home() / ".cache" / "jaxsel" / "tfds"))
 
@@ -67,13 +69,21 @@ def embedded_builder(name: str, data_dir=None, **options):
 
 
 def ensure_built(name: str, data_dir: str | os.PathLike | None = None, **options) -> Path:
-    """Build an embedded dataset into `data_dir` once (offline); return the data dir."""
+    """Build an embedded dataset into `data_dir` once (offline); return the data dir.
+
+    Safe when several processes call it at once (a file lock; see locking.py). A data dir
+    that cannot be created or written raises `jaxsel.paths.UnusablePath` (one line).
+    """
     root = resolve_data_dir(data_dir)
-    builder = embedded_builder(name, root, **options)
-    if not builder.is_prepared():
-        root.mkdir(parents=True, exist_ok=True)
-        tfds.disable_progress_bar()
-        builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    if embedded_builder(name, root, **options).is_prepared():
+        return root
+    writable_dir(root, "--data-dir", parents=data_dir is None)
+    with dataset_lock(root, name, quiet=True):
+        builder = embedded_builder(name, root, **options)   # re-read: another process may have built it
+        if not builder.is_prepared():
+            remove_stale_incomplete(Path(builder.data_dir).parent)
+            tfds.disable_progress_bar()
+            builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
     return root
 
 
@@ -89,9 +99,8 @@ def _diagnose(spec: DatasetSpec, split: str, root: Path, err: Exception) -> str:
     where = Path(builder.data_dir) if builder is not None else root / spec.source_name
     if not prepared:
         return (f"dataset {spec.name!r} is not prepared: no {spec.source_name} ArrayRecord files "
-                f"in data_dir {root} (looked for {where}/dataset_info.json). Prepare it once on a "
-                f"machine with network access: `{how}`, then copy the folder here or pass "
-                f"--data-dir (jaxsel never downloads at run time).")
+                f"in data_dir {root} (looked for {where}/dataset_info.json). Prepare it once "
+                f"(jaxsel never downloads at run time): {how}")
     fmt = builder.info.file_format
     if fmt is not None and fmt.value not in ("array_record", "parquet"):
         return (f"dataset {spec.name!r} in {where} was prepared as {fmt.value}, which has no random "
