@@ -67,12 +67,12 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
     g.add_argument("--global-batch-size", type=int, default=None,
                    help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
-    g.add_argument("--steps", type=int, default=steps)
+    g.add_argument("--steps", type=int, default=steps, help="training steps")
     g.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw")
-    g.add_argument("--lr", type=float, default=0.05)
-    g.add_argument("--momentum", type=float, default=0.9)
-    g.add_argument("--weight-decay", type=float, default=0.0)
-    g.add_argument("--clip-norm", type=float, default=None)
+    g.add_argument("--lr", type=float, default=0.05, help="learning rate")
+    g.add_argument("--momentum", type=float, default=0.9, help="optimizer momentum (sgd)")
+    g.add_argument("--weight-decay", type=float, default=0.0, help="weight decay")
+    g.add_argument("--clip-norm", type=float, default=None, help="clip gradients to this global norm")
     g.add_argument("--partition", default="seldp",
                    help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
     g.add_argument("--partition-opt", action="append", metavar="KEY=VALUE",
@@ -84,9 +84,9 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
                    help="on-device random crop + flip (auto: the dataset's default)")
     g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--eval-every", type=int, default=50)
-    g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
+    g.add_argument("--eval-every", type=int, default=50, help="steps between test evaluations")
+    g.add_argument("--log-every", type=int, default=10, help="steps between metric reads (one host round-trip)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     c = p.add_argument_group("projected wall-clock (logged as projected_time_s; see `jaxsel report`)")
     c.add_argument("--project-network", default="10gbe",
@@ -95,20 +95,16 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
                    help="straggler model, e.g. fixed:factor=2,replicas=0 or lognormal:sigma=0.2")
     c.add_argument("--project-compute-s", type=float, default=None, metavar="SECONDS",
                    help="per-step compute time to project with (default: this run's measured step time)")
-    s = p.add_argument_group("strategy options (each strategy takes the ones it knows)")
-    s.add_argument("--period", type=int, default=None, help="local SGD / FedAvg sync period (steps)")
-    s.add_argument("--delta", type=float, default=None, help="SelSync significance threshold")
-    s.add_argument("--window", type=int, default=None, help="SelSync EWMA window")
-    s.add_argument("--alpha", type=float, default=None, help="SelSync EWMA smoothing")
-    s.add_argument("--aggregator", default=None, help="mean, weighted, median, min, max, trimmed:K, random")
-    s.add_argument("--opt", action="append", metavar="KEY=VALUE", help="any other strategy option")
+    from .strategy_args import add_strategy_args
+
+    add_strategy_args(p)
 
 
 def config_from_args(args, strategy: str, out_dir: str | None):
     from .config import TrainConfig, parse_options
+    from .strategy_args import options_from_args
 
-    options = {"period": args.period, "delta": args.delta, "window": args.window,
-               "alpha": args.alpha, "aggregator": args.aggregator, **parse_options(args.opt)}
+    options = options_from_args(args)
     partition_options = parse_options(getattr(args, "partition_opt", None), "--partition-opt")
     if getattr(args, "inject", None):
         try:
@@ -241,10 +237,13 @@ def cmd_compare(args) -> int:
 
     from .config import check_config
 
+    from .strategy_args import check_options_apply, options_for
+
     with user_input():
         base = config_from_args(args, strategies[0], None)
+        check_options_apply(strategies, base.strategy_options)
         for s in strategies:
-            check_config(dataclasses.replace(base, strategy=s))
+            check_config(dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options)))
     _ensure_writable(out)
     print(f"run directory: {out}", flush=True)
     rows = compare(base, strategies, out)
@@ -374,16 +373,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
 
-    p = sub.add_parser("compare", help="train several strategies side by side (the default job)")
+    from .strategy_args import HelpFormatter, strategy_epilog
+
+    p = sub.add_parser("compare", help="train several strategies side by side (the default job)",
+                       formatter_class=HelpFormatter, epilog=strategy_epilog())
     add_training_args(p)
     p.add_argument("--strategies", default=DEFAULT_STRATEGIES, help="comma-separated strategy names")
     p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("train", help="train one strategy")
+    p = sub.add_parser("train", help="train one strategy", formatter_class=HelpFormatter,
+                       epilog=strategy_epilog())
     add_training_args(p)
     add_run_control_args(p)
-    p.add_argument("--strategy", default="selsync")
+    from .strategies.registry import STRATEGIES
+
+    p.add_argument("--strategy", default="selsync", help=f"one of: {', '.join(STRATEGIES)}")
     p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
     p.set_defaults(func=cmd_train)
 
@@ -427,8 +432,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        from .strategy_args import load_plugins
+
+        load_plugins(argv)   # registered names must be known before the parser lists them
+    except ValueError as err:
+        print(f"jaxsel: error: {err}", file=sys.stderr)
+        return 2
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .config import TrainConfig
 from .runlog import jsonable
+from .strategy_args import options_for
 from .train import RunResult, train
 
 RESULT_KEYS = ("strategy", "final_test_accuracy", "sync_fraction", "bytes_allreduced", "wall_time_s")
@@ -22,7 +23,8 @@ def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path) -> li
     out.mkdir(parents=True, exist_ok=True)
     runs: list[RunResult] = []
     for name in strategies:
-        cfg = dataclasses.replace(base, strategy=name, out_dir=str(out / name))
+        cfg = dataclasses.replace(base, strategy=name, out_dir=str(out / name),
+                                  strategy_options=options_for(name, base.strategy_options))
         runs.append(train(cfg))
     rows = [{**{k: r.final[k] for k in RESULT_KEYS}, "strategy": r.config.strategy,
              "final_test_loss": r.final["final_test_loss"], "steps": r.final["steps"],

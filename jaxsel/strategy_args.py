@@ -1,0 +1,106 @@
+"""The command line's strategy flags, help text and plugins.
+
+Flags map onto strategy options (dataclass fields); `--opt KEY=VALUE` reaches any other.
+A flag no chosen strategy takes is an error naming the valid options, never dropped.
+`--plugin MODULE` imports user code that calls `jaxsel.register_strategy`,
+`register_trigger` or `register_aggregator` before the options are read.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from .options import OptionError, accepts, option_defaults, parse_kv
+
+#: flags that set a strategy option of the same name
+FLAGS = {"period": int, "delta": float, "window": int, "alpha": float, "aggregator": str}
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every flag's default in its help line; the epilog's strategy list kept as written."""
+
+
+def add_strategy_args(p: argparse.ArgumentParser) -> None:
+    from .strategies.registry import STRATEGIES
+
+    def takers(option):
+        return ", ".join(n for n, cls in STRATEGIES.items() if accepts(cls, option)) or "none"
+
+    s = p.add_argument_group("strategy options (a flag no chosen strategy takes is an error; "
+                             "defaults: each strategy's own, listed below)")
+    s.add_argument("--period", type=int, default=None, help=f"sync period in steps ({takers('period')})")
+    s.add_argument("--delta", type=float, default=None, help=f"significance threshold ({takers('delta')})")
+    s.add_argument("--window", type=int, default=None, help=f"EWMA window ({takers('window')})")
+    s.add_argument("--alpha", type=float, default=None, help=f"EWMA smoothing ({takers('alpha')})")
+    s.add_argument("--aggregator", default=None,
+                   help="mean, weighted, median, min, max, trimmed:K, random, or a registered one")
+    s.add_argument("--opt", action="append", metavar="KEY=VALUE",
+                   help="any other strategy option; trigger.FIELD=VALUE for the 'triggered' strategy")
+    s.add_argument("--plugin", action="append", metavar="MODULE",
+                   help="import MODULE (a name or a .py file) that registers strategies, triggers or aggregators")
+
+
+def strategy_epilog() -> str:
+    """Each strategy's options with their defaults, for `--help`."""
+    from .strategies.registry import STRATEGIES
+
+    lines = ["strategies and their options (defaults):"]
+    for name, cls in STRATEGIES.items():
+        opts = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+                         for k, v in option_defaults(cls).items() if k != "trigger_options")
+        lines.append(f"  {name:<11} {opts or '(no options)'}")
+    return "\n".join(lines)
+
+
+def options_from_args(args) -> dict:
+    """The strategy options the user set (flags and --opt), unfiltered."""
+    flags = {k: getattr(args, k, None) for k in FLAGS}
+    return {**{k: v for k, v in flags.items() if v is not None}, **parse_kv(getattr(args, "opt", None))}
+
+
+def options_for(name: str, options: dict) -> dict:
+    """The subset of `options` strategy `name` takes (a comparison runs several strategies)."""
+    from .strategies.registry import STRATEGIES
+
+    cls = STRATEGIES[name]
+    return {k: v for k, v in options.items()
+            if accepts(cls, k) or (k.startswith("trigger.") and accepts(cls, "trigger_options"))}
+
+
+def check_options_apply(names: list[str], options: dict) -> None:
+    """Every option must be taken by at least one of the strategies `names`."""
+    for key in options:
+        if not any(key in options_for(n, {key: None}) for n in names):
+            from .strategies.registry import STRATEGIES
+
+            valid = sorted({o for n in names for o in option_defaults(STRATEGIES[n])})
+            raise OptionError(f"no strategy of {', '.join(names)} has option {key!r}; their options: "
+                              f"{', '.join(valid)}")
+
+
+def load_plugins(argv: list[str]) -> None:
+    """Import every `--plugin MODULE` of `argv` (before the parser lists the strategies)."""
+    for i, arg in enumerate(argv):
+        if arg == "--plugin" and i + 1 < len(argv):
+            _import(argv[i + 1])
+        elif arg.startswith("--plugin="):
+            _import(arg.split("=", 1)[1])
+
+
+def _import(spec: str) -> None:
+    path = Path(spec)
+    try:
+        if spec.endswith(".py"):
+            if not path.is_file():
+                raise OptionError(f"--plugin {spec!r}: no such file")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[path.stem] = module
+            module_spec.loader.exec_module(module)
+        else:
+            importlib.import_module(spec)
+    except ImportError as err:
+        raise OptionError(f"--plugin {spec!r} could not be imported ({err})") from None
