@@ -28,6 +28,7 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from .parallel import AXIS
+from .state import STATE_FORMAT
 
 FORMAT = 1
 #: settings that make a checkpoint belong to another run: a clear error, never a silent mix
@@ -62,11 +63,16 @@ def run_identity(cfg) -> dict:
     config = trajectory_config(cfg)
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
     return {**{k: config.get(k) for k in IDENTITY}, "seed": config.get("seed"),
-            "config_hash": digest, "config": config}
+            "config_hash": digest, "config": config, "state_format": STATE_FORMAT}
 
 
 def check_identity(saved: dict, current: dict, where: str) -> None:
     """Raise CheckpointMismatch naming the first differing identity field or settings."""
+    if saved.get("state_format", 1) != current.get("state_format", STATE_FORMAT):
+        raise CheckpointMismatch(
+            f"checkpoint {where} holds its strategy state in layout {saved.get('state_format', 1)} (string-keyed "
+            f"dicts of jaxsel 0.1); this jaxsel reads layout {current.get('state_format', STATE_FORMAT)} (typed "
+            f"state); start a fresh run in another --checkpoint-dir")
     for key in IDENTITY:
         if saved.get(key) != current.get(key):
             raise CheckpointMismatch(

@@ -190,3 +190,15 @@ def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
     assert np.all(glob == glob[0])   # the global weights are the same on every replica
     local = np.asarray(jaxsel.consensus(state)["w"])
     assert not np.allclose(local, glob[0])   # the replicas' drafts have moved on
+
+
+def test_a_checkpoint_of_the_old_dict_state_layout_is_refused_clearly():
+    from jaxsel.checkpoint import CheckpointMismatch, check_identity
+    from jaxsel.config import TrainConfig
+    from jaxsel.checkpoint import run_identity
+
+    current = run_identity(TrainConfig())
+    old = {k: v for k, v in current.items() if k != "state_format"}   # jaxsel 0.1 wrote no format
+    with pytest.raises(CheckpointMismatch, match="layout 1 .* this jaxsel reads layout 2"):
+        check_identity(old, current, "ck/100")
+    check_identity(dict(current), current, "ck/100")   # the same layout resumes
