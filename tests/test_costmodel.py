@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from jaxsel import costmodel as cm
+from jaxsel import stragglers as st
 
 
 def rec(step, synced, nbytes, **extra):
@@ -70,14 +71,14 @@ def test_bsp_projection_without_stragglers():
 
 def test_sync_waits_for_slowest():
     records = [rec(i, True, 0) for i in range(3)]
-    strag = cm.FixedStragglers(replicas=(2,), factor=3.0)
+    strag = st.FixedStragglers(replicas=(2,), factor=3.0)
     times, summary = cm.project_run(records, "nvlink", 4, 1.0, stragglers=strag)
     np.testing.assert_allclose(times, [3.0, 6.0, 9.0])
     assert summary["compute"] == pytest.approx(3 * (1 + 1 + 1 + 3) / 4)
     assert summary["waiting"] == pytest.approx(9.0 - summary["compute"])
 
 
-class Alternating(cm.Stragglers):
+class Alternating(st.Stragglers):
     """Replica 0 is 3x slow on step 0, replica 1 on step 1."""
 
     def factors(self, steps, replicas, rng):
@@ -149,29 +150,29 @@ def test_empty_run():
 
 
 def test_straggler_distributions_are_seeded_and_shaped():
-    for model in (cm.LogNormalStragglers(0.3), cm.TransientStragglers(0.2, 4.0),
-                  cm.LogNormalStragglers(0.3, persistent=True)):
-        a = cm.straggler_factors(model, 50, 4, seed=1)
-        b = cm.straggler_factors(model, 50, 4, seed=1)
-        c = cm.straggler_factors(model, 50, 4, seed=2)
+    for model in (st.LogNormalStragglers(0.3), st.TransientStragglers(0.2, 4.0),
+                  st.LogNormalStragglers(0.3, persistent=True)):
+        a = st.straggler_factors(model, 50, 4, seed=1)
+        b = st.straggler_factors(model, 50, 4, seed=1)
+        c = st.straggler_factors(model, 50, 4, seed=2)
         assert a.shape == (50, 4)
         np.testing.assert_array_equal(a, b)
         assert not np.array_equal(a, c)
-    t = cm.straggler_factors(cm.TransientStragglers(0.2, 4.0), 2000, 4, seed=0)
+    t = st.straggler_factors(st.TransientStragglers(0.2, 4.0), 2000, 4, seed=0)
     assert set(np.unique(t)) == {1.0, 4.0}
     assert 0.15 < np.mean(t == 4.0) < 0.25
-    p = cm.straggler_factors(cm.LogNormalStragglers(0.3, persistent=True), 10, 4)
+    p = st.straggler_factors(st.LogNormalStragglers(0.3, persistent=True), 10, 4)
     assert np.all(p == p[0])
-    np.testing.assert_array_equal(cm.straggler_factors(None, 3, 2), np.ones((3, 2)))
-    both = cm.straggler_factors([cm.FixedStragglers((0,), 2.0), "fixed:factor=3,replicas=0+1"], 2, 3)
+    np.testing.assert_array_equal(st.straggler_factors(None, 3, 2), np.ones((3, 2)))
+    both = st.straggler_factors([st.FixedStragglers((0,), 2.0), "fixed:factor=3,replicas=0+1"], 2, 3)
     np.testing.assert_array_equal(both[0], [6.0, 3.0, 1.0])
 
 
 def test_parse_stragglers():
-    assert cm.parse_stragglers("none") == cm.NoStragglers()
-    assert cm.parse_stragglers("fixed:factor=3,replicas=0+2") == cm.FixedStragglers((0, 2), 3.0)
-    assert cm.parse_stragglers("lognormal:sigma=0.2") == cm.LogNormalStragglers(0.2)
-    assert cm.parse_stragglers("transient:p=0.05,factor=4") == cm.TransientStragglers(0.05, 4.0)
+    assert st.parse_stragglers("none") == st.NoStragglers()
+    assert st.parse_stragglers("fixed:factor=3,replicas=0+2") == st.FixedStragglers((0, 2), 3.0)
+    assert st.parse_stragglers("lognormal:sigma=0.2") == st.LogNormalStragglers(0.2)
+    assert st.parse_stragglers("transient:p=0.05,factor=4") == st.TransientStragglers(0.05, 4.0)
 
 
 # ----------------------------------------------------------------------- errors
@@ -189,14 +190,14 @@ def test_parse_stragglers():
         (lambda: cm.allreduce_time(100, 2.5, "10gbe"), "replicas"),
         (lambda: cm.allreduce_time(-5, 2, "10gbe"), "nbytes"),
         (lambda: cm.collective_time(5, 2, "10gbe", "broadcast"), "allreduce.*'broadcast'"),
-        (lambda: cm.FixedStragglers((0,), 0.0), "factor"),
-        (lambda: cm.FixedStragglers((-1,), 2.0), "replicas"),
-        (lambda: cm.straggler_factors(cm.FixedStragglers((5,), 2.0), 3, 4), r"\[5\].*0\.\.3"),
-        (lambda: cm.TransientStragglers(1.5, 2.0), "probability"),
-        (lambda: cm.LogNormalStragglers(-0.1), "sigma"),
-        (lambda: cm.parse_stragglers("gamma:k=2"), "unknown straggler model"),
-        (lambda: cm.parse_stragglers("fixed:speed=2"), "speed.*factor"),
-        (lambda: cm.get_stragglers(3.5), "stragglers must be"),
+        (lambda: st.FixedStragglers((0,), 0.0), "factor"),
+        (lambda: st.FixedStragglers((-1,), 2.0), "replicas"),
+        (lambda: st.straggler_factors(st.FixedStragglers((5,), 2.0), 3, 4), r"\[5\].*0\.\.3"),
+        (lambda: st.TransientStragglers(1.5, 2.0), "probability"),
+        (lambda: st.LogNormalStragglers(-0.1), "sigma"),
+        (lambda: st.parse_stragglers("gamma:k=2"), "unknown straggler model"),
+        (lambda: st.parse_stragglers("fixed:speed=2"), "speed.*factor"),
+        (lambda: st.get_stragglers(3.5), "stragglers must be"),
     ],
 )
 def test_errors_name_the_bad_value(call, match):
@@ -332,7 +333,7 @@ def test_async_staleness_bound_forces_waiting(staleness, fast_clock, waited):
 def test_staleness_gate_includes_step_i_minus_s_minus_1():
     # s=0 with no stragglers and per-step compute that varies only on replica 1 via a
     # custom model: replica 0 can never be more than one step ahead.
-    class Slow1(cm.Stragglers):
+    class Slow1(st.Stragglers):
         def factors(self, steps, replicas, rng):
             f = np.ones((steps, replicas))
             f[0, 1] = 5.0

@@ -16,7 +16,7 @@ the samples they saw since the last sync (FedAvg's) get that count from the stat
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
