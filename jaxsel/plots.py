@@ -136,10 +136,9 @@ def plot_divergence(runs, path: Path) -> None:
     """Largest distance of a replica's parameters from the replica mean, over steps."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    for r in runs:
+    for i, r in enumerate(runs):
         pts = [(x["step"], x["divergence"]) for x in r.records if x.get("divergence") is not None]
-        if pts:
-            ax.plot(*zip(*pts), label=label(r))
+        ax.plot(*(zip(*pts) if pts else ([], [])), color=f"C{i}", label=label(r))
     for m in lr_milestones(runs[0]):
         ax.axvline(m, ls=":", color="k", lw=1)
     ax.set(xlabel="step (dotted: learning-rate milestones)",
