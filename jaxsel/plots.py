@@ -120,8 +120,8 @@ def _plot_significance(ax, sig, runs) -> None:
         ax.plot(steps, values, color=color, lw=1, label=f"{label(r)}: Delta_bar (max over replicas)")
         delta, window, alpha = significance_options(r)
         ax.axhline(delta, color=color, ls="--", lw=1,
-                   label=f"delta = {delta:g} (reached only if the gradient norm jumps "
-                         f"{jump_needed(delta, window, alpha):.3g}x in a step)")
+                   label=f"delta = {delta:g} (from a steady state: a {jump_needed(delta, window, alpha):.3g}x "
+                         f"one-step jump of the gradient norm)")
         ax.axhline(fall_peak(window, alpha), color="gray", ls=":", lw=1,
                    label=f"peak of a sudden fall of the gradient norm to zero: {fall_peak(window, alpha):.3g}")
         warm = 2 * window - 1

@@ -8,7 +8,8 @@ reference numbers make a run's Delta_bar readable:
 * `fall_peak`: the highest Delta_bar a sudden fall of s to zero produces (about H_W / W,
   0.153 for W = 25) -- no decrease of the gradient norm can reach a delta above it;
 * `jump_needed`: the factor by which s must jump up in one step for Delta_bar to reach
-  delta (about 90x for delta = 0.3, W = 25).
+  delta (about 105x for delta = 0.3, W = 25). Sustained growth by a factor r per step
+  settles at Delta_bar = r - 1, the other way up.
 """
 from __future__ import annotations
 
@@ -85,6 +86,6 @@ def quiet_note(label: str, stats: dict, delta: float, window: int, alpha: float)
         return None
     return (f"{label} synchronized only in its warm-up (steps 0-{stats['warmup_steps'] - 1}): after it, "
             f"Delta_bar peaked at {stats['max_delta_bar_after_warmup']:.3g} < delta = {delta:g}. With W = "
-            f"{window}, Delta_bar reaches {delta:g} only if the gradient norm jumps "
-            f"{jump_needed(delta, window, alpha):.3g}x within one step; a fall to zero peaks at "
-            f"{fall_peak(window, alpha):.3g} (sync_timeline.png)")
+            f"{window}, reaching {delta:g} takes a {jump_needed(delta, window, alpha):.3g}x one-step jump of "
+            f"the gradient norm (or growth by {delta:.0%} per step for a whole window); a fall to zero "
+            f"peaks at {fall_peak(window, alpha):.3g} (sync_timeline.png)")

@@ -32,7 +32,7 @@ def test_compare_runs_end_to_end(tmp_path, capsys):
     # SelSync after its warm-up (t >= 2W-1 = 49): it syncs, or the table says why it did not
     sel = by["selsync"]
     assert sel["warmup_steps"] == 49
-    assert sel["syncs_after_warmup"] >= 1 or ("jumps" in sel["quiet_note"] and sel["quiet_note"] in printed)
+    assert sel["syncs_after_warmup"] >= 1 or ("one-step jump" in sel["quiet_note"] and sel["quiet_note"] in printed)
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):

@@ -88,7 +88,7 @@ def test_quiet_note_explains_a_selsync_run_without_later_syncs():
     stats = after_warmup(recs, 25)
     assert stats == {"warmup_steps": 49, "syncs_after_warmup": 0, "max_delta_bar_after_warmup": 0.1}
     note = quiet_note("selsync", stats, 0.3, 25, 0.01)
-    assert "only in its warm-up" in note and "jumps" in note
+    assert "only in its warm-up" in note and "one-step jump" in note
     recs[60]["synced"] = True
     assert quiet_note("selsync", after_warmup(recs, 25), 0.3, 25, 0.01) is None
     assert np.isfinite(stats["max_delta_bar_after_warmup"])
