@@ -15,7 +15,7 @@ from pathlib import Path
 from .config import ConfigError, TrainConfig
 from .numbers import significant
 from .options import accepts
-from .plots import LEGEND_NOTE, label, plot_accuracy_vs_time, plot_divergence, plot_sync_timeline, setting
+from .plots import LEGEND_NOTE, plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline
 from .runlog import jsonable
 from .significance_reach import after_warmup, quiet_note, significance_options
 from .strategies.registry import STRATEGIES
@@ -122,30 +122,3 @@ def format_table(rows: list[dict]) -> str:
                      f"projected time to target over the row's; MB sent: per replica; {LEGEND_NOTE}")
     lines += [f"note: {r['quiet_note']}" for r in rows if r.get("quiet_note")]
     return "\n".join(lines)
-
-
-def plot_comparison(runs: list[RunResult], path: Path) -> None:
-    """Test accuracy vs step (linear) and vs cumulative MB all-reduced (log axis, so the
-    step-0 evaluation at 0 bytes is left out of that panel rather than drawn as a segment)."""
-    from .plots import _pyplot
-
-    plt = _pyplot()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for r in runs:
-        steps = [e["step"] for e in r.evals]
-        acc = [e["test_accuracy"] for e in r.evals]
-        a.plot(steps, acc, marker=".", label=label(r))
-        sent = [(e["bytes_allreduced"] / 1e6, e["test_accuracy"]) for e in r.evals if e["bytes_allreduced"] > 0]
-        if sent:
-            b.plot(*zip(*sent), marker=".", label=label(r))
-    a.set(xlabel="step", ylabel="test accuracy (evaluated model)", title="accuracy vs step")
-    b.set(xlabel="MB all-reduced per replica (log)", ylabel="test accuracy",
-          title="accuracy vs communication (after the first sync)")
-    b.set_xscale("log")
-    for ax in (a, b):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, title=LEGEND_NOTE, title_fontsize=7)
-    fig.suptitle(setting(runs[0]), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

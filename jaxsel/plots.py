@@ -1,5 +1,5 @@
-"""The comparison's pictures: accuracy against projected time, a sync timeline with
-SelSync's significance statistic, and replica divergence.
+"""The comparison's pictures: accuracy against step and bytes, and against projected
+time; a sync timeline with SelSync's significance statistic; replica divergence.
 
 Each takes the strategies' `RunResult`s; every label is the strategy as the run built it
 (`strategy.describe()`: aggregator in brackets when it is not the mean, key options in
@@ -17,7 +17,7 @@ from .significance_reach import fall_peak, jump_needed, significance_options
 LEGEND_NOTE = "aggregator: mean unless [shown]"
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +52,7 @@ def _save(fig, path: Path) -> None:
 def plot_accuracy_vs_time(runs, target, network: str, path: Path) -> None:
     """Test accuracy against projected wall-clock on `network`; the target as a dashed line
     and each run's first evaluation at the target marked."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for r in runs:
         t = [e["projected_time_s"] for e in r.evals]
@@ -88,7 +88,7 @@ def plot_sync_timeline(runs, path: Path) -> None:
     """Top: one row per strategy, a tick at every step that synchronized. Below: each
     significance-triggered run's Delta_bar (max over replicas: any vote syncs) against its
     delta, with the warm-up shaded; LR milestones dotted on both."""
-    plt = _pyplot()
+    plt = pyplot()
     sig = [(r, _significance(r)) for r in runs]
     sig = [(r, s) for r, s in sig if s is not None]
     fig, axes = plt.subplots(1 + bool(sig), 1, figsize=(9, 1.2 + 0.45 * len(runs) + 2.6 * bool(sig)),
@@ -134,7 +134,7 @@ def _plot_significance(ax, sig, runs) -> None:
 
 def plot_divergence(runs, path: Path) -> None:
     """Largest distance of a replica's parameters from the replica mean, over steps."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4))
     for i, r in enumerate(runs):
         pts = [(x["step"], x["divergence"]) for x in r.records if x.get("divergence") is not None]
@@ -147,4 +147,29 @@ def plot_divergence(runs, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, title=LEGEND_NOTE, title_fontsize=7)
     _save(fig, path)
+    plt.close(fig)
+
+
+def plot_comparison(runs, path: Path) -> None:
+    """Test accuracy vs step (linear) and vs cumulative MB all-reduced (log axis, so the
+    step-0 evaluation at 0 bytes is left out of that panel rather than drawn as a segment)."""
+    plt = pyplot()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for r in runs:
+        steps = [e["step"] for e in r.evals]
+        acc = [e["test_accuracy"] for e in r.evals]
+        a.plot(steps, acc, marker=".", label=label(r))
+        sent = [(e["bytes_allreduced"] / 1e6, e["test_accuracy"]) for e in r.evals if e["bytes_allreduced"] > 0]
+        if sent:
+            b.plot(*zip(*sent), marker=".", label=label(r))
+    a.set(xlabel="step", ylabel="test accuracy (evaluated model)", title="accuracy vs step")
+    b.set(xlabel="MB all-reduced per replica (log)", ylabel="test accuracy",
+          title="accuracy vs communication (after the first sync)")
+    b.set_xscale("log")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, title=LEGEND_NOTE, title_fontsize=7)
+    fig.suptitle(setting(runs[0]), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
     plt.close(fig)

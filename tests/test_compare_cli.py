@@ -36,12 +36,13 @@ def test_compare_runs_end_to_end(tmp_path, capsys):
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
-    out = tmp_path / "run"
-    code = main(["compare", "--strategies", "bsp,selsync", "--steps", "4", "--eval-every", "4", "--delta", "0.05",
-                 "--window", "2", "--target", "0.05", "--dataset", "digits", "--out", str(out), "--no-progress"])
-    assert code == 0
-    rows = {r["strategy"]: r for r in json.loads((out / "results.json").read_text())}
-    assert rows["selsync"]["label"] == "selsync (delta=0.05, W=2)" and rows["bsp"]["target_accuracy"] == 0.05
+    from jaxsel.compare import options_for
+
+    shared = {"delta": 0.05, "window": 2, "period": 5, "aggregator": "median"}
+    assert options_for("selsync", shared) == {"delta": 0.05, "window": 2, "aggregator": "median"}
+    assert options_for("localsgd", shared) == {"period": 5, "aggregator": "median"}
+    assert options_for("diloco", shared) == {"period": 5, "aggregator": "median"}   # --period sets H
+    assert options_for("bsp", shared) == {"aggregator": "median"}
     assert main(["compare", "--strategies", "bsp", "--period", "5", "--out", str(tmp_path / "x")]) == 2
     assert "takes option(s) period" in capsys.readouterr().err
 
