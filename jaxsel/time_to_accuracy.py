@@ -68,9 +68,10 @@ def time_to_target(evals: list[dict], target: float) -> dict:
 
 def speedups(rows: list[dict], baseline: str = "bsp") -> None:
     """Add `speedup_vs_bsp` to each row: BSP's projected time to target over the row's
-    (None when either never reached it, or BSP did not run)."""
+    (None when either never reached it, BSP did not run, or a time is 0: already at the
+    target before the first step)."""
     base = next((r for r in rows if r["strategy"] == baseline), None)
     base_t = base["time_to_target_s"] if base else None
     for r in rows:
         t = r["time_to_target_s"]
-        r["speedup_vs_bsp"] = base_t / t if base_t is not None and t else None
+        r["speedup_vs_bsp"] = base_t / t if base_t and t else None
