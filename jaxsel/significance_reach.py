@@ -22,6 +22,7 @@ import numpy as np
 from .triggers import Significance
 
 
+@lru_cache(maxsize=16)
 def _peak_fn(window: int, alpha: float):
     """max Delta_bar over a run of s = `before` for 2W steps, then `after` for 2W steps."""
     trig = Significance(delta=0.0, window=window, alpha=alpha)
