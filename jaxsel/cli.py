@@ -12,6 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
+#: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
+#: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
+DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": "milestones", "eval_every": 25}
+DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
+                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50%% and 75%% of the steps; "
+                     "SelSync's data injection with --inject ALPHA,BETA.")
 
 
 class UsageError(ValueError):
@@ -70,6 +76,9 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--steps", type=int, default=steps, help="training steps")
     g.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw")
     g.add_argument("--lr", type=float, default=0.05, help="learning rate")
+    g.add_argument("--lr-schedule", default="constant", metavar="SPEC",
+                   help="constant, or milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each milestone "
+                        "(M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75)")
     g.add_argument("--momentum", type=float, default=0.9, help="optimizer momentum (sgd)")
     g.add_argument("--weight-decay", type=float, default=0.0, help="weight decay")
     g.add_argument("--clip-norm", type=float, default=None, help="clip gradients to this global norm")
@@ -116,7 +125,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
         replicas=args.replicas, batch_size=_per_replica_batch(args), steps=args.steps,
-        optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
+        optimizer=args.optimizer, lr=args.lr, lr_schedule=args.lr_schedule, momentum=args.momentum,
         weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
         seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
         data_dir=args.data_dir, out_dir=out_dir, progress=not args.no_progress,
@@ -224,7 +233,7 @@ def _start_jax(replicas: int) -> None:
 
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
-    from .compare import compare, format_table
+    from .compare import PICTURES, compare, format_table
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     from .strategies.registry import STRATEGIES
@@ -236,25 +245,30 @@ def cmd_compare(args) -> int:
     import dataclasses
 
     from .config import check_config
+    from .time_to_accuracy import parse_target
 
     from .strategy_args import check_options_apply, options_for
 
     with user_input():
+        parse_target(args.target)
         base = config_from_args(args, strategies[0], None)
         check_options_apply(strategies, base.strategy_options)
         for s in strategies:
             check_config(dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options)))
     _ensure_writable(out)
     print(f"run directory: {out}", flush=True)
-    rows = compare(base, strategies, out)
+    started = time.perf_counter()
+    rows = compare(base, strategies, out, target=args.target)
     import jax
 
     dev = jax.devices()[0]
     print()
     print(f"{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, on {base.replicas} x {dev.platform.upper()} ({dev.device_kind})")
+          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), "
+          f"on {base.replicas} x {dev.platform.upper()} ({dev.device_kind}); took "
+          f"{time.perf_counter() - started:.0f} s")
     print(format_table(rows))
-    print(f"\nwrote {out}/results.json and {out}/comparison.png")
+    print(f"\nwrote {out}/results.json and {', '.join(PICTURES)}")
     return 0
 
 
@@ -376,9 +390,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .strategy_args import HelpFormatter, strategy_epilog
 
     p = sub.add_parser("compare", help="train several strategies side by side (the default job)",
+                       description="The default job: " + DEFAULT_TASK_NOTE,
                        formatter_class=HelpFormatter, epilog=strategy_epilog())
     add_training_args(p)
+    p.set_defaults(**DEFAULT_TASK)
     p.add_argument("--strategies", default=DEFAULT_STRATEGIES, help="comma-separated strategy names")
+    p.add_argument("--target", default="99%", metavar="ACC|PCT%",
+                   help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
     p.set_defaults(func=cmd_compare)
 

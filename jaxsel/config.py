@@ -33,6 +33,7 @@ class TrainConfig:
     steps: int = 600
     optimizer: str = "sgd"
     lr: float = 0.05
+    lr_schedule: str = "constant"   # or "milestones[:M1,M2][@GAMMA]" (lr_schedule.py)
     momentum: float = 0.9
     weight_decay: float = 0.0
     clip_norm: float | None = None
@@ -127,11 +128,21 @@ def _check_numbers(cfg: TrainConfig) -> None:
     _check_int("loader_workers", cfg.loader_workers, 1)
     _check_int("seed", cfg.seed, 0)
     _check_number("lr", cfg.lr, positive=True)
+    _check_lr_schedule(cfg.lr_schedule)
     _check_number("momentum", cfg.momentum, positive=False)
     _check_number("weight_decay", cfg.weight_decay, positive=False)
     _check_number("clip_norm", cfg.clip_norm, positive=True, optional=True)
     _check_number("project_compute_s", cfg.project_compute_s, positive=False, optional=True,
                   unit=" (seconds per step)")
+
+
+def _check_lr_schedule(spec) -> None:
+    from .lr_schedule import parse_lr_schedule
+
+    try:
+        parse_lr_schedule(spec)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _check_names(cfg: TrainConfig) -> None:

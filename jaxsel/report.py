@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .costmodel import get_network, project_run
+from .numbers import significant
 
 
 def find_runs(run_dir: str | Path) -> list[Path]:
@@ -108,17 +109,17 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
 
 def _table(rows: list[dict], networks: list[str]) -> str:
     w = max(10, *(len(r["strategy"]) for r in rows))
-    head = f"{'strategy':<{w}} {'test acc':>8} {'sync':>6} {'measured s':>11}" + "".join(
-        f" {'proj. s ' + n:>14}" for n in networks)
+    head = f"{'strategy':<{w}} {'test acc':>8} {'sync':>7} {'measured s':>11}" + "".join(
+        f" {'proj. s ' + n:>17}" for n in networks)
     lines = [head, "-" * len(head)]
     bsp = next((r for r in rows if r["strategy"] == "bsp"), None)
     for r in rows:
-        acc = "-" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}"
-        line = f"{r['strategy']:<{w}} {acc:>8} {r['sync_fraction']:>6.3f} {r['measured_s']:>11.2f}"
+        line = (f"{r['strategy']:<{w}} {significant(r['test_accuracy']):>8} {significant(r['sync_fraction']):>7} "
+                f"{significant(r['measured_s']):>11}")
         for n in networks:
             v = r[f"projected_s_{n}"]
-            ratio = f" ({bsp[f'projected_s_{n}'] / v:.2f}x)" if bsp and bsp is not r and v > 0 else ""
-            line += f" {f'{v:.2f}{ratio}':>14}"
+            ratio = f" ({significant(bsp[f'projected_s_{n}'] / v)}x)" if bsp and bsp is not r and v > 0 else ""
+            line += f" {significant(v) + ratio:>17}"
         lines.append(line)
     if bsp:
         lines.append("(x: BSP's projected time over this run's, same steps)")

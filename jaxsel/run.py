@@ -28,6 +28,7 @@ from .optim import build_optimizer
 from .state import consensus, consensus_model_state, init_state
 from .step import make_train_step
 from .strategies.registry import build_strategy
+from .sync_horizon import warn_if_never_syncs
 
 
 @dataclasses.dataclass
@@ -60,7 +61,8 @@ def build_run(cfg: TrainConfig) -> Run:
     spec, loader = data.spec, data.loader
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
     fm = FunctionalModel.from_module(model)
-    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm)
+    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm,
+                                lr_schedule=cfg.lr_schedule, total_steps=cfg.steps)
     strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
@@ -73,12 +75,15 @@ def build_run(cfg: TrainConfig) -> Run:
 def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
     """The run's strategy; a bad option is a ConfigError (one line, exit 2)."""
     try:
-        return build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas, total_steps=cfg.steps,
-                              steps_per_epoch=steps_per_epoch, base_lr=cfg.lr)
+        strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
+                                  total_steps=cfg.steps, steps_per_epoch=steps_per_epoch, base_lr=cfg.lr)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     except TypeError as err:  # an option of the wrong kind (e.g. a word where a number goes)
         raise ConfigError(f"strategy {cfg.strategy!r}: bad option ({err})") from None
+    if jax.process_index() == 0:
+        warn_if_never_syncs(strategy, cfg.steps)
+    return strategy
 
 
 def strategy_timing(strategy, replicas: int) -> dict:

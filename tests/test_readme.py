@@ -9,13 +9,15 @@ def python_blocks():
     return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
 
 
-def test_readme_library_example_runs():
+def test_readme_library_example_runs_and_learns(capsys):
     blocks = python_blocks()
     assert blocks, "README has no python example"
     scope: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), scope)
-    assert scope["metrics"]["grad_norm"].shape == (8,)
+    assert scope["n"] == 8 and scope["metrics"]["grad_norm"].shape == (8,)
     assert scope["eval_params"]["w"].shape == (64, 10)
+    assert scope["accuracy"] > 0.6   # 10 classes: chance is 0.1
+    assert "test accuracy" in capsys.readouterr().out
 
 
 def test_readme_quick_start_is_two_commands():

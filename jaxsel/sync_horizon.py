@@ -1,0 +1,59 @@
+"""Will a strategy synchronize at all within the run? A warning for periodic strategies
+whose period outlasts the run.
+
+DiLoCo's default H = 500 (the paper's) in a 200-step run never takes an outer step, and
+its evaluated global model stays at its initialization: a chance-level result with no
+hint why. Static triggers (always, periodic, before, any-of) say exactly when they first
+fire; data-dependent ones (SelSync's significance test) cannot be judged in advance.
+"""
+from __future__ import annotations
+
+import sys
+
+from .triggers import Always, AnyOf, Before, Never, Periodic
+
+UNKNOWN = -1   # a data-dependent trigger: no promise either way
+
+#: what never synchronizing means beyond "the replicas train alone"
+CONSEQUENCES = {"diloco": "no outer step: the evaluated global model stays at its initialization"}
+
+
+def first_sync_step(trigger) -> int | None:
+    """The first step the trigger fires (None: never; UNKNOWN: depends on the data)."""
+    if isinstance(trigger, Always):
+        return 0
+    if isinstance(trigger, Never):
+        return None
+    if isinstance(trigger, Periodic):
+        return trigger.start + trigger.period - 1
+    if isinstance(trigger, Before):
+        return 0 if trigger.step > 0 else None
+    if isinstance(trigger, AnyOf):
+        firsts = [first_sync_step(t) for t in trigger.triggers]
+        if UNKNOWN in firsts:
+            return UNKNOWN
+        known = [f for f in firsts if f is not None]
+        return min(known) if known else None
+    return UNKNOWN
+
+
+def never_syncs_warning(strategy, total_steps: int) -> str | None:
+    """One line when `strategy`'s (periodic) synchronization first falls after the run."""
+    trigger = getattr(strategy, "trigger", None)
+    first = first_sync_step(trigger) if trigger is not None else UNKNOWN
+    if first == UNKNOWN or (first is not None and first < total_steps):
+        return None
+    name = getattr(strategy, "name", type(strategy).__name__)
+    desc = strategy.describe() if hasattr(strategy, "describe") else name
+    when = "never fires" if first is None else f"first fires after step {first + 1}"
+    what = CONSEQUENCES.get(name, "its periodic averaging never happens")
+    return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
+            f"{what}; lower its period (--period) or raise --steps")
+
+
+def warn_if_never_syncs(strategy, total_steps: int, stream=None) -> str | None:
+    """Print `never_syncs_warning` (if any) as one line on stderr; return it."""
+    line = never_syncs_warning(strategy, total_steps)
+    if line:
+        print(line, file=stream or sys.stderr, flush=True)
+    return line

@@ -1,0 +1,106 @@
+"""The main job's parts: LR milestones, time-to-accuracy, table numbers, the never-sync
+warning, and why SelSync's Delta_bar rarely reaches delta = 0.3."""
+import math
+
+import numpy as np
+import pytest
+
+from jaxsel.config import ConfigError, TrainConfig, check_config
+from jaxsel.lr_schedule import build_lr_schedule, describe_lr_schedule, parse_lr_schedule
+from jaxsel.numbers import significant
+from jaxsel.significance_reach import after_warmup, fall_peak, jump_needed, quiet_note
+from jaxsel.strategies.registry import build_strategy
+from jaxsel.sync_horizon import never_syncs_warning
+from jaxsel.time_to_accuracy import parse_target, resolve_target, speedups, time_to_target
+
+
+def test_milestones_decay_at_fractions_and_steps():
+    lr = build_lr_schedule("milestones", 0.1, total_steps=600)
+    assert [round(float(lr(s)), 6) for s in (0, 299, 300, 449, 450)] == [0.1, 0.1, 0.01, 0.01, 0.001]
+    lr = build_lr_schedule("milestones:100@0.5", 0.2)
+    assert float(lr(99)) == pytest.approx(0.2) and float(lr(100)) == pytest.approx(0.1)
+    assert build_lr_schedule("constant", 0.3) == 0.3
+    assert describe_lr_schedule("milestones", 600) == "lr x0.1 at steps 300, 450"
+
+
+@pytest.mark.parametrize("spec", ["cosine", "milestones:1.5", "milestones:0.5@0", "milestones:a", "constant:1"])
+def test_bad_lr_schedule_is_one_config_error(spec):
+    with pytest.raises(ValueError, match="lr_schedule must be"):
+        parse_lr_schedule(spec)
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        check_config(TrainConfig(lr_schedule=spec))
+
+
+def evals(accs, step=10, mb=1_000_000, sec=0.5):
+    return [{"step": i * step, "test_accuracy": a, "bytes_allreduced": i * mb, "projected_time_s": i * sec,
+             "train_time_s": i * sec / 2} for i, a in enumerate(accs)]
+
+
+def test_time_to_target_and_speedup():
+    bsp = {"strategy": "bsp", **time_to_target(evals([0.1, 0.5, 0.8, 0.9]), 0.8)}
+    fast = {"strategy": "localsgd", **time_to_target(evals([0.1, 0.85], step=10, sec=0.25), 0.8)}
+    never = {"strategy": "selsync", **time_to_target(evals([0.1, 0.7, 0.79]), 0.8)}
+    rows = [bsp, fast, never]
+    speedups(rows)
+    assert (bsp["steps_to_target"], bsp["bytes_to_target"], bsp["time_to_target_s"]) == (20, 2_000_000, 1.0)
+    assert bsp["speedup_vs_bsp"] == 1.0 and fast["speedup_vs_bsp"] == 4.0
+    assert never["reached_target"] is False and never["steps_to_target"] is None and never["speedup_vs_bsp"] is None
+
+
+def test_targets_absolute_or_share_of_bsp():
+    assert parse_target("99%") == ("share", 0.99) and parse_target("0.6") == ("absolute", 0.6)
+    t = resolve_target("99%", {"bsp": 0.5, "localsgd": 0.9})
+    assert t.accuracy == pytest.approx(0.495) and "bsp" in t.description
+    assert resolve_target("50%", {"a": 0.5, "b": 0.8}).accuracy == pytest.approx(0.4)   # no BSP: the best
+    for bad in ("0", "1.5", "120%", "x"):
+        with pytest.raises(ValueError, match="--target"):
+            parse_target(bad)
+
+
+def test_table_numbers_have_four_significant_digits_and_no_negative_zero():
+    assert significant(0.9694444444444444) == "0.9694"
+    assert significant(-0.0) == "0" and significant(-0.00001234) == "-1.234e-05"
+    assert significant(62.7e6 / 1e6) == "62.7" and significant(12345.6) == "12350"
+    assert significant(None) == "-" and significant(None, missing="never") == "never"
+
+
+def test_periodic_strategy_longer_than_the_run_warns_in_one_line():
+    line = never_syncs_warning(build_strategy("diloco", {}, total_steps=200), 200)
+    assert line and "\n" not in line and "diloco" in line and "initialization" in line and "--period" in line
+    assert never_syncs_warning(build_strategy("diloco", {"period": 50}), 200) is None
+    assert "localsgd" in never_syncs_warning(build_strategy("localsgd", {"period": 300}), 200)
+    for name in ("bsp", "selsync", "localsgd"):   # syncing, or data-dependent: no warning
+        assert never_syncs_warning(build_strategy(name, {}), 200) is None
+
+
+def test_selsync_delta_needs_a_hundredfold_jump_and_no_fall_reaches_it():
+    """Why SelSync (delta = 0.3, W = 25) does not sync after its warm-up in the default job:
+    Delta_bar averages W relative changes of a W-step average, so a fall of the gradient
+    norm to zero peaks near H_W / W, and reaching 0.3 takes a ~100x jump within one step."""
+    assert 0.14 < fall_peak(25, 0.01) < 0.2 < 0.3
+    factor = jump_needed(0.3, 25, 0.01)
+    assert 80 < factor < 130
+    assert jump_needed(0.05, 25, 0.01) < 5   # a small delta is reached by ordinary changes
+
+
+def test_quiet_note_explains_a_selsync_run_without_later_syncs():
+    recs = [{"step": t, "synced": t < 49, "delta": [math.nan] * 2 if t < 49 else [0.05, 0.1]} for t in range(80)]
+    stats = after_warmup(recs, 25)
+    assert stats == {"warmup_steps": 49, "syncs_after_warmup": 0, "max_delta_bar_after_warmup": 0.1}
+    note = quiet_note("selsync", stats, 0.3, 25, 0.01)
+    assert "only in its warm-up" in note and "one-step jump" in note
+    recs[60]["synced"] = True
+    assert quiet_note("selsync", after_warmup(recs, 25), 0.3, 25, 0.01) is None
+    assert np.isfinite(stats["max_delta_bar_after_warmup"])
+
+
+def test_train_diloco_with_defaults_warns_when_the_run_is_built(capsys):
+    """`jaxsel train --strategy diloco --steps 200` would end at chance with H = 500: the run
+    assembly (`run.make_strategy`, which `jaxsel train` goes through) says so on stderr."""
+    from jaxsel.run import make_strategy
+
+    make_strategy(TrainConfig(strategy="diloco", steps=200), steps_per_epoch=10)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: diloco (H=500" in err and "beyond this 200-step run" in err
+    make_strategy(TrainConfig(strategy="diloco", steps=600, strategy_options={"period": 100}), steps_per_epoch=10)
+    assert capsys.readouterr().err == ""
