@@ -36,7 +36,7 @@ def test_compare_runs_end_to_end(tmp_path, capsys):
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
-    from jaxsel.compare import options_for
+    from jaxsel.strategy_args import options_for
 
     shared = {"delta": 0.05, "window": 2, "period": 5, "aggregator": "median"}
     assert options_for("selsync", shared) == {"delta": 0.05, "window": 2, "aggregator": "median"}
@@ -44,7 +44,7 @@ def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
     assert options_for("diloco", shared) == {"period": 5, "aggregator": "median"}   # --period sets H
     assert options_for("bsp", shared) == {"aggregator": "median"}
     assert main(["compare", "--strategies", "bsp", "--period", "5", "--out", str(tmp_path / "x")]) == 2
-    assert "takes option(s) period" in capsys.readouterr().err
+    assert "no strategy of bsp has option 'period'" in capsys.readouterr().err
 
 
 def test_compare_rejects_unknown_strategy_and_bad_target(tmp_path, capsys):
