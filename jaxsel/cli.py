@@ -5,6 +5,7 @@ Bad input exits with code 2 and one line naming the value and what is allowed.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
@@ -32,20 +33,28 @@ def user_input():
 
 def _user_errors() -> tuple[type, ...]:
     """Errors about the user's input found while running: one line, exit code 2."""
-    from .checkpoint import CheckpointMismatch
+    from .checkpoint import CheckpointError, CheckpointMismatch
     from .config import ConfigError
     from .data.sources import DatasetNotPrepared
+    from .distributed import SettingsMismatch
+    from .runlock import RunLocked
 
-    return (UsageError, ConfigError, CheckpointMismatch, DatasetNotPrepared)
+    return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
+            SettingsMismatch)
+
+
+#: file-system failures a user can fix (disk full, quota, read-only, permissions)
+FS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                       errno.EISDIR, errno.ENAMETOOLONG})
+REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line and the traceback above"
 
 
 def _run_faults() -> tuple[type, ...]:
     """Training faults reported as one line with exit code 1 (imported only when raised)."""
-    from .checkpoint import CheckpointError
     from .distributed import PeerLostError
     from .faults import NonFiniteError
 
-    return (NonFiniteError, CheckpointError, PeerLostError)
+    return (NonFiniteError, PeerLostError)
 
 
 def _interrupted() -> type:
@@ -204,7 +213,19 @@ def _default_out(prefix: str) -> str:
     return str(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+def _check_path_text(path: str | None, option: str) -> None:
+    """A path that cannot be written as UTF-8 (bytes from a broken locale) breaks every
+    log line and JSON file that names it: refuse it up front."""
+    if path is None:
+        return
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{option} {ascii(str(path))} is not valid UTF-8; choose a path that is") from None
+
+
 def _ensure_writable(path: str, option: str = "--out", what: str = "output dir") -> None:
+    _check_path_text(path, option)
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
@@ -262,6 +283,8 @@ def cmd_train(args) -> int:
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
+    for option in ("out", "checkpoint_dir", "data_dir"):
+        _check_path_text(getattr(args, option), "--" + option.replace("_", "-"))
     watchdog = _start_processes(args)
     import jax
 
@@ -425,6 +448,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        if err.errno not in FS_ERRNOS:
+            return _unexpected(args.command)
+        where = f": {err.filename}" if err.filename else ""
+        print(f"jaxsel {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - a bug: its traceback once, and where to send it
+        return _unexpected(args.command)
+
+
+def _unexpected(command: str) -> int:
+    import traceback
+
+    traceback.print_exc()
+    print(f"jaxsel {command}: error: {REPORT_BUGS}", file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":
