@@ -276,15 +276,43 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_train(args) -> int:
-    import dataclasses
-
+def _check_train_args(args) -> None:
+    """What `jaxsel train` can refuse before JAX starts."""
     if args.resume and not (args.out or args.checkpoint_dir):
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
     for option in ("out", "checkpoint_dir", "data_dir"):
         _check_path_text(getattr(args, option), "--" + option.replace("_", "-"))
+
+
+def _train_config(args, out: str):
+    """The checked TrainConfig of `jaxsel train`, its directories usable."""
+    import dataclasses
+
+    import jax
+
+    from .config import check_config
+    from .run import check_paths
+
+    with user_input():
+        cfg = config_from_args(args, args.strategy, out)
+    if not args.no_checkpoint:
+        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                                  keep=args.keep, resume=args.resume)
+    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
+    with user_input():
+        check_config(cfg)
+        check_paths(cfg)
+    if jax.process_index() == 0:
+        _ensure_writable(out)
+    if cfg.checkpoint_root() is not None:
+        _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
+    return cfg
+
+
+def cmd_train(args) -> int:
+    _check_train_args(args)
     watchdog = _start_processes(args)
     import jax
 
@@ -292,23 +320,8 @@ def cmd_train(args) -> int:
 
     lead = jax.process_index() == 0
     out = args.out or _default_out(args.strategy)
-    with user_input():
-        cfg = config_from_args(args, args.strategy, out)
-    if not args.no_checkpoint:
-        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                                  keep=args.keep, resume=args.resume)
-    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
     try:
-        from .config import check_config
-        from .run import check_paths
-
-        with user_input():
-            check_config(cfg)
-            check_paths(cfg)
-        if lead:
-            _ensure_writable(out)
-        if cfg.checkpoint_root() is not None:
-            _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
+        cfg = _train_config(args, out)
         if lead:
             print(f"run directory: {out}", flush=True)
         result = train(cfg)
