@@ -287,13 +287,10 @@ def _check_train_args(args) -> None:
 
 
 def _train_config(args, out: str):
-    """The checked TrainConfig of `jaxsel train`, its directories usable."""
+    """The TrainConfig of `jaxsel train` (checked once, by `train`), its directories usable."""
     import dataclasses
 
     import jax
-
-    from .config import check_config
-    from .run import check_paths
 
     with user_input():
         cfg = config_from_args(args, args.strategy, out)
@@ -301,9 +298,6 @@ def _train_config(args, out: str):
         cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                                   keep=args.keep, resume=args.resume)
     cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
-    with user_input():
-        check_config(cfg)
-        check_paths(cfg)
     if jax.process_index() == 0:
         _ensure_writable(out)
     if cfg.checkpoint_root() is not None:

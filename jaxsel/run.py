@@ -51,8 +51,14 @@ class Run:
 
 
 def build_run(cfg: TrainConfig) -> Run:
+    """Check `cfg` (the one place it is checked) and assemble the run."""
     check_config(cfg)
     check_paths(cfg)
+    return assemble_run(cfg)
+
+
+def assemble_run(cfg: TrainConfig) -> Run:
+    """The run of a checked config: data, model, optimizer, strategy, state, step."""
     if distributed.is_multiprocess() and cfg.replicas != jax.device_count():
         raise ConfigError(f"a multi-host run uses every device: replicas must be {jax.device_count()} "
                           f"({jax.process_count()} processes x {jax.local_device_count()} devices), "

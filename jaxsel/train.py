@@ -18,10 +18,10 @@ import jax
 
 from . import distributed, parallel
 from .checkpoint import Checkpointer, run_identity
-from .config import TrainConfig, agreed_settings
+from .config import TrainConfig, agreed_settings, check_config
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
     describe_nonfinite, guard_nonfinite
-from .run import Run, build_run, evaluation_weights
+from .run import Run, assemble_run, build_run, check_paths, evaluation_weights
 from .runlock import lock_run
 from .runlog import RunLog, write_json
 from .state import divergence
@@ -66,10 +66,15 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     processes of a multi-host run first agree on their settings.
     """
     with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
+        if run is None:
+            check_config(cfg)   # (a run given was built by `build_run`, which checked it)
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
         lead = jax.process_index() == 0
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
-            return _train(cfg, run or build_run(cfg), signals)
+            if run is None:
+                check_paths(cfg)   # after the lock: a run in progress is named as such
+                run = assemble_run(cfg)
+            return _train(cfg, run, signals)
 
 
 def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
