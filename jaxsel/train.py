@@ -177,7 +177,11 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool):
     ckpt = Checkpointer(root, run.mesh, keep=cfg.keep)
     if not cfg.resume:
         return ckpt, 0, run.state, {}
-    restored = ckpt.restore_latest(run.state, run_identity(cfg), max_step=cfg.steps)
+    try:
+        restored = ckpt.restore_latest(run.state, run_identity(cfg), max_step=cfg.steps)
+    except BaseException:
+        ckpt.close()
+        raise
     if restored is None:
         start, state, history = 0, run.state, {}
     else:
