@@ -265,7 +265,28 @@ class Checkpointer:
         self.manager.close()
 
 
+_NOISE_MUTED = False
+
+
+def _mute_closed_loop_noise() -> None:
+    """After a failed read, Orbax's storage futures keep calling back into an event loop it
+    already closed, each printing a traceback ("Event loop is closed", a dozen per
+    checkpoint). They say nothing the warning line does not: drop exactly those."""
+    global _NOISE_MUTED
+    if _NOISE_MUTED:
+        return
+    _NOISE_MUTED, previous = True, sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        err = unraisable.exc_value
+        if not (isinstance(err, RuntimeError) and str(err) == "Event loop is closed"):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def _warn_unreadable(where: str, err: Exception, bad: list[int], steps: list[int]) -> None:
+    _mute_closed_loop_noise()
     older = [s for s in steps if s < min(bad)]
     then = f"falling back to step {older[-1]}" if older else "no older checkpoint to fall back to"
     first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""

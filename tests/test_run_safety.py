@@ -255,3 +255,25 @@ def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_pa
         lines = [line for line in err.splitlines() if "error" in line]
         assert len(lines) == 1 and "'delta'" in lines[0] and "0.3" in lines[0] and "0.5" in lines[0], err[-2000:]
         assert "Traceback" not in err
+
+
+# 10. a fallback is one line, not a flood -------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood(tmp_path):
+    """A separate process: Orbax's leftover callbacks print through the interpreter's
+    unraisable-exception hook, which pytest would otherwise capture."""
+    cfg = config(tmp_path, steps=8, log_every=4)
+    train(cfg)
+    for path in (tmp_path / "ck" / "8" / "state").rglob("*"):
+        if path.is_file() and path.parent.name == "d":
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    done = subprocess.run([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "bsp", "--steps", "10",
+                           "--batch-size", "8", "--log-every", "4", "--eval-every", "8", "--checkpoint-every", "4",
+                           "--seed", "2", "--no-progress", "--resume", "--out", str(tmp_path / "out"),
+                           "--checkpoint-dir", str(tmp_path / "ck")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    err = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr and len(err) == 2, done.stderr[-3000:]
+    assert "/8 is unreadable" in err[0] and "falling back to step 4" in err[0]
+    assert "resuming from the checkpoint of step 4" in err[1]
