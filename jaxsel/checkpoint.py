@@ -10,23 +10,33 @@ every setting that shapes the trajectory) and the loop's running totals and eval
 
 Saves are asynchronous: Orbax copies the arrays to host memory before `save` returns (so
 the next step may donate the buffers) and writes them in the background; a step directory
-appears only once complete. A latest checkpoint that cannot be read (truncated files) is
-reported, set aside as `corrupt-<step>-<time>`, and the previous one is used.
+appears only once complete.
+
+Every checkpoint is verified on restore: its meta holds a checksum of the state's raw bits
+(`state_checksum`, computed on the device at save time, a pass over memory next to Orbax's
+copy to host), recomputed on the restored arrays. A latest checkpoint that cannot be read
+(truncated files) or whose checksum differs (a flipped byte) is reported in one line, set
+aside as `corrupt-<step>-<time>`, and the previous one is used; none good is an error.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import logging
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from . import distributed
 from .parallel import AXIS
 from .state import STATE_FORMAT
 
@@ -49,6 +59,51 @@ class CheckpointMismatch(ValueError):
 
 class CheckpointError(RuntimeError):
     """Checkpoints exist but none can be read."""
+
+
+class CorruptCheckpoint(RuntimeError):
+    """The arrays read back are not the arrays that were saved (checksum mismatch)."""
+
+
+def _bits(x: jax.Array) -> jax.Array:
+    """The raw bits of `x` as a flat uint32 vector (narrower types widened, wider split)."""
+    x = jnp.asarray(x)
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint32).ravel()
+    width = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint32}[x.dtype.itemsize]
+    return jax.lax.bitcast_convert_type(x, width).astype(jnp.uint32).ravel()
+
+
+@jax.jit
+def _leaf_sums(tree) -> list:
+    """Per leaf: the wrapping uint32 sum of its words and the sum weighted by odd
+    positions (a single changed byte always changes both; swapped words change the second)."""
+    out = []
+    for leaf in jax.tree.leaves(tree):
+        b = _bits(leaf)
+        odd = (2 * jnp.arange(b.size, dtype=jnp.uint32) + 1)
+        out.append(jnp.stack([jnp.sum(b, dtype=jnp.uint32), jnp.sum(b * odd, dtype=jnp.uint32)]))
+    return out
+
+
+def state_checksum(state) -> str:
+    """A digest of every bit of `state` (one small fetch; a collective in multi-host runs)."""
+    sums = distributed.to_host(_leaf_sums(state))
+    return hashlib.sha256(np.asarray(sums, dtype=np.uint32).tobytes()).hexdigest()[:32]
+
+
+@contextmanager
+def _quiet_orbax():
+    """A failed read makes Orbax and absl log long tracebacks; the fallback says it in one line."""
+    loggers = [logging.getLogger(n) for n in ("absl", "orbax", "jax._src.array")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def trajectory_config(cfg) -> dict:
@@ -137,36 +192,49 @@ class Checkpointer:
     def save(self, step: int, state: Any, meta: dict) -> None:
         """Start an asynchronous save of `state` (after `step` steps) and `meta`."""
         meta = {"format": FORMAT, "step": int(step), "data_position": int(step),
-                "processes": jax.process_count(), "jax": jax.__version__, **meta}
+                "processes": jax.process_count(), "jax": jax.__version__,
+                "checksum": state_checksum(state), **meta}
         self.manager.save(int(step), args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
 
     def read_meta(self, step: int) -> dict:
         return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
 
-    def restore(self, step: int, template: Any) -> Any:
-        """The state saved at `step`, placed with the replica axis over the mesh."""
+    def restore(self, step: int, template: Any, checksum: str | None = None) -> Any:
+        """The state saved at `step`, placed with the replica axis over the mesh; with
+        `checksum`, CorruptCheckpoint unless the restored bits match it."""
         target = abstract_state(template, self.mesh)
-        return self.manager.restore(step, args=ocp.args.Composite(
+        state = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target))).state
+        if checksum is not None and state_checksum(state) != checksum:
+            raise CorruptCheckpoint("checksum mismatch: the arrays read back differ from those saved")
+        return state
 
-    def restore_latest(self, template: Any, identity: dict | None = None) -> Restored | None:
-        """Newest readable checkpoint (None if there is none). Unreadable newer ones are
-        reported and set aside; a checkpoint of another run raises CheckpointMismatch."""
+    def restore_latest(self, template: Any, identity: dict | None = None,
+                       max_step: int | None = None) -> Restored | None:
+        """Newest readable, verified checkpoint (None if there is none). Unreadable or
+        corrupt newer ones are reported and set aside; a checkpoint of another run raises
+        CheckpointMismatch, and so does one past `max_step` (the run's --steps)."""
         steps = self.all_steps()
         bad: list[int] = []
         for step in reversed(steps):
             where = f"{self.directory}/{step}"
             try:
-                meta = self.read_meta(step)
+                with _quiet_orbax():
+                    meta = self.read_meta(step)
             except Exception as err:  # noqa: BLE001 - any read failure means "corrupt"
                 bad.append(step)
                 _warn_unreadable(where, err, bad, steps)
                 continue
             if identity is not None:
                 check_identity(meta.get("identity", {}), identity, where)
+            if max_step is not None and step > max_step:
+                raise CheckpointMismatch(
+                    f"checkpoint {where} is past this run's end: it holds step {step}, --steps is "
+                    f"{max_step}; pass --steps {step} or more to continue it")
             try:
-                state = self.restore(step, template)
+                with _quiet_orbax():
+                    state = self.restore(step, template, meta.get("checksum"))
             except Exception as err:  # noqa: BLE001
                 bad.append(step)
                 _warn_unreadable(where, err, bad, steps)
@@ -175,8 +243,8 @@ class Checkpointer:
             return Restored(state, int(step), meta)
         if bad:
             raise CheckpointError(
-                f"no readable checkpoint in {self.directory} (tried steps {sorted(bad)}); "
-                f"remove the directory to start over")
+                f"no readable checkpoint in {self.directory} (tried steps {sorted(bad)}, each "
+                f"unreadable or corrupt); remove the directory to start over")
         return None
 
     def _set_aside(self, steps: list[int]) -> None:
@@ -203,7 +271,28 @@ class Checkpointer:
         self.manager.close()
 
 
+_NOISE_MUTED = False
+
+
+def _mute_closed_loop_noise() -> None:
+    """After a failed read, Orbax's storage futures keep calling back into an event loop it
+    already closed, each printing a traceback ("Event loop is closed", a dozen per
+    checkpoint). They say nothing the warning line does not: drop exactly those."""
+    global _NOISE_MUTED
+    if _NOISE_MUTED:
+        return
+    _NOISE_MUTED, previous = True, sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        err = unraisable.exc_value
+        if not (isinstance(err, RuntimeError) and str(err) == "Event loop is closed"):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def _warn_unreadable(where: str, err: Exception, bad: list[int], steps: list[int]) -> None:
+    _mute_closed_loop_noise()
     older = [s for s in steps if s < min(bad)]
     then = f"falling back to step {older[-1]}" if older else "no older checkpoint to fall back to"
     first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""

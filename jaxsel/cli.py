@@ -5,6 +5,7 @@ Bad input exits with code 2 and one line naming the value and what is allowed.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
@@ -38,24 +39,31 @@ def user_input():
 
 def _user_errors() -> tuple[type, ...]:
     """Errors about the user's input found while running: one line, exit code 2."""
-    from .checkpoint import CheckpointMismatch
+    from .checkpoint import CheckpointError, CheckpointMismatch
     from .config import ConfigError
     from .data.formats import FormatError
     from .data.prepare import CannotPrepare
     from .data.sources import DatasetNotPrepared
+    from .distributed import SettingsMismatch
     from .paths import UnusablePath
+    from .runlock import RunLocked
 
-    return (UsageError, ConfigError, CheckpointMismatch, DatasetNotPrepared, UnusablePath, FormatError,
-            CannotPrepare)
+    return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
+            SettingsMismatch, UnusablePath, FormatError, CannotPrepare)
+
+
+#: file-system failures a user can fix (disk full, quota, read-only, permissions)
+FS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                       errno.EISDIR, errno.ENAMETOOLONG})
+REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line and the traceback above"
 
 
 def _run_faults() -> tuple[type, ...]:
     """Training faults reported as one line with exit code 1 (imported only when raised)."""
-    from .checkpoint import CheckpointError
     from .distributed import PeerLostError
     from .faults import NonFiniteError
 
-    return (NonFiniteError, CheckpointError, PeerLostError)
+    return (NonFiniteError, PeerLostError)
 
 
 def _interrupted() -> type:
@@ -213,7 +221,19 @@ def _default_out(prefix: str) -> str:
     return str(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+def _check_path_text(path: str | None, option: str) -> None:
+    """A path that cannot be written as UTF-8 (bytes from a broken locale) breaks every
+    log line and JSON file that names it: refuse it up front."""
+    if path is None:
+        return
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{option} {ascii(str(path))} is not valid UTF-8; choose a path that is") from None
+
+
 def _ensure_writable(path: str, option: str = "--out", what: str = "output dir") -> None:
+    _check_path_text(path, option)
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
@@ -245,6 +265,7 @@ def cmd_compare(args) -> int:
     import dataclasses
 
     from .config import check_config
+    from .run import check_strategy
     from .time_to_accuracy import parse_target
 
     from .strategy_args import check_options_apply, options_for
@@ -253,8 +274,10 @@ def cmd_compare(args) -> int:
         parse_target(args.target)
         base = config_from_args(args, strategies[0], None)
         check_options_apply(strategies, base.strategy_options)
-        for s in strategies:
-            check_config(dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options)))
+        for s in strategies:   # every strategy's options checked before the first run starts
+            cfg = dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options))
+            check_config(cfg)
+            check_strategy(cfg)
     _ensure_writable(out)
     print(f"run directory: {out}", flush=True)
     started = time.perf_counter()
@@ -272,13 +295,37 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_train(args) -> int:
-    import dataclasses
-
+def _check_train_args(args) -> None:
+    """What `jaxsel train` can refuse before JAX starts."""
     if args.resume and not (args.out or args.checkpoint_dir):
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
+    for option in ("out", "checkpoint_dir", "data_dir"):
+        _check_path_text(getattr(args, option), "--" + option.replace("_", "-"))
+
+
+def _train_config(args, out: str):
+    """The TrainConfig of `jaxsel train` (checked once, by `train`), its directories usable."""
+    import dataclasses
+
+    import jax
+
+    with user_input():
+        cfg = config_from_args(args, args.strategy, out)
+    if not args.no_checkpoint:
+        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                                  keep=args.keep, resume=args.resume)
+    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
+    if jax.process_index() == 0:
+        _ensure_writable(out)
+    if cfg.checkpoint_root() is not None:
+        _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
+    return cfg
+
+
+def cmd_train(args) -> int:
+    _check_train_args(args)
     watchdog = _start_processes(args)
     import jax
 
@@ -286,23 +333,8 @@ def cmd_train(args) -> int:
 
     lead = jax.process_index() == 0
     out = args.out or _default_out(args.strategy)
-    with user_input():
-        cfg = config_from_args(args, args.strategy, out)
-    if not args.no_checkpoint:
-        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                                  keep=args.keep, resume=args.resume)
-    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
     try:
-        from .config import check_config
-        from .run import check_paths
-
-        with user_input():
-            check_config(cfg)
-            check_paths(cfg)
-        if lead:
-            _ensure_writable(out)
-        if cfg.checkpoint_root() is not None:
-            _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
+        cfg = _train_config(args, out)
         if lead:
             print(f"run directory: {out}", flush=True)
         result = train(cfg)
@@ -483,6 +515,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        if err.errno not in FS_ERRNOS:
+            return _unexpected(args.command)
+        where = f": {err.filename}" if err.filename else ""
+        print(f"jaxsel {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - a bug: its traceback once, and where to send it
+        return _unexpected(args.command)
+
+
+def _unexpected(command: str) -> int:
+    import traceback
+
+    traceback.print_exc()
+    print(f"jaxsel {command}: error: {REPORT_BUGS}", file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

@@ -85,6 +85,15 @@ class TrainConfig:
         check_config(self)
 
 
+#: settings each process of a multi-host run may set its own way (paths, host threads)
+PROCESS_LOCAL = frozenset({"data_dir", "out_dir", "checkpoint_dir", "progress", "prefetch", "loader_workers"})
+
+
+def agreed_settings(cfg: TrainConfig) -> dict:
+    """The settings every process of a multi-host run must share."""
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in PROCESS_LOCAL}
+
+
 def _names(d) -> str:
     return ", ".join(sorted(d))
 

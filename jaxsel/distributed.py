@@ -16,6 +16,8 @@ loop waits for each step there (`serialize_steps`); accelerators keep async disp
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import sys
@@ -33,6 +35,10 @@ PREFIX = "jaxsel/"
 
 class PeerLostError(RuntimeError):
     """Another process of a multi-host run died, failed or stopped answering."""
+
+
+class SettingsMismatch(ValueError):
+    """The processes of a multi-host run were started with different settings."""
 
 
 #: the longest --peer-timeout (a day): jax takes whole seconds as a C int
@@ -198,6 +204,41 @@ def barrier(name: str, timeout_s: float = 600.0) -> None:
 _BARRIERS: dict[str, int] = {}
 
 
+def all_gather_text(name: str, text: str, timeout_s: float = 600.0) -> list[str]:
+    """Every process's `text`, in process order (through the coordination service's
+    key-value store: small, and no device collective). Call it on every process."""
+    if not is_multiprocess():
+        return [text]
+    client = _client()
+    if client is None:   # pragma: no cover - a jax without the client: compare digests only
+        from jax.experimental import multihost_utils
+
+        digest = np.frombuffer(hashlib.sha256(text.encode()).digest()[:8], dtype=np.int32)
+        everyone = multihost_utils.process_allgather(digest)
+        return [text if np.array_equal(row, digest) else "<differs>" for row in np.asarray(everyone)]
+    _BARRIERS[name] = _BARRIERS.get(name, 0) + 1
+    key = f"{PREFIX}gather/{name}/{_BARRIERS[name]}"
+    client.key_value_set(f"{key}/{jax.process_index()}", text)
+    return [client.blocking_key_value_get(f"{key}/{p}", int(timeout_s * 1000)) for p in range(jax.process_count())]
+
+
+def agree_settings(settings: dict) -> None:
+    """SettingsMismatch on every process, naming the first differing setting, unless all
+    processes run with the same settings (each sends a digest per setting and its value)."""
+    if not is_multiprocess():
+        return
+    mine = {k: [hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:16],
+                repr(v)[:80]] for k, v in sorted(settings.items())}
+    everyone = [json.loads(t) if t != "<differs>" else None
+                for t in all_gather_text("settings", json.dumps(mine))]
+    for key in mine:
+        seen = [None if e is None else tuple(e.get(key, ("missing", "missing"))) for e in everyone]
+        if len({d[0] if d else None for d in seen}) > 1:
+            values = ", ".join(f"process {p} has {key}={d[1] if d else '?'}" for p, d in enumerate(seen))
+            raise SettingsMismatch(f"processes disagree on setting {key!r} ({values}); start every process "
+                                   f"with the same settings")
+
+
 def _client():
     """The coordination service client (jax keeps it private; None if unavailable)."""
     try:
@@ -303,6 +344,11 @@ def leave_after_error(dog: Watchdog, err: BaseException, prefix: str) -> None:
     if isinstance(err, (TrainingInterrupted, NonFiniteError)):
         dog.finish()
         return
+    if isinstance(err, SettingsMismatch):   # every process found it: none is to blame
+        dog.finish()
+        print(f"{prefix}: error: process {dog.me}: {err}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(2)
     problem = None
     if isinstance(err, jax.errors.JaxRuntimeError):
         problem = dog.wait_for_problem(dog.peer_timeout + 3 * dog.interval)

@@ -15,8 +15,11 @@ Non-finite values, two policies (`TrainConfig.nonfinite`):
   A run whose every step is skipped for `MAX_CONSECUTIVE_SKIPS` steps stops anyway.
 
 Signals: SIGTERM and SIGINT (Ctrl-C) ask the loop to finish the step in flight, save a
-checkpoint and leave with `TrainingInterrupted` (the CLI exits 0 for SIGTERM, 130 for
-SIGINT). A second Ctrl-C aborts at once.
+checkpoint and leave with `TrainingInterrupted` (the CLI exits 128 + the signal's number,
+as a shell reports a process ended by it: 143 for SIGTERM, 130 for SIGINT, so a scheduler
+never takes an interrupted run for a finished one). The handlers are installed before the
+run is built, so a signal during start-up (data, compilation) stops the run too, at its
+first step, with nothing new to save. A second Ctrl-C aborts at once.
 """
 from __future__ import annotations
 
@@ -48,12 +51,12 @@ class TrainingInterrupted(Exception):
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
         name = signal.Signals(signum).name
         saved = (f"saved checkpoint at step {step} in {checkpoint}; continue with --resume"
-                 if checkpoint else "checkpointing is off, nothing saved")
+                 if checkpoint else "no checkpoint saved")
         super().__init__(f"received {name}: stopped after step {step}, {saved}")
 
     @property
     def exit_code(self) -> int:
-        return 130 if self.signum == signal.SIGINT else 0
+        return 128 + int(self.signum)
 
 
 def describe_nonfinite(rec: dict) -> str | None:

@@ -8,9 +8,11 @@ to the strategy layer beyond building it are `strategy_timing`, `describe_strate
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,8 +52,14 @@ class Run:
 
 
 def build_run(cfg: TrainConfig) -> Run:
+    """Check `cfg` (the one place it is checked) and assemble the run."""
     check_config(cfg)
     check_paths(cfg)
+    return assemble_run(cfg)
+
+
+def assemble_run(cfg: TrainConfig) -> Run:
+    """The run of a checked config: data, model, optimizer, strategy, state, step."""
     if distributed.is_multiprocess() and cfg.replicas != jax.device_count():
         raise ConfigError(f"a multi-host run uses every device: replicas must be {jax.device_count()} "
                           f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
@@ -64,6 +72,7 @@ def build_run(cfg: TrainConfig) -> Run:
     optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm,
                                 lr_schedule=cfg.lr_schedule, total_steps=cfg.steps)
     strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
+    check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
     step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful))
@@ -72,33 +81,35 @@ def build_run(cfg: TrainConfig) -> Run:
                describe_strategy(strategy, cfg.strategy))
 
 
-def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
-    """The run's strategy; a bad option is a ConfigError (one line, exit 2)."""
+def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
+    """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
     try:
-        strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
-                                  total_steps=cfg.steps, steps_per_epoch=steps_per_epoch, base_lr=cfg.lr)
-    except ValueError as err:
+        return build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
+                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch, base_lr=cfg.lr)
+    except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
-    except TypeError as err:  # an option of the wrong kind (e.g. a word where a number goes)
-        raise ConfigError(f"strategy {cfg.strategy!r}: bad option ({err})") from None
+
+
+def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
+    """The run's strategy (built once per run), with a warning if it would never sync."""
+    strategy = check_strategy(cfg, steps_per_epoch)
     if jax.process_index() == 0:
         warn_if_never_syncs(strategy, cfg.steps)
     return strategy
 
 
 def strategy_timing(strategy, replicas: int) -> dict:
-    """The strategy's cost-model keywords (`costmodel.Projector`), as plain JSON values."""
-    timing = strategy.timing(replicas) if hasattr(strategy, "timing") else {}
-    return dict(timing._asdict() if hasattr(timing, "_asdict") else timing)
+    """The strategy's cost-model settings (`costmodel.Projector`), as plain JSON values."""
+    return strategy.timing(replicas)._asdict()
 
 
 def describe_strategy(strategy, name: str) -> str:
-    return strategy.describe() if hasattr(strategy, "describe") else name
+    return strategy.describe()
 
 
 def evaluation_weights(state, strategy) -> tuple[Any, Any]:
     """(params, model_state) the strategy evaluates: its eval params averaged over replicas."""
-    return consensus(state.replace(params=strategy.eval_params(state))), consensus_model_state(state)
+    return consensus(state, strategy), consensus_model_state(state)
 
 
 def make_eval_fn(fm: FunctionalModel, spec, batch_size: int = 512):
@@ -146,3 +157,77 @@ def check_paths(cfg: TrainConfig) -> None:
             raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
                               f"{max(steps)}); continue that run with --resume, or choose another "
                               f"--checkpoint-dir")
+
+
+GIB = 2**30
+
+
+class Resources(NamedTuple):
+    """What a run needs, estimated before anything is allocated or compiled."""
+
+    state: int           # bytes of the whole replicated TrainState (all replicas)
+    batches: int         # bytes of the batches in flight (prefetched + the current one)
+    activations: int     # a lower bound: every layer's outputs, kept for the backward pass
+    host: int            # this process's host memory: host batches + projection tables
+
+
+def estimate_resources(cfg: TrainConfig, fm: FunctionalModel, optimizer, strategy, mesh,
+                       input_shape) -> Resources:
+    """Parameters x replicas x (1 + optimizer slots) + strategy state (e.g. SelSync's
+    windows) from the abstract state; batch and activations from the shapes."""
+    shapes = jax.eval_shape(lambda: init_state(fm.params, optimizer, strategy, mesh,
+                                               model_state=fm.model_state))
+    state = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    example = int(np.prod(input_shape)) * 4
+    widths = sum(int(x.shape[-1]) for x in jax.tree.leaves(fm.params) if np.ndim(x) >= 2)
+    examples = cfg.replicas * cfg.batch_size
+    batches = examples * example * (cfg.prefetch + 1)
+    activations = 2 * examples * (example + 4 * widths)
+    host = examples * example * (cfg.prefetch + 1) + cfg.steps * cfg.replicas * 8
+    return Resources(state, batches, activations, host)
+
+
+def _device_limit(mesh) -> int | None:
+    device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    return int(stats["bytes_limit"]) if stats and stats.get("bytes_limit") else None
+
+
+def _host_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
+    """ConfigError with the figures when the run cannot fit in memory or on disk."""
+    devices = mesh.devices.size
+    per_device = (need.state + need.batches + need.activations) / devices
+    what = (f"state {need.state / GIB:.2f} GiB over {devices} devices, batches {need.batches / GIB:.2f} GiB, "
+            f"activations >= {need.activations / GIB:.2f} GiB")
+    hint = "lower --batch-size, --replicas, --steps or the strategy's window"
+    limit = _device_limit(mesh)
+    if limit is not None and per_device > limit:
+        raise ConfigError(f"the run needs about {per_device / GIB:.1f} GiB per device ({what}) but a "
+                          f"{mesh.devices.flat[0].device_kind} has {limit / GIB:.1f} GiB; {hint}")
+    local = len([d for d in mesh.devices.flat if d.process_index == jax.process_index()])
+    host = need.host + (per_device * local if limit is None else 0)   # CPU devices live in host memory
+    available = _host_available()
+    if host > available:
+        raise ConfigError(f"the run needs about {host / GIB:.1f} GiB of host memory ({what}; projection "
+                          f"tables {cfg.steps * cfg.replicas * 8 / GIB:.2f} GiB) but {available / GIB:.1f} GiB "
+                          f"is available; {hint}")
+    root = cfg.checkpoint_root()
+    if root is not None and jax.process_index() == 0:
+        kept = cfg.keep + 1 - (len(existing_steps(root)) if cfg.resume else 0)
+        disk = need.state * max(kept, 1)
+        probe = next(p for p in [root.absolute(), *root.absolute().parents] if p.exists())
+        free = shutil.disk_usage(probe).free
+        if disk > free:
+            raise ConfigError(f"checkpoints need about {disk / GIB:.2f} GiB in {str(root)!r} ({cfg.keep} kept "
+                              f"+ 1 being written, {need.state / GIB:.2f} GiB each) but {free / GIB:.2f} GiB "
+                              f"is free; lower --keep, free space or choose another --checkpoint-dir")

@@ -18,10 +18,11 @@ import jax
 
 from . import distributed, parallel
 from .checkpoint import Checkpointer, run_identity
-from .config import TrainConfig
+from .config import TrainConfig, agreed_settings, check_config
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
     describe_nonfinite, guard_nonfinite
-from .run import Run, build_run, evaluation_weights
+from .run import Run, assemble_run, build_run, check_paths, evaluation_weights
+from .runlock import lock_run
 from .runlog import RunLog, write_json
 from .state import divergence
 
@@ -58,11 +59,25 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
 
     With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
     `checkpoint_every` steps, at the end and on SIGTERM/SIGINT (then `TrainingInterrupted`
-    is raised); `resume` continues from the newest readable checkpoint and the metrics
+    is raised); `resume` continues from the newest verified checkpoint and the metrics
     log continues where it left off. A non-finite loss or gradient raises
-    `NonFiniteError` (or skips the step: `nonfinite="skip"`); see faults.py.
+    `NonFiniteError` (or skips the step: `nonfinite="skip"`); see faults.py. The run
+    owns its run and checkpoint directories while it trains (runlock.py), and the
+    processes of a multi-host run first agree on their settings.
     """
-    run = run or build_run(cfg)
+    with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
+        if run is None:
+            check_config(cfg)   # (a run given was built by `build_run`, which checked it)
+        distributed.agree_settings(agreed_settings(cfg))   # before anything collective
+        lead = jax.process_index() == 0
+        with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
+            if run is None:
+                check_paths(cfg)   # after the lock: a run in progress is named as such
+                run = assemble_run(cfg)
+            return _train(cfg, run, signals)
+
+
+def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
     lead = jax.process_index() == 0
     distributed.barrier("train-start")   # every process has its data before the first collective
     ckpt, start, state, history = _restore(cfg, run, lead)
@@ -70,36 +85,37 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead)
     step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
-    t0 = time.perf_counter()
-    compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
-    compile_time = time.perf_counter() - t0
     pace = _Pacer(run.mesh)
     try:
-        with StopSignals() as signals:
-            if not log.evals:
-                _evaluate(run, state, log, start)
-            log.tick()
-            for t, batch in run.loader.iterate(start, cfg.steps):
-                state, metrics = compiled(state, batch)
-                log.add_step(t, metrics)
-                pace(t, state, metrics)
-                if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
-                    log.add_divergence(t, pace.wait(divergence(state.params)))
-                due = _due(cfg, t, ckpt is not None, signals.signum is not None)
-                if due.flush:
-                    bad = log.flush(t)   # before a save: a checkpoint never holds an unchecked step
-                    if bad is not None:
-                        raise _nonfinite_error(bad, cfg, ckpt)
-                    if due.eval:
-                        _evaluate(run, state, log, t + 1)
-                    if due.save:
-                        ckpt.save(t + 1, state, {"identity": run_identity(cfg), "seed": cfg.seed,
-                                                 **log.checkpoint_meta()})
-                    log.tick()
-                if due.halt:
-                    _halt(signals.signum, t + 1, ckpt)
-            if start >= cfg.steps and (not log.evals or log.evals[-1]["step"] != cfg.steps):
-                _evaluate(run, state, log, cfg.steps)   # resumed a finished run
+        t0 = time.perf_counter()
+        compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
+        compile_time = time.perf_counter() - t0
+        if signals.signum is not None and not distributed.is_multiprocess():
+            _halt(signals.signum, start, ckpt if start else None)   # stopped during start-up
+        if not log.evals:
+            _evaluate(run, state, log, start)
+        log.tick()
+        for t, batch in run.loader.iterate(start, cfg.steps):
+            state, metrics = compiled(state, batch)
+            log.add_step(t, metrics)
+            pace(t, state, metrics)
+            if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
+                log.add_divergence(t, pace.wait(divergence(state.params)))
+            due = _due(cfg, t, ckpt is not None, signals.signum is not None)
+            if due.flush:
+                bad = log.flush(t)   # before a save: a checkpoint never holds an unchecked step
+                if bad is not None:
+                    raise _nonfinite_error(bad, cfg, ckpt)
+                if due.eval:
+                    _evaluate(run, state, log, t + 1)
+                if due.save:
+                    ckpt.save(t + 1, state, {"identity": run_identity(cfg), "seed": cfg.seed,
+                                             **log.checkpoint_meta()})
+                log.tick()
+            if due.halt:
+                _halt(signals.signum, t + 1, ckpt)
+        if start >= cfg.steps and (not log.evals or log.evals[-1]["step"] != cfg.steps):
+            _evaluate(run, state, log, cfg.steps)   # resumed a finished run
     finally:
         log.close()
         if ckpt is not None:
@@ -161,7 +177,11 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool):
     ckpt = Checkpointer(root, run.mesh, keep=cfg.keep)
     if not cfg.resume:
         return ckpt, 0, run.state, {}
-    restored = ckpt.restore_latest(run.state, run_identity(cfg))
+    try:
+        restored = ckpt.restore_latest(run.state, run_identity(cfg), max_step=cfg.steps)
+    except BaseException:
+        ckpt.close()
+        raise
     if restored is None:
         start, state, history = 0, run.state, {}
     else:

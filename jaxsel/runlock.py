@@ -1,0 +1,65 @@
+"""Run locks: a run owns its run directory and its checkpoint directory while it trains.
+
+Why: two runs on one `--out` (a typo, a job launched twice) would interleave rows of two
+runs in one metrics.jsonl and race on the same checkpoint steps. Each directory gets a
+`.jaxsel.lock` file held with an OS lock (`flock`), which the kernel drops when the
+process dies however it dies, so a lock left by a killed run never blocks the next one.
+The file holds the owner's PID so the second run can name it.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import ExitStack
+from pathlib import Path
+
+LOCK_NAME = ".jaxsel.lock"
+
+
+class RunLocked(ValueError):
+    """Another live process owns the directory (one line, exit code 2)."""
+
+
+class DirectoryLock:
+    """Exclusive, non-blocking lock of one directory (created if missing)."""
+
+    def __init__(self, directory: str | Path, what: str):
+        self.directory, self.what = Path(directory), what
+        self.fd: int | None = None
+
+    def acquire(self) -> "DirectoryLock":
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / LOCK_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            raise RunLocked(f"{self.what} {str(self.directory)!r} is in use by {who} (a run that is still "
+                            f"going); wait for it, stop it, or choose another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)   # closing drops the flock; the file stays (it may be re-locked)
+            self.fd = None
+
+
+def lock_run(out_dir: str | Path | None, checkpoint_dir: str | Path | None) -> ExitStack:
+    """Lock the run's directories (those that are set); release by closing the result."""
+    stack, seen = ExitStack(), set()
+    try:
+        for directory, what in ((out_dir, "run directory"), (checkpoint_dir, "checkpoint dir")):
+            if directory is not None and Path(directory).absolute() not in seen:
+                seen.add(Path(directory).absolute())
+                lock = DirectoryLock(directory, what).acquire()
+                stack.callback(lock.release)
+    except BaseException:
+        stack.close()
+        raise
+    return stack

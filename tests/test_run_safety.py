@@ -1,0 +1,279 @@
+"""Runs that cannot corrupt each other or lie (issue 16): one test per defect.
+
+Run locks, durable metrics across a signal during start-up, verified checkpoints, resume
+checks, up-front resource and range checks, one line instead of a flood. Most run in this
+process (tiny digits/MLP runs); a separate process only where that is the point (a lock
+held by another process, two processes of a multi-host job).
+"""
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from run_hooks import signal_at, trees_equal
+
+from jaxsel.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
+from jaxsel.cli import main as cli_main
+from jaxsel.faults import TrainingInterrupted
+from jaxsel.train import TrainConfig, build_run, train
+
+
+def config(tmp_path, **kw):
+    base = dict(strategy="bsp", steps=8, batch_size=8, log_every=2, eval_every=8, checkpoint_every=4,
+                progress=False, seed=2, checkpoint_dir=str(tmp_path / "ck"), out_dir=str(tmp_path / "out"))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxsel train: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def rows(path: Path) -> list[dict]:
+    keep = ("step", "loss", "synced", "bytes_allreduced")
+    return [{k: r[k] for k in keep} for r in map(json.loads, path.read_text().splitlines())]
+
+
+# 1. two runs on one directory ------------------------------------------------------------
+
+HOLD = ("import sys, time; from jaxsel.runlock import lock_run; lock_run(sys.argv[1], None); "
+        "print('locked', flush=True); time.sleep(600)")
+
+
+def test_a_second_run_on_a_locked_dir_exits_2_naming_the_holder_and_a_stale_lock_never_blocks(tmp_path, capsys):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "out")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        code = cli_main(["train", "--strategy", "bsp", "--steps", "2", "--no-progress", "--out",
+                         str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ck")])
+        line = one_error_line(capsys.readouterr().err)
+        assert code == 2 and f"in use by process {holder.pid}" in line and "run directory" in line
+        assert not (tmp_path / "out" / "metrics.jsonl").exists()
+    finally:
+        holder.kill()   # SIGKILL: the lock file stays behind, the OS lock dies with the process
+        holder.wait()
+    assert (tmp_path / "out" / ".jaxsel.lock").read_text() == str(holder.pid)
+    result = train(config(tmp_path, steps=2, checkpoint_dir=None, checkpoint_every=None))
+    assert int(result.state.step) == 2
+
+
+def test_a_checkpoint_dir_in_use_is_refused_too(tmp_path):
+    from jaxsel.runlock import RunLocked, lock_run
+
+    with lock_run(None, tmp_path / "ck"):
+        with pytest.raises(RunLocked, match=rf"checkpoint dir .* in use by process {os.getpid()}"):
+            train(config(tmp_path, out_dir=str(tmp_path / "other")))
+
+
+# 2. durable metrics ----------------------------------------------------------------------
+
+def test_sigterm_during_the_start_of_a_resumed_run_loses_no_row(tmp_path):
+    ref = train(config(tmp_path / "ref", steps=12))
+    cfg = config(tmp_path, steps=12)
+    with pytest.raises(TrainingInterrupted) as first:
+        train(cfg, run=signal_at(build_run(cfg), 6))
+    stopped = first.value.step
+    before = rows(tmp_path / "out" / "metrics.jsonl")
+    assert [r["step"] for r in before] == list(range(stopped))
+
+    resumed = dataclasses.replace(cfg, resume=True)
+    with pytest.raises(TrainingInterrupted) as second:   # SIGTERM while the step compiles
+        train(resumed, run=signal_at(build_run(resumed), stopped))
+    assert second.value.step == stopped and second.value.exit_code == 143
+    assert rows(tmp_path / "out" / "metrics.jsonl") == before          # no row lost
+
+    train(resumed)
+    assert rows(tmp_path / "out" / "metrics.jsonl") == rows(tmp_path / "ref" / "out" / "metrics.jsonl")
+
+
+def test_rows_past_the_checkpoint_are_cut_on_resume(tmp_path):
+    """As if killed -9 after writing step 5 (half of step 6) with the checkpoint of step 4."""
+    import shutil
+
+    cfg = config(tmp_path, steps=8)
+    train(cfg)
+    log = tmp_path / "out" / "metrics.jsonl"
+    log.write_text("".join(line + "\n" for line in log.read_text().splitlines()[:6]) + '{"step": 6, "lo')
+    shutil.rmtree(tmp_path / "ck" / "8")
+    train(dataclasses.replace(cfg, resume=True))
+    assert [r["step"] for r in rows(log)] == list(range(8))
+
+
+# 3. verified checkpoints -----------------------------------------------------------------
+
+def flip_a_byte(step_dir: Path) -> Path:
+    """One byte in the middle of the biggest array file of a checkpoint."""
+    biggest = max((p for p in (step_dir / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data = bytearray(biggest.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    biggest.write_bytes(bytes(data))
+    return biggest
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_flipped_byte_falls_back_with_one_warning_and_all_bad_exits_2(tmp_path, capsys):
+    cfg = config(tmp_path, steps=8)
+    train(cfg)
+    flip_a_byte(tmp_path / "ck" / "8")
+    capsys.readouterr()
+    done = train(dataclasses.replace(cfg, steps=10, resume=True))
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "/8 is unreadable" in warnings[0] and "falling back to step 4" in warnings[0], err
+    assert "Traceback" not in err and len(err.splitlines()) <= 3, err
+    assert done.final["resumed_from_step"] == 4
+    ref = train(config(tmp_path / "ref", steps=10))
+    assert trees_equal(done.state.params, ref.state.params)
+
+    for step in existing_steps(tmp_path / "ck"):
+        flip_a_byte(tmp_path / "ck" / str(step))
+    with pytest.raises(CheckpointError, match="no readable checkpoint"):
+        train(dataclasses.replace(cfg, steps=12, resume=True))
+    code = cli_main(["train", "--strategy", "bsp", "--steps", "12", "--batch-size", "8", "--log-every", "2",
+                     "--eval-every", "8", "--checkpoint-every", "4", "--seed", "2", "--no-progress", "--resume",
+                     "--out", str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ck")])
+    err = capsys.readouterr().err
+    assert code == 2
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "no readable checkpoint" in errors[0] and "Traceback" not in err, err
+
+
+# 5. resume checks ------------------------------------------------------------------------
+
+def test_resume_with_steps_below_the_checkpoint_is_refused(tmp_path):
+    cfg = config(tmp_path, steps=8)
+    train(cfg)
+    with pytest.raises(CheckpointMismatch, match="holds step 8, --steps is 4"):
+        train(dataclasses.replace(cfg, steps=4, resume=True))
+
+
+# 6. disk full, unusable --out ------------------------------------------------------------
+
+def test_disk_full_is_one_line(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "metrics.jsonl").symlink_to("/dev/full")   # every write: ENOSPC
+    code = cli_main(["train", "--strategy", "bsp", "--steps", "4", "--log-every", "2", "--no-progress",
+                     "--out", str(tmp_path / "out"), "--no-checkpoint"])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and "No space left on device" in line
+
+
+def test_an_out_path_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    bad = os.fsdecode(os.fsencode(str(tmp_path)) + b"/run\xff")
+    code = cli_main(["train", "--steps", "2", "--no-progress", "--out", bad, "--no-checkpoint"])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and "--out" in line and "not valid UTF-8" in line
+
+
+# 8-10. up-front checks: one line, exit 2, within seconds -----------------------------------
+
+UPFRONT = [
+    (["--strategy", "selsync", "--window", "1000000000"], ["needs about", "GiB", "state"]),
+    (["--batch-size", "1000000"], ["needs about", "GiB", "activations"]),
+    (["--steps", "3000000000"], ["steps", "<= 2147483647"]),
+    (["--steps", "2000000000"], ["needs about", "GiB", "projection tables"]),
+    (["--eval-examples", "-5"], ["eval_examples", ">= 1", "-5"]),
+    (["--lr", "nan"], ["lr", "finite"]),
+    (["--momentum", "inf"], ["momentum", "finite"]),
+    (["--peer-timeout", "inf"], ["--peer-timeout", "finite", "inf"]),
+    (["--peer-timeout", "1e30"], ["--peer-timeout", "1e+30"]),
+]
+
+
+@pytest.mark.parametrize("args, expected", UPFRONT, ids=[" ".join(a) for a, _ in UPFRONT])
+def test_impossible_requests_exit_2_with_one_line_within_seconds(args, expected, tmp_path, capsys):
+    argv = ["train", "--no-progress", "--out", str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ck")]
+    if "--steps" not in args:
+        argv += ["--steps", "2"]
+    began = time.monotonic()
+    code = cli_main(argv + args)
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and time.monotonic() - began < 30
+    for text in expected:
+        assert text in line, (text, line)
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
+def test_checkpoints_that_cannot_fit_on_disk_are_refused_up_front(tmp_path, monkeypatch):
+    import shutil
+
+    from jaxsel.config import ConfigError
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12, 1000))
+    with pytest.raises(ConfigError, match=r"checkpoints need about .* GiB .* free"):
+        build_run(config(tmp_path))
+
+
+def test_an_unexpected_error_prints_its_traceback_once_and_where_to_report(tmp_path, capsys, monkeypatch):
+    import jaxsel.train
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(jaxsel.train, "train", broken)
+    code = cli_main(["train", "--steps", "2", "--no-progress", "--out", str(tmp_path / "out"), "--no-checkpoint"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("Traceback") == 1 and "RuntimeError: boom" in err
+    assert err.strip().splitlines()[-1].endswith("please report it with the command line and the traceback above")
+
+
+# 4. settings agreed across the processes of a multi-host run -----------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_path):
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "selsync", "--steps", "4",
+                               "--delta", str(delta), "--no-progress", "--no-checkpoint", "--out", str(tmp_path / "o"),
+                               "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, delta in enumerate((0.3, 0.5))]
+    try:
+        outs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 2, err[-2000:]
+        lines = [line for line in err.splitlines() if "error" in line]
+        assert len(lines) == 1 and "'delta'" in lines[0] and "0.3" in lines[0] and "0.5" in lines[0], err[-2000:]
+        assert "Traceback" not in err
+
+
+# 10. a fallback is one line, not a flood -------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood(tmp_path):
+    """A separate process: Orbax's leftover callbacks print through the interpreter's
+    unraisable-exception hook, which pytest would otherwise capture."""
+    cfg = config(tmp_path, steps=8, log_every=4)
+    train(cfg)
+    for path in (tmp_path / "ck" / "8" / "state").rglob("*"):
+        if path.is_file() and path.parent.name == "d":
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    done = subprocess.run([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "bsp", "--steps", "10",
+                           "--batch-size", "8", "--log-every", "4", "--eval-every", "8", "--checkpoint-every", "4",
+                           "--seed", "2", "--no-progress", "--resume", "--out", str(tmp_path / "out"),
+                           "--checkpoint-dir", str(tmp_path / "ck")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    err = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr and len(err) == 2, done.stderr[-3000:]
+    assert "/8 is unreadable" in err[0] and "falling back to step 4" in err[0]
+    assert "resuming from the checkpoint of step 4" in err[1]
