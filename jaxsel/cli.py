@@ -5,6 +5,7 @@ Bad input exits with code 2 and one line naming the value and what is allowed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -232,16 +233,15 @@ def _check_path_text(path: str | None, option: str) -> None:
         raise UsageError(f"{option} {ascii(str(path))} is not valid UTF-8; choose a path that is") from None
 
 
-def _ensure_writable(path: str, option: str = "--out", what: str = "output dir") -> None:
+def _ensure_writable(path: str, option: str = "--out", *, default: bool = False) -> bool:
+    """Make `path` a writable directory; True if this created it. Of a path the user typed
+    only the last component is created (a typo in a parent is an error, not a new tree);
+    jaxsel's own defaults (runs/..., checkpoints/...) get their parents too. The run prints
+    its directory itself, so the creation is not announced again."""
+    from .paths import writable_dir
+
     _check_path_text(path, option)
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise UsageError(f"{what} {path!r} is not writable ({err.strerror}); choose another with {option}")
+    return writable_dir(path, option, parents=default, quiet=True)
 
 
 def _start_jax(replicas: int) -> None:
@@ -278,10 +278,13 @@ def cmd_compare(args) -> int:
             cfg = dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options))
             check_config(cfg)
             check_strategy(cfg)
-    _ensure_writable(out)
+    created = _ensure_writable(out, default=not args.out)
     print(f"run directory: {out}", flush=True)
     started = time.perf_counter()
-    rows = compare(base, strategies, out, target=args.target)
+    from .paths import undo_created
+
+    with undo_created(out, created):
+        rows = compare(base, strategies, out, target=args.target)
     import jax
 
     dev = jax.devices()[0]
@@ -317,11 +320,13 @@ def _train_config(args, out: str):
         cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                                   keep=args.keep, resume=args.resume)
     cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
-    if jax.process_index() == 0:
-        _ensure_writable(out)
-    if cfg.checkpoint_root() is not None:
-        _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
-    return cfg
+    created = []   # directories this run made: removed again if it fails before writing to them
+    if jax.process_index() == 0 and _ensure_writable(out, default=not args.out):
+        created.append(out)
+    root = cfg.checkpoint_root()
+    if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=not args.checkpoint_dir):
+        created.append(str(root))
+    return cfg, created
 
 
 def cmd_train(args) -> int:
@@ -329,15 +334,19 @@ def cmd_train(args) -> int:
     watchdog = _start_processes(args)
     import jax
 
+    from .paths import undo_created
     from .train import train
 
     lead = jax.process_index() == 0
     out = args.out or _default_out(args.strategy)
     try:
-        cfg = _train_config(args, out)
+        cfg, created = _train_config(args, out)
         if lead:
             print(f"run directory: {out}", flush=True)
-        result = train(cfg)
+        with contextlib.ExitStack() as undo:
+            for path in created:
+                undo.enter_context(undo_created(path, True))
+            result = train(cfg)
     except BaseException as err:
         if watchdog is not None:   # never leave the other processes waiting in a collective
             from .distributed import leave_after_error
@@ -391,7 +400,7 @@ def cmd_bench(args) -> int:
     with user_input():
         shape = tuple(int(d) for d in args.input_shape.split("x")) if args.input_shape else None
     if args.json:
-        _ensure_writable(str(Path(args.json).parent or "."), "--json", "JSON dir")
+        _ensure_writable(str(Path(args.json).parent or "."), "--json")
     with user_input():
         result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
                            size=args.size, input_shape=shape, log_every=args.log_every,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,6 +26,7 @@ from .data.pipeline import build_input
 from .data.sources import KNOWN
 from .models import FunctionalModel, build_model
 from .optim import build_optimizer
+from .paths import writable_dir
 from .state import consensus, consensus_model_state, init_state
 from .step import make_train_step
 from .strategies.registry import build_strategy
@@ -130,9 +130,6 @@ def make_eval_fn(fm: FunctionalModel, spec, batch_size: int = 512):
     return evaluate
 
 
-_REPORTED: set[str] = set()
-
-
 def check_paths(cfg: TrainConfig) -> None:
     """The filesystem side, checked before any data is read: an explicit data_dir that does
     not exist (an error for a dataset that must be prepared there; embedded datasets are
@@ -146,10 +143,7 @@ def check_paths(cfg: TrainConfig) -> None:
                 f"data_dir {str(cfg.data_dir)!r} does not exist or is not a directory, so dataset "
                 f"{cfg.dataset!r} is not prepared there; pass the --data-dir that holds it"
                 + (f", or prepare it: {hint}" if hint else ""))
-        if str(cfg.data_dir) not in _REPORTED:
-            _REPORTED.add(str(cfg.data_dir))
-            print(f"jaxsel: data_dir {str(cfg.data_dir)!r} does not exist; creating it and building "
-                  f"the embedded dataset {cfg.dataset!r} there", file=sys.stderr, flush=True)
+        writable_dir(cfg.data_dir, "--data-dir")   # the embedded dataset is built into it
     root = cfg.checkpoint_root()
     if root is not None and not cfg.resume:
         steps = existing_steps(root)

@@ -23,8 +23,9 @@ BAD = [
     (["--weight-decay", "-1"], ["weight_decay", ">= 0"]),
     (["--dataset", "mnist", "--data-dir", "{tmp}/missing"], ["data_dir", "missing", "does not exist",
                                                             "'mnist' is not prepared", "tfds build mnist"]),
-    (["--out", "{tmp}/file/out"], ["output dir", "not writable", "--out"]),
-    (["--checkpoint-dir", "{tmp}/file/ck"], ["checkpoint dir", "not writable", "--checkpoint-dir"]),
+    (["--out", "{tmp}/file/out"], ["--out", "file/out", "cannot be created", "not an existing directory"]),
+    (["--out", "{tmp}/no/such/out"], ["--out", "no/such/out", "jaxsel creates only the last component"]),
+    (["--checkpoint-dir", "{tmp}/file/ck"], ["--checkpoint-dir", "file/ck", "cannot be created"]),
     (["--checkpoint-every", "0"], ["checkpoint_every", ">= 1"]),
     (["--keep", "0"], ["keep", ">= 1"]),
     (["--resume", "--no-checkpoint"], ["--resume and --no-checkpoint"]),
@@ -88,4 +89,14 @@ def test_missing_data_dir_for_an_embedded_dataset_is_reported_not_fatal(tmp_path
 
     check_paths(TrainConfig(dataset="digits", data_dir=str(tmp_path / "new")))
     err = capsys.readouterr().err
-    assert f"data_dir '{tmp_path / 'new'}' does not exist; creating it" in err
+    assert f"created --data-dir directory {tmp_path / 'new'}" in err and (tmp_path / "new").is_dir()
+    with pytest.raises(ValueError, match="jaxsel creates only the last component"):
+        check_paths(TrainConfig(dataset="digits", data_dir=str(tmp_path / "a" / "b")))
+
+
+def test_a_run_that_fails_before_its_first_step_leaves_nothing_behind(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli_main(["train", "--strategy", "bsp", "--delta", "0.1", "--out", str(out),
+                     "--checkpoint-dir", str(tmp_path / "ck")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "ck").exists()
