@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -215,6 +216,7 @@ class Checkpointer:
         """Newest readable, verified checkpoint (None if there is none). Unreadable or
         corrupt newer ones are reported and set aside; a checkpoint of another run raises
         CheckpointMismatch, and so does one past `max_step` (the run's --steps)."""
+        _mute_closed_loop_noise()
         steps = self.all_steps()
         bad: list[int] = []
         for step in reversed(steps):
@@ -275,20 +277,20 @@ _NOISE_MUTED = False
 
 
 def _mute_closed_loop_noise() -> None:
-    """After a failed read, Orbax's storage futures keep calling back into an event loop it
-    already closed, each printing a traceback ("Event loop is closed", a dozen per
-    checkpoint). They say nothing the warning line does not: drop exactly those."""
+    """During and after a failed read, Orbax's storage futures keep calling back into an
+    event loop it already closed, each printing a traceback ("Event loop is closed", a
+    dozen per checkpoint) through the unraisable-exception hook or, from tensorstore's
+    threads, through sys.excepthook. They say nothing the warning line does not: drop
+    exactly those, from before the first read on."""
     global _NOISE_MUTED
     if _NOISE_MUTED:
         return
-    _NOISE_MUTED, previous = True, sys.unraisablehook
-
-    def hook(unraisable) -> None:
-        err = unraisable.exc_value
-        if not (isinstance(err, RuntimeError) and str(err) == "Event loop is closed"):
-            previous(unraisable)
-
-    sys.unraisablehook = hook
+    _NOISE_MUTED = True
+    noise = lambda err: isinstance(err, RuntimeError) and str(err) == "Event loop is closed"
+    unraisable, excepthook, thread_hook = sys.unraisablehook, sys.excepthook, threading.excepthook
+    sys.unraisablehook = lambda u: None if noise(u.exc_value) else unraisable(u)
+    sys.excepthook = lambda kind, err, tb: None if noise(err) else excepthook(kind, err, tb)
+    threading.excepthook = lambda a: None if noise(a.exc_value) else thread_hook(a)
 
 
 def _warn_unreadable(where: str, err: Exception, bad: list[int], steps: list[int]) -> None:
