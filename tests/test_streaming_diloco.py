@@ -177,3 +177,27 @@ def test_a_blended_sync_matches_a_numpy_reference(mesh):
     np.testing.assert_array_equal(state.params["w2"], apart[-1][0].params["w2"])
     np.testing.assert_array_equal(state.strategy_state.global_params["w2"][0], start["w2"])
     assert not any(x.any() for x in leaves(state.strategy_state.outer_opt[1]))   # no outer step yet
+
+
+# ----------------------------------------------------------- one sync_where per fragment
+
+def sync_conds(jaxpr):
+    """The sync core's conds in a traced step, however deeply nested: the shapes each one's
+    collectives reduce."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond" and jaxsel.sync.SYNC_SCOPE in str(eqn.source_info.name_stack):
+            yield {tuple(v.aval.shape) for b in eqn.params["branches"] for e in b.jaxpr.eqns
+                   if e.primitive.name.startswith("psum") for v in e.invars}
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else [value]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    yield from sync_conds(inner)
+
+
+def test_each_fragment_has_its_own_guarded_collective_over_its_own_tensors(mesh):
+    strat, opt = jaxsel.StreamingDiLoCo(inner_steps=3, fragments=3), optax.sgd(LR)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh)
+    step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
+    found = list(sync_conds(jax.make_jaxpr(step)(state, batches(1)[0]).jaxpr))
+    assert found == [{(K,)}, {(D, K)}, {(K, C)}]   # b1, w1, w2: fragments 0, 1, 2 in turn

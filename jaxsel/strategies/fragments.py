@@ -32,7 +32,7 @@ def split_leaves(sizes: Sequence[int], parts: int, fragment_by: str = "contiguou
     n = len(sizes)
     if not 1 <= parts <= n:
         raise ValueError(f"fragments={parts} needs 1 <= fragments <= the model's {n} parameter "
-                         f"tensors (every fragment holds at least one)")
+                         f"tensor(s) (every fragment holds at least one)")
     if fragment_by == "strided":
         return tuple(tuple(range(p, n, parts)) for p in range(parts))
     running = [0]
