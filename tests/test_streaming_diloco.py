@@ -201,3 +201,24 @@ def test_each_fragment_has_its_own_guarded_collective_over_its_own_tensors(mesh)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
     found = list(sync_conds(jax.make_jaxpr(step)(state, batches(1)[0]).jaxpr))
     assert found == [{(K,)}, {(D, K)}, {(K, C)}]   # b1, w1, w2: fragments 0, 1, 2 in turn
+
+
+# ------------------------------------------------------------------- model state
+
+def stateful_loss(params, model_state, batch):
+    """A BatchNorm-like running mean of the inputs as the model state."""
+    mu = 0.9 * model_state["mu"] + 0.1 * batch["x"].mean(0)
+    return loss_fn(params, batch), {"mu": mu}
+
+
+@pytest.mark.parametrize("sync_model_state", [True, False])
+def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state):
+    strat, opt = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2, sync_model_state=sync_model_state), optax.sgd(LR)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh, model_state={"mu": jnp.zeros(D)})
+    step = jaxsel.make_train_step(stateful_loss, opt, strat, mesh, stateful=True)
+    for t, batch in enumerate(batches(4)):   # fragment 0 syncs after steps 1 and 3, fragment 1 after 2
+        state, m = step(state, batch)
+        extra = 4 * D if sync_model_state and t in (1, 3) else 0
+        fragment_bytes = {1: LEAF_BYTES[0] + LEAF_BYTES[1], 2: LEAF_BYTES[2], 3: LEAF_BYTES[0] + LEAF_BYTES[1]}
+        assert int(m["bytes_allreduced"]) == fragment_bytes.get(t, 0) + extra, f"step {t}"
+        assert identical(np.asarray(state.model_state["mu"])) == (sync_model_state and t in (1, 3)), f"step {t}"
