@@ -222,3 +222,11 @@ def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state)
         fragment_bytes = {1: LEAF_BYTES[0] + LEAF_BYTES[1], 2: LEAF_BYTES[2], 3: LEAF_BYTES[0] + LEAF_BYTES[1]}
         assert int(m["bytes_allreduced"]) == fragment_bytes.get(t, 0) + extra, f"step {t}"
         assert identical(np.asarray(state.model_state["mu"])) == (sync_model_state and t in (1, 3)), f"step {t}"
+
+
+def test_a_run_shorter_than_the_first_round_is_warned_about():
+    from jaxsel.sync_horizon import never_syncs_warning
+
+    line = never_syncs_warning(jaxsel.StreamingDiLoCo(inner_steps=100), 50)
+    assert line and "\n" not in line and "first fires after step 100" in line and "outer step" in line
+    assert never_syncs_warning(jaxsel.StreamingDiLoCo(inner_steps=10), 50) is None
