@@ -14,6 +14,7 @@ from .strategies import (
     LocalSGD,
     PostLocalSGD,
     SelSync,
+    StreamingDiLoCo,
     Superstep,
     SyncSwitch,
     Triggered,

@@ -15,7 +15,8 @@ from .triggers import Always, AnyOf, Before, Never, Periodic
 UNKNOWN = -1   # a data-dependent trigger: no promise either way
 
 #: what never synchronizing means beyond "the replicas train alone"
-CONSEQUENCES = {"diloco": "no outer step: the evaluated global model stays at its initialization"}
+CONSEQUENCES = {"diloco": "no outer step: the evaluated global model stays at its initialization",
+                "streamingdiloco": "no fragment's outer step: the evaluated global model stays at its initialization"}
 
 
 def first_sync_step(trigger) -> int | None:

@@ -23,8 +23,13 @@ R, B, D, C = 8, 2, 4, 3
 
 
 def loss_fn(params, batch):
-    logits = batch["x"] @ params["w"]
+    logits = batch["x"] @ params["w"] + params["b"]
     return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+
+
+def init_params():
+    """Two tensors, so that Streaming DiLoCo's default two fragments each get one."""
+    return {"w": jnp.zeros((D, C)), "b": jnp.zeros((C,))}
 
 
 def batch():
@@ -62,7 +67,7 @@ def conds(jaxpr):
 
 def traced_step(strategy, mesh):
     opt = optax.sgd(0.1, momentum=0.9)
-    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strategy, mesh)
+    state = jaxsel.init_state(init_params(), opt, strategy, mesh)
     step = jaxsel.make_train_step(loss_fn, opt, strategy, mesh)
     return jax.make_jaxpr(step)(state, batch()).jaxpr
 
@@ -108,7 +113,7 @@ def apply_with_varying_step(strategy, mesh):
     """Run one strategy step whose step counter differs per replica (as a buggy trigger's
     decision would): every data-dependent decision becomes non-replicated."""
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strategy, mesh)
+    state = jaxsel.init_state(init_params(), opt, strategy, mesh)
     specs = jax.tree.map(lambda _: P("data"), state).replace(step=P())
 
     def body(state, b):
@@ -127,8 +132,8 @@ def apply_with_varying_step(strategy, mesh):
 # every strategy whose decision derives from the step (SelSync's and online Sync-Switch's
 # come from a psum/pmax of votes; SSP, ASP and SSD-SGD reduce on every step, unconditionally:
 # SSD-SGD's pull is replica-local and waits on no one)
-STEP_DECIDED = ["bsp-periodic", "localsgd", "fedavg", "superstep", "postlocal", "diloco", "syncswitch",
-                "triggered-periodic"]
+STEP_DECIDED = ["bsp-periodic", "localsgd", "fedavg", "superstep", "postlocal", "diloco", "streamingdiloco",
+                "syncswitch", "triggered-periodic"]
 
 
 @pytest.mark.parametrize("name", STEP_DECIDED)
@@ -171,7 +176,7 @@ def test_sync_where_reports_the_payload_bytes(mesh):
 def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):
     """A vmapped or select-lowered decision would pay for the collective on every step."""
     strat, opt = jaxsel.SelSync(), optax.sgd(0.1)
-    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strat, mesh)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
     hlo = step.lower(state, batch()).compile().as_text()
     assert "conditional" in hlo
@@ -179,7 +184,7 @@ def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):
 
 def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
     strat, opt = jaxsel.DiLoCo(inner_steps=3, outer_lr=0.7), optax.sgd(0.1)
-    state = jaxsel.init_state({"w": jnp.zeros((D, C))}, opt, strat, mesh)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
     rng = np.random.default_rng(1)
     for _ in range(4):   # one outer step (after step 2), then one inner step of the next round

@@ -8,6 +8,7 @@ from .registry import STRATEGIES, build_strategy, register_strategy
 from .selsync import SelSync
 from .ssdsgd import SSDSGD
 from .ssp import ASP, SSP
+from .streaming_diloco import StreamingDiLoCo
 from .superstep import Superstep
 from .syncswitch import SyncSwitch, feed_step_times
 from .syncswitch_search import FractionSearch, search_bsp_fraction

@@ -17,6 +17,7 @@ from .postlocal import PostLocalSGD
 from .selsync import SelSync
 from .ssdsgd import SSDSGD
 from .ssp import ASP, SSP
+from .streaming_diloco import StreamingDiLoCo
 from .superstep import Superstep
 from .syncswitch import SyncSwitch
 from .triggered import TriggeredStrategy
@@ -32,6 +33,7 @@ STRATEGIES: dict[str, type] = {
     "ssdsgd": SSDSGD,
     "postlocal": PostLocalSGD,
     "diloco": DiLoCo,
+    "streamingdiloco": StreamingDiLoCo,   # fragments synchronized at staggered steps
     "superstep": Superstep,
     "triggered": TriggeredStrategy,   # any registered trigger x any aggregator
 }

@@ -1,0 +1,154 @@
+"""Streaming DiLoCo (Douillard et al., 2025): DiLoCo with the model split into P fragments
+that synchronize at staggered steps, so each sync moves about 1/P of the model.
+
+Fragments follow `fragments.split_leaves` (`fragment_by`: "contiguous" runs of tensors in
+tree order balanced by size, or "strided"). Fragment p has the offset o_p = floor(p * H / P)
+within each round of H = `inner_steps` steps and synchronizes after step t (counted from 0)
+when t >= o_p and (t - o_p + 1) % H == 0: first after H + o_p local steps, then every H
+steps. With P = 1 that is DiLoCo's schedule, (t + 1) % H == 0. Every step each replica
+applies its inner optimizer; at fragment p's sync, through its own `sync_where`:
+
+    delta_p    = g_p - aggregate(w_p)                  pseudo-gradient of fragment p only
+    g_p       <- outer_optimizer_p(g_p, delta_p)        per-fragment outer state
+    w_p       <- alpha * g_p + (1 - alpha) * w_p        alpha = 1: replaced, as in DiLoCo
+
+The other fragments stay local. Model state (BatchNorm statistics) is averaged with
+fragment 0, once per round, as DiLoCo averages it. Here the sync is not overlapped with the
+next inner steps (the paper's tau = 0), so the synchronized fragment is fresh and the
+default alpha = 1 replaces it; alpha < 1 keeps part of each replica's own fragment.
+P = 1 with alpha = 1 is exactly DiLoCo.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import optax
+
+from ..aggregate import describe_aggregator, get_aggregator
+from ..sync import StepResult, Strategy, SyncReport, Timing, local_update, sync_where
+from ..triggers import Periodic
+from .fragments import check_rule, put, split_leaves, take
+from .triggered import Synced
+
+
+class StreamingDiLoCoState(NamedTuple):
+    global_params: Any   # the outer model, all fragments (what the run is evaluated on)
+    outer_opt: tuple     # one outer optimizer state per fragment, over its tuple of leaves
+
+
+class FragmentState(NamedTuple):
+    """What fragment p's sync rewrites."""
+
+    outer_opt: Any       # the fragment's outer optimizer state
+    global_leaves: tuple
+    local_leaves: tuple
+    model_state: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamingDiLoCo(Strategy):
+    """inner_steps: H; fragments: P; alpha: weight of the synchronized fragment in the
+    replica's new fragment; fragment_by: "contiguous" or "strided"; outer_lr /
+    outer_momentum / nesterov: the outer SGD; aggregator; sync_model_state: average
+    BatchNorm statistics with fragment 0."""
+
+    inner_steps: int = 100
+    fragments: int = 2
+    alpha: float = 1.0
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    nesterov: bool = True
+    aggregator: Any = "mean"
+    sync_model_state: bool = True
+    fragment_by: str = "contiguous"
+    name: ClassVar[str] = "streamingdiloco"
+    aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
+
+    def __post_init__(self):
+        if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:
+            raise ValueError(f"fragments must be an integer >= 1, got {self.fragments!r}")
+        Periodic(self.inner_steps)  # validates H >= 1
+        if not 0.0 < float(self.alpha) <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1] (1: replace the fragment, as DiLoCo), got {self.alpha!r}")
+        if not float(self.outer_lr) > 0.0:
+            raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
+        if not 0.0 <= float(self.outer_momentum) < 1.0:
+            raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
+        check_rule(self.fragment_by)
+        get_aggregator(self.aggregator)
+
+    @property
+    def trigger(self) -> Periodic:
+        """Fragment 0's schedule: the run's first sync (the sync-horizon warning reads it)."""
+        return self.fragment_trigger(0)
+
+    def fragment_trigger(self, p: int) -> Periodic:
+        return Periodic(self.inner_steps, start=self.offset(p))
+
+    def offset(self, p: int) -> int:
+        return p * self.inner_steps // self.fragments
+
+    def plan(self, params) -> tuple[tuple[int, ...], ...]:
+        """Leaf positions of each fragment (fixed by the parameters' shapes)."""
+        return split_leaves([x.size for x in jax.tree.leaves(params)], self.fragments, self.fragment_by)
+
+    @property
+    def outer(self) -> optax.GradientTransformation:
+        momentum = float(self.outer_momentum) or None
+        return optax.sgd(float(self.outer_lr), momentum=momentum, nesterov=bool(self.nesterov and momentum))
+
+    def init(self, params, opt_state, n):
+        leaves = jax.tree.leaves(params)
+        return StreamingDiLoCoState(params, tuple(self.outer.init(take(leaves, f)) for f in self.plan(params)))
+
+    def fragment_step(self, avg: Synced, fs: FragmentState) -> FragmentState:
+        """On fragment p's sync: its outer step, then the blend into each replica's fragment."""
+        delta = jax.tree.map(lambda g, a: g - a, fs.global_leaves, avg.params)
+        updates, outer_opt = self.outer.update(delta, fs.outer_opt, fs.global_leaves)
+        global_leaves = optax.apply_updates(fs.global_leaves, updates)
+        local = global_leaves if float(self.alpha) == 1.0 else jax.tree.map(self.blend, global_leaves, fs.local_leaves)
+        model_state = fs.model_state if avg.model_state is None else avg.model_state
+        return FragmentState(outer_opt, global_leaves, local, model_state)
+
+    def blend(self, synced, local):
+        a = float(self.alpha)
+        return (a * synced + (1.0 - a) * local).astype(local.dtype)
+
+    def apply(self, rs, grads, stats, ctx):
+        params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
+        local, treedef = jax.tree.flatten(params)
+        glob, gdef = jax.tree.flatten(rs.strategy_state.global_params)
+        outer_opt, model_state = list(rs.strategy_state.outer_opt), rs.model_state
+        combiner = get_aggregator(self.aggregator)
+        reports = []
+        for p, leaves in enumerate(self.plan(params)):
+            with_model = p == 0 and self.sync_model_state
+            payload = Synced(params=take(local, leaves), model_state=model_state if with_model else None)
+            fs, report = sync_where(
+                self.fragment_trigger(p).fires(stats.step), payload, lambda t: combiner(t, ctx.axis, ctx), ctx,
+                state=FragmentState(outer_opt[p], take(glob, leaves), take(local, leaves), model_state),
+                finish=self.fragment_step, who=f"{self.name} fragment {p}")
+            outer_opt[p], model_state = fs.outer_opt, fs.model_state
+            put(glob, leaves, fs.global_leaves)
+            put(local, leaves, fs.local_leaves)
+            reports.append(report)
+        dstate = StreamingDiLoCoState(jax.tree.unflatten(gdef, glob), tuple(outer_opt))
+        rs = rs.replace(params=jax.tree.unflatten(treedef, local), opt_state=opt_state,
+                        model_state=model_state, strategy_state=dstate)
+        return StepResult(rs, functools.reduce(SyncReport.merge, reports))
+
+    def eval_params(self, state):
+        """The global weights (every fragment's latest outer step) are the model."""
+        return state.strategy_state.global_params
+
+    def timing(self, n: int) -> Timing:
+        return Timing(collective=get_aggregator(self.aggregator).collective)
+
+    def describe(self) -> str:
+        agg = describe_aggregator(get_aggregator(self.aggregator))
+        return (f"{self.name}{'' if agg == 'mean' else f' [{agg}]'} (H={self.inner_steps}, "
+                f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
+                f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")
