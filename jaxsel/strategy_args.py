@@ -48,10 +48,11 @@ def strategy_epilog() -> str:
     from .strategies.registry import STRATEGIES
 
     lines = ["strategies and their options (defaults):"]
+    width = max(map(len, STRATEGIES))
     for name, cls in STRATEGIES.items():
         opts = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
                          for k, v in option_defaults(cls).items() if k != "trigger_options")
-        lines.append(f"  {name:<11} {opts or '(no options)'}")
+        lines.append(f"  {name:<{width}}  {opts or '(no options)'}")
     return "\n".join(lines)
 
 

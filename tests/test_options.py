@@ -1,6 +1,7 @@
 """Strategy options are declared, checked and never dropped; user-defined triggers and
 aggregators are reachable from `jaxsel train`."""
 import json
+import re
 import textwrap
 
 import pytest
@@ -67,7 +68,7 @@ def test_help_lists_strategies_and_defaults(capsys):
         cli_main(["train", "--help"])
     out = capsys.readouterr().out
     assert all(name in out for name in STRATEGIES)
-    assert "(default: 0.05)" in out and "selsync     delta=0.3, window=25" in out
+    assert "(default: 0.05)" in out and re.search(r"\n  selsync +delta=0.3, window=25", out)
 
 
 PLUGIN = textwrap.dedent('''
