@@ -3,6 +3,12 @@
 Per replica: loss and gradients on its own slice of the batch -> the strategy, which
 decides on the device and synchronizes through the sync core (`sync.sync_where`). Nothing
 leaves the device: the decision, the trigger's windows and every counter stay there.
+
+Layout: a `shard_map` over the devices (axis "data"); each device's k = N/M packed
+replicas run as a `vmap` over its block (always, k = 1 included, so there is one code
+path). Collectives combine both levels in `jaxsel.collectives`; the sync decision is
+reduced over every replica before `lax.cond`, so it is not batched and the cond stays a
+real conditional.
 """
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from .parallel import AXIS, num_replicas
+from .collectives import LOCAL, replica_mean
+from .parallel import AXIS, num_replicas, replicas_per_device
 from .state import TrainState
 from .sync import StepContext, StepStats, Strategy
 
@@ -29,10 +36,10 @@ def _state_specs():
     return TrainState(step=P(), params=rep, opt_state=rep, model_state=rep, strategy_state=rep)
 
 
-def _map_replica_fields(fn, state: TrainState) -> TrainState:
-    """Apply `fn` to every replica-axis leaf (all fields but the replicated step)."""
-    step = state.step
-    return jax.tree.map(fn, state.replace(step=None)).replace(step=step)
+def _replica_axes(step_axis) -> TrainState:
+    """vmap axes of a device's block of the state: 0 for every replica-axis field,
+    `step_axis` for the step counter (None: one counter shared by the local replicas)."""
+    return TrainState(step=step_axis, params=0, opt_state=0, model_state=0, strategy_state=0)
 
 
 def _as_loss_and_aux(out, stateful: bool):
@@ -73,10 +80,11 @@ def make_train_step(
     hand-written one (see BENCHMARKS.md). Without it, a non-finite gradient is seen only
     through the loss it leads to (`faults.guard_nonfinite` checks the loss alone).
     """
-    n = num_replicas(mesh)
+    n, k = num_replicas(mesh), replicas_per_device(mesh)
 
-    def replica_step(state: TrainState, batch):
-        rs = _map_replica_fields(lambda x: x[0], state)
+    def replica_step(state: TrainState, batch, replica):
+        """One replica (unbatched view): loss, gradients, the strategy, its metrics."""
+        rs = state
         if stateful:
             fn = lambda p: loss_fn(p, rs.model_state, batch)
         else:
@@ -88,21 +96,26 @@ def make_train_step(
             rs = rs.replace(model_state=new_ms)
         gnorm = grad_norm_sum(grads)
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[0])
-        ctx = StepContext(axis=AXIS, n=n, step=state.step, optimizer=optimizer, weight=weight)
+        ctx = StepContext(axis=AXIS, n=n, step=state.step, optimizer=optimizer, weight=weight, replica=replica)
         out = strategy.apply(rs, grads, StepStats(state.step, loss, gnorm), ctx)
-        rs = out.state.replace(step=state.step + 1)
-        new_state = _map_replica_fields(lambda x: x[None], rs)
+        new_state = out.state.replace(step=state.step + 1)
         report = out.report
-        shared = {"loss": lax.pmean(loss, AXIS), "synced": jnp.asarray(report.synced),
+        shared = {"loss": replica_mean(loss, AXIS), "synced": jnp.asarray(report.synced),
                   "bytes_allreduced": report.payload_bytes, "vote_bytes": report.vote_bytes,
                   **out.shared_metrics}
         per_replica = {"replica_loss": loss, **({"grad_norm": gnorm} if grad_norm_metric else {}),
                        **out.replica_metrics, **aux}
-        per_replica = jax.tree.map(lambda x: jnp.asarray(x)[None], per_replica)
         return new_state, shared, per_replica
 
+    def device_step(state: TrainState, batch):
+        """A device's block: its k replicas as a vmap (axis LOCAL) over the leading axis."""
+        batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
+        replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
+        return jax.vmap(replica_step, in_axes=(_replica_axes(None), 0, 0), out_axes=(_replica_axes(None), None, 0),
+                        axis_name=LOCAL, axis_size=k)(state, batch, replica)
+
     sharded = jax.shard_map(
-        replica_step,
+        device_step,
         mesh=mesh,
         in_specs=(_state_specs(), P(AXIS)),
         out_specs=(_state_specs(), P(), P(AXIS)),
