@@ -63,7 +63,11 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--dataset", default="digits", help="dataset name (`jaxsel datasets` lists them)")
     g.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
-    g.add_argument("--replicas", type=int, default=8, help="data-parallel replicas (devices)")
+    g.add_argument("--replicas", type=int, default=8,
+                   help="model replicas, packed k per device when there are fewer devices (1..M or a multiple of M)")
+    g.add_argument("--platform", default=None,
+                   help="put the replicas on this platform's devices (e.g. cpu; default: the accelerator if any)")
+    g.add_argument("--devices", type=int, default=None, help="use the first N devices (default: all)")
     g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
     g.add_argument("--global-batch-size", type=int, default=None,
                    help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
@@ -119,7 +123,8 @@ def config_from_args(args, strategy: str, out_dir: str | None):
     return TrainConfig(
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
-        replicas=args.replicas, batch_size=_per_replica_batch(args), steps=args.steps,
+        replicas=args.replicas, platform=args.platform, devices=args.devices,
+        batch_size=_per_replica_batch(args), steps=args.steps,
         optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
         weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
         seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
@@ -226,6 +231,13 @@ def _start_jax(replicas: int) -> None:
     request_cpu_devices(max(8, replicas))
 
 
+def _layout(cfg) -> str:
+    """The true layout line of a run's config; replicas that do not fit: a usage error."""
+    from .parallel import data_mesh, describe_layout
+
+    return describe_layout(data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform))
+
+
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
     from .compare import compare, format_table
@@ -245,15 +257,14 @@ def cmd_compare(args) -> int:
         base = config_from_args(args, strategies[0], None)
         for s in strategies:
             check_config(dataclasses.replace(base, strategy=s))
+        layout = _layout(base)
     _ensure_writable(out)
     print(f"run directory: {out}", flush=True)
+    print(f"layout: {layout}", flush=True)
     rows = compare(base, strategies, out)
-    import jax
-
-    dev = jax.devices()[0]
     print()
     print(f"{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, on {base.replicas} x {dev.platform.upper()} ({dev.device_kind})")
+          f"{base.steps} steps; {layout}")
     print(format_table(rows))
     print(f"\nwrote {out}/results.json and {out}/comparison.png")
     return 0
@@ -286,12 +297,14 @@ def cmd_train(args) -> int:
         with user_input():
             check_config(cfg)
             check_paths(cfg)
+            layout = _layout(cfg)
         if lead:
             _ensure_writable(out)
         if cfg.checkpoint_root() is not None:
             _ensure_writable(str(cfg.checkpoint_root()), "--checkpoint-dir", "checkpoint dir")
         if lead:
             print(f"run directory: {out}", flush=True)
+            print(f"layout: {layout}", flush=True)
         result = train(cfg)
     except BaseException as err:
         if watchdog is not None:   # never leave the other processes waiting in a collective

@@ -26,7 +26,8 @@ def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path) -> li
         runs.append(train(cfg))
     rows = [{**{k: r.final[k] for k in RESULT_KEYS}, "strategy": r.config.strategy,
              "final_test_loss": r.final["final_test_loss"], "steps": r.final["steps"],
-             "replicas": r.final["replicas"], "label": r.final["strategy"]} for r in runs]
+             "replicas": r.final["replicas"], "layout": r.final["layout"], "label": r.final["strategy"]}
+            for r in runs]
     (out / "results.json").write_text(json.dumps(jsonable(rows), indent=2))
     plot_comparison(runs, out / "comparison.png")
     return rows

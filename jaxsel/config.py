@@ -29,6 +29,11 @@ class TrainConfig:
     strategy: str = "selsync"
     strategy_options: dict = dataclasses.field(default_factory=dict)
     replicas: int = 8
+    # where the replicas go (parallel.data_mesh): `platform`'s devices (None: the default
+    # backend, an accelerator when there is one; never a silent CPU fall-back), the first
+    # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
+    platform: str | None = None
+    devices: int | None = None
     batch_size: int = 16            # per replica
     steps: int = 600
     optimizer: str = "sgd"
@@ -121,7 +126,7 @@ def _check_numbers(cfg: TrainConfig) -> None:
     for name in ("replicas", "batch_size", "eval_every", "log_every", "keep"):
         _check_int(name, getattr(cfg, name), 1)
     _check_int("steps", cfg.steps, 1, MAX_STEPS)
-    for name in ("divergence_every", "checkpoint_every", "eval_examples"):
+    for name in ("divergence_every", "checkpoint_every", "eval_examples", "devices"):
         _check_int(name, getattr(cfg, name), 1, optional=True)
     _check_int("prefetch", cfg.prefetch, 0)
     _check_int("loader_workers", cfg.loader_workers, 1)

@@ -107,13 +107,9 @@ def backend_devices(platform: str | None = None) -> list:
                           f"the default is {jax.default_backend()!r}") from None
 
 
-def data_mesh(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
-              platform: str | None = None) -> ReplicaMesh:
-    """`replicas` model replicas over the devices, on a 1-D mesh with axis "data".
-
-    devices: a list, or an int (the first that many of the platform's devices); default
-    all of `platform`'s devices (default: the default backend's). `replicas=None`: one
-    per device. See `plan_layout` for where the replicas go."""
+def choose_layout(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
+                  platform: str | None = None) -> Layout:
+    """Where `replicas` go (see `data_mesh`), without building a mesh."""
     pool = backend_devices(platform)
     if isinstance(devices, int) and not isinstance(devices, bool):
         if not 1 <= devices <= len(pool):
@@ -121,7 +117,17 @@ def data_mesh(replicas: int | None = None, *, devices: Sequence[Any] | int | Non
         pool = pool[:devices]
     elif devices is not None:
         pool = list(devices)
-    layout = plan_layout(replicas, pool)
+    return plan_layout(replicas, pool)
+
+
+def data_mesh(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
+              platform: str | None = None) -> ReplicaMesh:
+    """`replicas` model replicas over the devices, on a 1-D mesh with axis "data".
+
+    devices: a list, or an int (the first that many of the platform's devices); default
+    all of `platform`'s devices (default: the default backend's). `replicas=None`: one
+    per device. See `plan_layout` for where the replicas go."""
+    layout = choose_layout(replicas, devices=devices, platform=platform)
     mesh = jax.make_mesh((len(layout.devices),), (AXIS,), axis_types=(jax.sharding.AxisType.Explicit,),
                          devices=list(layout.devices))
     return ReplicaMesh(mesh, layout.replicas)
