@@ -68,6 +68,8 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--platform", default=None,
                    help="put the replicas on this platform's devices (e.g. cpu; default: the accelerator if any)")
     g.add_argument("--devices", type=int, default=None, help="use the first N devices (default: all)")
+    g.add_argument("--local-replicas", choices=("vmap", "map"), default="vmap",
+                   help="a device's packed replicas: one batched computation (vmap) or one after another (map)")
     g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
     g.add_argument("--global-batch-size", type=int, default=None,
                    help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
@@ -123,7 +125,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
     return TrainConfig(
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
-        replicas=args.replicas, platform=args.platform, devices=args.devices,
+        replicas=args.replicas, platform=args.platform, devices=args.devices, local_replicas=args.local_replicas,
         batch_size=_per_replica_batch(args), steps=args.steps,
         optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
         weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,

@@ -61,7 +61,8 @@ def build_run(cfg: TrainConfig) -> Run:
     strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
-    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful))
+    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
+                                             local_replicas=cfg.local_replicas))
     return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy, cfg.replicas),
                describe_strategy(strategy, cfg.strategy), parallel.describe_layout(mesh))

@@ -25,6 +25,9 @@ from .state import TrainState
 from .sync import StepContext, StepStats, Strategy
 
 
+LOCAL_LOOPS = ("vmap", "map")
+
+
 def grad_norm_sum(grads) -> jax.Array:
     """Sum over parameter tensors of each tensor's L2 norm (SelSync's statistic s_t)."""
     leaves = jax.tree.leaves(grads)
@@ -62,6 +65,7 @@ def make_train_step(
     stateful: bool = False,
     donate: bool = True,
     grad_norm_metric: bool = True,
+    local_replicas: str = "vmap",
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict]]:
     """Build the jitted step `step(state, batch) -> (state, metrics)`.
 
@@ -79,26 +83,33 @@ def make_train_step(
     an 8 x 4 ms CPU MLP step, it is two thirds of the BSP step's overhead over a
     hand-written one (see BENCHMARKS.md). Without it, a non-finite gradient is seen only
     through the loss it leads to (`faults.guard_nonfinite` checks the loss alone).
+
+    `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
+    batched computation; a convolution over per-replica weights becomes a grouped one) or
+    "map" (`lax.map`: the plain computation k times, one after another; on CPU its
+    results are bit-identical to one replica per device). The strategy always runs as a vmap.
     """
     n, k = num_replicas(mesh), replicas_per_device(mesh)
+    if local_replicas not in LOCAL_LOOPS:
+        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
 
-    def replica_step(state: TrainState, batch, replica):
-        """One replica (unbatched view): loss, gradients, the strategy, its metrics."""
-        rs = state
-        if stateful:
-            fn = lambda p: loss_fn(p, rs.model_state, batch)
-        else:
-            fn = lambda p: loss_fn(p, batch)
+    def replica_grads(params, model_state, batch):
+        """One replica's (loss, new model state or None, aux, gradients)."""
+        fn = (lambda p: loss_fn(p, model_state, batch)) if stateful else (lambda p: loss_fn(p, batch))
         (loss, (new_ms, aux)), grads = jax.value_and_grad(
             lambda p: (lambda o: (o[0], o[1:]))(_as_loss_and_aux(fn(p), stateful)), has_aux=True
-        )(rs.params)
+        )(params)
+        return loss, new_ms, aux, grads
+
+    def replica_update(rs: TrainState, computed, weight, replica):
+        """One replica (unbatched view): the strategy on its gradients, and the metrics."""
+        loss, new_ms, aux, grads = computed
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
         gnorm = grad_norm_sum(grads)
-        weight = jnp.float32(jax.tree.leaves(batch)[0].shape[0])
-        ctx = StepContext(axis=AXIS, n=n, step=state.step, optimizer=optimizer, weight=weight, replica=replica)
-        out = strategy.apply(rs, grads, StepStats(state.step, loss, gnorm), ctx)
-        new_state = out.state.replace(step=state.step + 1)
+        ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
+        out = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm), ctx)
+        new_state = out.state.replace(step=rs.step + 1)
         report = out.report
         shared = {"loss": replica_mean(loss, AXIS), "synced": jnp.asarray(report.synced),
                   "bytes_allreduced": report.payload_bytes, "vote_bytes": report.vote_bytes,
@@ -108,11 +119,18 @@ def make_train_step(
         return new_state, shared, per_replica
 
     def device_step(state: TrainState, batch):
-        """A device's block: its k replicas as a vmap (axis LOCAL) over the leading axis."""
+        """A device's block: gradients of its k replicas (vmap, or lax.map one after
+        another), then the strategy as a vmap (axis LOCAL) over the leading axis."""
         batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
+        weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
+        if local_replicas == "map":
+            computed = lax.map(lambda a: replica_grads(*a), (state.params, state.model_state, batch))
+        else:
+            computed = jax.vmap(replica_grads)(state.params, state.model_state, batch)
         replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
-        return jax.vmap(replica_step, in_axes=(_replica_axes(None), 0, 0), out_axes=(_replica_axes(None), None, 0),
-                        axis_name=LOCAL, axis_size=k)(state, batch, replica)
+        return jax.vmap(replica_update, in_axes=(_replica_axes(None), 0, None, 0),
+                        out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
+            state, computed, weight, replica)
 
     sharded = jax.shard_map(
         device_step,

@@ -48,11 +48,11 @@ def make(name):
     return build_strategy(name.split("-")[0], options.get(name, {}), **CONTEXT)
 
 
-def train(strategy, devices, batches):
+def train(strategy, devices, batches, local_replicas="vmap"):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     opt = optax.sgd(0.1, momentum=0.9)
     state = jaxsel.init_state(make_params(), opt, strategy, mesh)
-    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, local_replicas=local_replicas)
     synced = []
     for batch in batches:
         state, metrics = step(state, batch)
@@ -75,6 +75,15 @@ def test_every_strategy_reaches_the_same_parameters_on_every_layout(name):
             jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6,
                                                                  err_msg=f"{name} {field} on {devices}"),
                          getattr(got, field), getattr(ref, field))
+
+
+@pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
+def test_gradients_one_replica_after_another_match_the_batched_ones(name):
+    strategy, batches = make(name), make_batches()
+    ref, ref_synced = train(strategy, 2, batches)
+    got, synced = train(strategy, 2, batches, local_replicas="map")
+    assert synced == ref_synced
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
 
 
 def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():
