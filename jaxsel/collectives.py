@@ -91,16 +91,25 @@ def must_agree(x, message: str, error: type = PackedReplicasDisagree):
     return agreed(jnp.asarray(x))
 
 
-def _two_stage(local_reduce, mesh_collective):
+def _fold(combine, stack):
+    """combine(...combine(combine(s[0], s[1]), s[2])..., s[k-1]): the local replicas in
+    order, slice by slice. (XLA:CPU reduces over a leading axis ~50x slower than this: 10 ms
+    against 0.2 ms for 8 x 784 x 128 floats on the 2-core dev box.)"""
+    out = stack[0]
+    for i in range(1, stack.shape[0]):
+        out = combine(out, stack[i])
+    return out
+
+
+def _two_stage(local_combine, mesh_collective):
     def reduce(tree, axis: str):
-        return jax.tree.map(lambda x: mesh_collective(local_reduce(local_stack(x)), axis), tree)
+        return jax.tree.map(lambda x: mesh_collective(_fold(local_combine, local_stack(x)), axis), tree)
     return reduce
 
 
-_sum = _two_stage(lambda s: jnp.sum(s, axis=0), lax.psum)
-_max = _two_stage(lambda s: jnp.max(s, axis=0), lax.pmax)
-_min = _two_stage(lambda s: jnp.min(s, axis=0), lax.pmin)
-_mean = _two_stage(lambda s: jnp.mean(s, axis=0), lax.pmean)
+_sum = _two_stage(jnp.add, lax.psum)
+_max = _two_stage(jnp.maximum, lax.pmax)
+_min = _two_stage(jnp.minimum, lax.pmin)
 
 
 def replica_sum(tree: Any, axis: str) -> Any:
@@ -109,8 +118,9 @@ def replica_sum(tree: Any, axis: str) -> Any:
 
 
 def replica_mean(tree: Any, axis: str) -> Any:
-    """Mean over all N replicas: the local mean, then `pmean` over the devices."""
-    return _mean(tree, axis)
+    """Mean over all N replicas: the local sum, `psum` over the devices, divided by N."""
+    n = replica_count(axis)
+    return jax.tree.map(lambda x: (x / n).astype(x.dtype), _sum(tree, axis))
 
 
 def replica_max(tree: Any, axis: str) -> Any:
