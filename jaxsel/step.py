@@ -94,19 +94,18 @@ def make_train_step(
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
 
     def replica_grads(params, model_state, batch):
-        """One replica's (loss, new model state or None, aux, gradients)."""
+        """One replica's (loss, new model state or None, aux, gradients, gradient norm)."""
         fn = (lambda p: loss_fn(p, model_state, batch)) if stateful else (lambda p: loss_fn(p, batch))
         (loss, (new_ms, aux)), grads = jax.value_and_grad(
             lambda p: (lambda o: (o[0], o[1:]))(_as_loss_and_aux(fn(p), stateful)), has_aux=True
         )(params)
-        return loss, new_ms, aux, grads
+        return loss, new_ms, aux, grads, grad_norm_sum(grads)
 
     def replica_update(rs: TrainState, computed, weight, replica):
         """One replica (unbatched view): the strategy on its gradients, and the metrics."""
-        loss, new_ms, aux, grads = computed
+        loss, new_ms, aux, grads, gnorm = computed
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
-        gnorm = grad_norm_sum(grads)
         ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
         out = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm), ctx)
         new_state = out.state.replace(step=rs.step + 1)
