@@ -8,10 +8,11 @@ on k times the batch (the physical reference), and whether `vmap` (grouped convo
 or `lax.map` (plain convolutions one after another) is faster.
 
 Layouts timed here, each with jaxsel's BSP step and a SelSync step that stays local:
-  8x1     8 replicas on 8 devices, one each (today's CPU layout: simulated devices)
-  2x4     8 replicas on 2 devices, 4 packed on each
-  1x8     8 replicas on 1 device (vmap over the local replicas)
-  1x8map  8 replicas on 1 device, gradients by lax.map
+  8x1        8 replicas on 8 devices, one each (the CPU layout before packing: simulated devices)
+  2x4        8 replicas on 2 devices, 4 packed on each (vmap); 2x4unroll: unrolled
+  1x8        8 replicas on 1 device, gradients by vmap (grouped convolutions)
+  1x8unroll  8 replicas on 1 device, the plain gradient computation 8 times in one program
+  1x8map     8 replicas on 1 device, gradients by lax.map (a loop)
 and, on an accelerator (`--gpu-sweep`), 1, 2, 4, 8, 16 packed replicas on one device at a
 fixed per-replica batch beside one replica at the packed total batch.
 
@@ -31,7 +32,8 @@ import statistics
 import sys
 import time
 
-CPU_LAYOUTS = (("8x1", 8, "vmap"), ("2x4", 2, "vmap"), ("1x8", 1, "vmap"), ("1x8map", 1, "map"))
+CPU_LAYOUTS = (("8x1", 8, "unroll"), ("2x4", 2, "vmap"), ("2x4unroll", 2, "unroll"), ("1x8", 1, "vmap"),
+               ("1x8unroll", 1, "unroll"), ("1x8map", 1, "map"))
 SHAPES = {"mlp": (784,), "cnn": (32, 32, 3), "resnet18": (32, 32, 3)}
 
 
@@ -87,7 +89,8 @@ def cpu_rows(models, batch: int, warmup: int, repeats: int) -> list[dict]:
                 runners[name], layouts[name] = step_runner(model, 8, devices, batch, strategy, local)
             med = time_side_by_side(runners, warmup, repeats)
             for name, _, local in CPU_LAYOUTS:
-                rows.append({"model": model, "strategy": sname, "layout": layouts[name], "local_replicas": local,
+                rows.append({"model": model, "strategy": sname, "name": name, "layout": layouts[name],
+                             "local_replicas": local,
                              "ms_per_step": med[name] * 1e3, "speedup_over_8x1": med["8x1"] / med[name]})
             print_rows(rows[-len(CPU_LAYOUTS):])
     return rows

@@ -68,8 +68,9 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--platform", default=None,
                    help="put the replicas on this platform's devices (e.g. cpu; default: the accelerator if any)")
     g.add_argument("--devices", type=int, default=None, help="use the first N devices (default: all)")
-    g.add_argument("--local-replicas", choices=("vmap", "map"), default="vmap",
-                   help="a device's packed replicas: one batched computation (vmap) or one after another (map)")
+    g.add_argument("--local-replicas", choices=("auto", "vmap", "unroll", "map"), default="auto",
+                   help="a device's packed replicas: batched (vmap), k plain copies (unroll), a loop (map); "
+                        "auto: unroll on CPU, vmap elsewhere")
     g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
     g.add_argument("--global-batch-size", type=int, default=None,
                    help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
@@ -365,7 +366,7 @@ def cmd_bench(args) -> int:
     with user_input():
         result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
                            size=args.size, input_shape=shape, log_every=args.log_every,
-                           dispatch_steps=args.dispatch_steps)
+                           dispatch_steps=args.dispatch_steps, devices=args.devices, platform=args.platform)
     targets = {k: 1.02 for k in RATIOS if k != "async_dispatch"}
     missed = [f"{k}={result['ratios'][k]:.3f}" for k, t in targets.items() if result["ratios"][k] > t]
     print(f"\ntargets: overhead ratios <= 1.02; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")
@@ -420,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
     p.add_argument("--model", default="mlp", help="model of jaxsel.models fed random data (mlp, cnn, resnet18, ...)")
     p.add_argument("--replicas", type=int, default=8)
+    p.add_argument("--platform", default=None, help="this platform's devices (default: the accelerator if any)")
+    p.add_argument("--devices", type=int, default=None, help="use the first N devices; replicas are packed on them")
     p.add_argument("--batch", type=int, default=None, help="examples per replica (default: the size's)")
     p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (medians)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps per variant first")

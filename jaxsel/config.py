@@ -34,7 +34,7 @@ class TrainConfig:
     # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
     platform: str | None = None
     devices: int | None = None
-    local_replicas: str = "vmap"    # a device's packed replicas' gradients: "vmap" or "map" (step.py)
+    local_replicas: str = "auto"    # a device's packed replicas' gradients: auto, vmap, unroll, map (step.py)
     batch_size: int = 16            # per replica
     steps: int = 600
     optimizer: str = "sgd"
@@ -159,8 +159,8 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"unknown partition {cfg.partition!r}; choose one of {', '.join(PARTITIONERS)}")
     if cfg.strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if cfg.local_replicas not in ("vmap", "map"):
-        raise ConfigError(f"local_replicas must be 'vmap' or 'map', got {cfg.local_replicas!r}")
+    if cfg.local_replicas not in ("auto", "vmap", "unroll", "map"):
+        raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
     try:

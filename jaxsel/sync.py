@@ -9,7 +9,11 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   `lax.cond`; everything both branches would do stays outside, fused with the step
   (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
   local step; see BENCHMARKS.md);
-- it counts the bytes the collective moves and returns a typed `SyncReport`.
+- it counts the bytes the collective moves and returns a typed `SyncReport`;
+- with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
+  decision batched over a device's replicas (the cond would become a select that runs the
+  collective every step) and an aggregate that differs across them (a raw mesh collective
+  that skipped `jaxsel.collectives`' local stage).
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every

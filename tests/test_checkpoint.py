@@ -137,14 +137,15 @@ def test_checkpoint_of_eight_devices_resumes_on_fewer(tmp_path, devices):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_resume_on_one_device_is_bit_for_bit_with_gradients_one_after_another(tmp_path):
-    """With the packed replicas' gradients computed one after another (`lax.map`: the same
-    plain computation as one replica per device) the only difference left is the order of
+@pytest.mark.parametrize("loop", ["auto", "map"])
+def test_resume_on_one_device_is_bit_for_bit(tmp_path, loop):
+    """With the packed replicas' gradients computed as the plain per-replica program (on CPU
+    "auto" unrolls it k times; "map" loops over it) the only difference left is the order of
     the replica sums, and on one device the local fold sums in replica order as XLA:CPU's
     8-device all-reduce does: the resumed run is the uninterrupted 8-device run exactly.
-    (With the default vmap, CPU's batched matmul differs from the plain one in the last bit;
-    on 2 devices the sum is (r0+..+r3)+(r4+..+r7), another rounding.)"""
-    options = dict(local_replicas="map")
+    ("vmap": CPU's batched matmul differs from the plain one in the last bit; on 2 devices
+    the sum is (r0+..+r3)+(r4+..+r7), another rounding: float32 tolerance, tested above.)"""
+    options = dict(local_replicas=loop)
     ref = train(config(tmp_path / "ref", "selsync", devices=8, **options))
     cfg = config(tmp_path / "cut", "selsync", steps=STEPS // 2, devices=8, **options)
     train(cfg)

@@ -48,7 +48,7 @@ def make(name):
     return build_strategy(name.split("-")[0], options.get(name, {}), **CONTEXT)
 
 
-def train(strategy, devices, batches, local_replicas="vmap"):
+def train(strategy, devices, batches, local_replicas="auto"):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     opt = optax.sgd(0.1, momentum=0.9)
     state = jaxsel.init_state(make_params(), opt, strategy, mesh)
@@ -78,12 +78,22 @@ def test_every_strategy_reaches_the_same_parameters_on_every_layout(name):
 
 
 @pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
-def test_gradients_one_replica_after_another_match_the_batched_ones(name):
+def test_every_local_loop_gives_the_same_step(name):
+    """vmap (batched), unroll (k plain copies) and map (a loop) over a device's replicas."""
     strategy, batches = make(name), make_batches()
-    ref, ref_synced = train(strategy, 2, batches)
-    got, synced = train(strategy, 2, batches, local_replicas="map")
-    assert synced == ref_synced
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
+    ref, ref_synced = train(strategy, 2, batches, local_replicas="vmap")
+    for loop in ("unroll", "map"):
+        got, synced = train(strategy, 2, batches, local_replicas=loop)
+        assert synced == ref_synced
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
+
+
+def test_auto_unrolls_on_cpu():
+    from jaxsel.step import resolve_local_loop
+
+    gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]))
+    assert resolve_local_loop("auto", jaxsel.data_mesh(8, devices=1)) == "unroll"
+    assert resolve_local_loop("auto", gpu) == "vmap" and resolve_local_loop("map", gpu) == "map"
 
 
 def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():
