@@ -105,7 +105,7 @@ def gpu_rows(models, batch: int, warmup: int, repeats: int) -> list[dict]:
     rows = []
     for model in models:
         for k in (1, 2, 4, 8, 16):
-            for local in ("vmap", "map"):
+            for local in ("vmap", "unroll", "map"):
                 run, layout = step_runner(model, k, 1, batch, jaxsel.BSP(), local)
                 ref, _ = step_runner(model, 1, 1, k * batch, jaxsel.BSP(), "vmap")
                 med = time_side_by_side({"packed": run, "one_big": ref}, warmup, repeats)
