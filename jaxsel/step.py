@@ -141,8 +141,8 @@ def make_train_step(
         return new_state, shared, per_replica
 
     def device_step(state: TrainState, batch):
-        """A device's block: gradients of its k replicas (vmap, or lax.map one after
-        another), then the strategy as a vmap (axis LOCAL) over the leading axis."""
+        """A device's block: gradients of its k replicas (the `local_replicas` loop), then
+        the strategy as a vmap (axis LOCAL) over the leading axis."""
         batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
         computed = _over_local_replicas(replica_grads, loop, (state.params, state.model_state, batch))
