@@ -1,7 +1,7 @@
 """jaxsel: semi-synchronous data-parallel training (SelSync and its rivals) in JAX."""
-from . import aggregate, sync, triggers
+from . import aggregate, collectives, sync, triggers
 from .aggregate import register_aggregator
-from .parallel import data_mesh, global_batch, request_cpu_devices
+from .parallel import ReplicaMesh, data_mesh, describe_layout, global_batch, num_replicas, request_cpu_devices
 from .state import TrainState, consensus, consensus_model_state, divergence, init_state
 from .step import grad_norm_sum, make_train_step
 from .strategies import (

@@ -1,8 +1,10 @@
-"""HOW replicas are combined at a sync: collectives over the data axis.
+"""HOW replicas are combined at a sync: collectives over all N replicas.
 
 Each aggregator maps a per-replica (varying) pytree to one value shared by all
 replicas. The all-reduce family moves one model's worth of bytes per replica; the
-order statistics gather every replica's copy (`all_gather`).
+order statistics gather every replica's copy (`all_gather`). Every collective goes
+through `jaxsel.collectives`, which reduces over a device's packed replicas and then
+over the mesh axis, so an aggregator never needs to know how replicas are laid out.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from .collectives import (replica_count, replica_gather, replica_index, replica_max, replica_mean,
+                          replica_min, replica_sum)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,16 +39,16 @@ class Aggregator:
 
 
 def _float_only(fn):
-    """Apply `fn` to floating leaves; integer leaves (counters) are taken from replica 0's value via pmax."""
+    """Apply `fn` to floating leaves; integer leaves (counters) are agreed on through their max."""
     def apply(tree, axis):
-        return jax.tree.map(lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else lax.pmax(x, axis), tree)
+        return jax.tree.map(lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else replica_max(x, axis), tree)
     return apply
 
 
 @dataclasses.dataclass(frozen=True)
 class Mean(Aggregator):
     def __call__(self, tree, axis, ctx=None):
-        return _float_only(lambda x: lax.pmean(x, axis))(tree, axis)
+        return _float_only(lambda x: replica_mean(x, axis))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,19 +57,19 @@ class Sum(Aggregator):
     aggregate, so not registered by name)."""
 
     def __call__(self, tree, axis, ctx=None):
-        return _float_only(lambda x: lax.psum(x, axis))(tree, axis)
+        return _float_only(lambda x: replica_sum(x, axis))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
 class Min(Aggregator):
     def __call__(self, tree, axis, ctx=None):
-        return _float_only(lambda x: lax.pmin(x, axis))(tree, axis)
+        return _float_only(lambda x: replica_min(x, axis))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
 class Max(Aggregator):
     def __call__(self, tree, axis, ctx=None):
-        return _float_only(lambda x: lax.pmax(x, axis))(tree, axis)
+        return _float_only(lambda x: replica_max(x, axis))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +79,7 @@ class Median(Aggregator):
     collective: ClassVar[str] = "allgather"
 
     def __call__(self, tree, axis, ctx=None):
-        return _float_only(lambda x: jnp.median(lax.all_gather(x, axis), axis=0))(tree, axis)
+        return _float_only(lambda x: jnp.median(replica_gather(x, axis), axis=0))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,12 +90,12 @@ class TrimmedMean(Aggregator):
     collective: ClassVar[str] = "allgather"
 
     def __call__(self, tree, axis, ctx=None):
-        n = lax.axis_size(axis)
+        n = replica_count(axis)
         if not (0 <= self.k and 2 * self.k < n):
             raise ValueError(f"trimmed mean k={self.k} needs 0 <= k and 2k < replicas={n}")
 
         def trim(x):
-            s = jnp.sort(lax.all_gather(x, axis), axis=0)
+            s = jnp.sort(replica_gather(x, axis), axis=0)
             return jnp.mean(s[self.k : n - self.k], axis=0)
 
         return _float_only(trim)(tree, axis)
@@ -120,10 +123,10 @@ class WeightedMean(Aggregator):
     def replica_weight(self, axis: str, ctx) -> jax.Array:
         """This replica's weight (fixed, or `ctx.weight`)."""
         if self.weights is not None:
-            n = lax.axis_size(axis)
+            n = replica_count(axis)
             if len(self.weights) != n:
                 raise ValueError(f"weighted mean has {len(self.weights)} weights for {n} replicas")
-            return jnp.asarray(self.weights, jnp.float32)[lax.axis_index(axis)]
+            return jnp.asarray(self.weights, jnp.float32)[replica_index(axis, ctx)]
         if ctx is None or getattr(ctx, "weight", None) is None:
             raise ValueError("weighted mean without fixed weights needs a StepContext carrying `weight`")
         return jnp.asarray(ctx.weight, jnp.float32)
@@ -135,10 +138,10 @@ class WeightedMean(Aggregator):
 def weighted_mean(tree: Any, axis: str, w: jax.Array, fallback=1.0) -> Any:
     """sum_i w_i x_i / sum_i w_i over `axis`; if every weight is zero, the `fallback`
     weights are used instead (default: the plain mean)."""
-    total = lax.psum(w, axis)
+    total = replica_sum(w, axis)
     w = jnp.where(total > 0, w, jnp.asarray(fallback, jnp.float32))
-    total = lax.psum(w, axis)
-    return _float_only(lambda x: (lax.psum(w * x, axis) / total).astype(x.dtype))(tree, axis)
+    total = replica_sum(w, axis)
+    return _float_only(lambda x: (replica_sum(w * x, axis) / total).astype(x.dtype))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,10 +152,10 @@ class RandomReplica(Aggregator):
     seed: int = 0
 
     def __call__(self, tree, axis, ctx):
-        n = lax.axis_size(axis)
+        n = replica_count(axis)
         pick = jax.random.randint(jax.random.fold_in(jax.random.key(self.seed), ctx.step), (), 0, n)
-        mine = lax.axis_index(axis) == pick
-        return _float_only(lambda x: lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), axis))(tree, axis)
+        mine = replica_index(axis, ctx) == pick
+        return _float_only(lambda x: replica_sum(jnp.where(mine, x, jnp.zeros_like(x)), axis))(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,8 +189,8 @@ class ClientSampled(Aggregator):
         return jnp.zeros((n,), bool).at[chosen].set(True)
 
     def __call__(self, tree, axis, ctx):
-        n = lax.axis_size(axis)
-        mine = self.participants(n, ctx.step)[lax.axis_index(axis)]
+        n = replica_count(axis)
+        mine = self.participants(n, ctx.step)[replica_index(axis, ctx)]
         w = jnp.asarray(ctx.weight, jnp.float32) if self.base == "weighted" else jnp.float32(1.0)
         return weighted_mean(tree, axis, jnp.where(mine, w, 0.0), fallback=mine.astype(jnp.float32))
 

@@ -30,7 +30,7 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from .models import FunctionalModel, build_model, count_params
-from .parallel import AXIS, data_mesh, global_batch
+from .parallel import AXIS, data_mesh, describe_layout, global_batch
 from .state import init_state
 from .step import make_train_step
 from .strategies import BSP, SelSync, TriggeredStrategy
@@ -55,21 +55,29 @@ CPU_MAX_INFLIGHT = 8
 def minimal_sgd_step(loss_fn: Callable, mesh, lr: float = LR, stateful: bool = False):
     """The baseline: what one writes by hand for data-parallel SGD with no framework.
 
-    params / model_state carry a leading replica axis sharded P("data"); each replica takes
-    its gradient, `pmean`s it and steps. Returns jitted `step(params, model_state, batch)
-    -> (params, model_state, loss)`.
+    params / model_state carry a leading replica axis sharded P("data"); a device's k
+    replicas take their gradients (vmap), the mean over them and the devices (a sum of
+    the k slices, then `pmean`) updates each. Returns jitted `step(params, model_state,
+    batch) -> (params, model_state, loss)`.
     """
+    def local_mean(x):
+        """Mean over the device's k replicas (a sum of slices) and over the devices."""
+        total = x[0]
+        for i in range(1, x.shape[0]):
+            total = total + x[i]
+        return lax.pmean(total, AXIS) / x.shape[0]
+
     def replica(params, model_state, batch):
-        p = jax.tree.map(lambda x: x[0], params)
-        ms = jax.tree.map(lambda x: x[0], model_state)
+        k = jax.tree.leaves(params)[0].shape[0]
+        batch = jax.tree.map(lambda x: x.reshape((k, -1) + x.shape[1:]), batch)
         if stateful:
-            (loss, ms), g = jax.value_and_grad(lambda q: loss_fn(q, ms, batch), has_aux=True)(p)
+            grad = jax.value_and_grad(lambda q, ms, b: loss_fn(q, ms, b), has_aux=True)
+            (loss, model_state), g = jax.vmap(grad)(params, model_state, batch)
         else:
-            loss, g = jax.value_and_grad(loss_fn)(p, batch)
-        g = lax.pmean(g, AXIS)
-        p = jax.tree.map(lambda w, d: w - lr * d, p, g)
-        add_axis = lambda t: jax.tree.map(lambda x: x[None], t)
-        return add_axis(p), add_axis(ms), lax.pmean(loss, AXIS)
+            loss, g = jax.vmap(jax.value_and_grad(loss_fn))(params, batch)
+        g = jax.tree.map(local_mean, g)
+        params = jax.tree.map(lambda w, d: w - lr * d, params, g)
+        return params, model_state, local_mean(loss)
 
     sharded = jax.shard_map(replica, mesh=mesh, in_specs=(P(AXIS), P(AXIS), P(AXIS)),
                             out_specs=(P(AXIS), P(AXIS), P()))
@@ -156,12 +164,15 @@ def run_bench(
     max_inflight: int | None = None,
     seed: int = 0,
     verbose: bool = True,
+    devices: int | None = None,
+    platform: str | None = None,
 ) -> dict:
     """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
 
     model: a classification model of `jaxsel.models` ("mlp", "cnn", "resnet18", ...) fed
         random data of `input_shape` (default: the size's; (784,) for the MLP, else images).
-    replicas: devices on the data axis (`jaxsel.data_mesh(replicas)`).
+    replicas / devices / platform: the layout (`jaxsel.data_mesh(replicas, devices=...,
+        platform=...)`: replicas packed on the devices when there are fewer).
     batch: examples per replica per step (global batch = replicas * batch).
     repeats: timed steps per variant (medians over them); warmup: untimed steps first.
     size: "default" or "tiny" (for tests): the defaults of every None argument above.
@@ -192,7 +203,7 @@ def run_bench(
         input_shape = cfg["mlp_shape"] if model == "mlp" else cfg["image_shape"]
     input_shape = tuple(int(d) for d in input_shape)
 
-    mesh = data_mesh(replicas)
+    mesh = data_mesh(replicas, devices=devices, platform=platform)
     device = mesh.devices.flat[0]
     if max_inflight is None:
         max_inflight = CPU_MAX_INFLIGHT if device.platform == "cpu" else 0
@@ -256,6 +267,7 @@ def run_bench(
         "device_kind": device.device_kind,
         "platform": device.platform,
         "replicas": int(replicas),
+        "layout": describe_layout(mesh),
         "model": model,
         "params": count_params(fm.params),
         "input_shape": list(input_shape),
@@ -294,6 +306,7 @@ def format_table(result: dict) -> str:
     lines = [
         f"jaxsel bench: model={result['model']} ({result['params']:,} params) "
         f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})",
+        f"layout: {result.get('layout', '?')}",
         f"batch {result['batch_per_replica']}/replica (global {result['global_batch']}), "
         f"{result['repeats']} timed steps per variant after {result['warmup']} warm-up, medians, interleaved",
         "",

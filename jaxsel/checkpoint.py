@@ -51,6 +51,7 @@ NOT_TRAJECTORY = frozenset({
     "prefetch", "loader_workers", "eval_examples",
     "checkpoint_dir", "checkpoint_every", "keep", "resume", "nonfinite",
     "project_network", "project_stragglers", "project_compute_s",
+    "platform", "devices", "local_replicas",   # the layout: a checkpoint of 8 replicas on 8 devices resumes on 1 or 2
 })
 
 

@@ -78,7 +78,14 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--dataset", default="digits", help="dataset name (`jaxsel datasets` lists them)")
     g.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
-    g.add_argument("--replicas", type=int, default=8, help="data-parallel replicas (devices)")
+    g.add_argument("--replicas", type=int, default=8,
+                   help="model replicas, packed k per device when there are fewer devices (1..M or a multiple of M)")
+    g.add_argument("--platform", default=None,
+                   help="put the replicas on this platform's devices (e.g. cpu; default: the accelerator if any)")
+    g.add_argument("--devices", type=int, default=None, help="use the first N devices (default: all)")
+    g.add_argument("--local-replicas", choices=("auto", "vmap", "unroll", "map"), default="auto",
+                   help="a device's packed replicas: batched (vmap), k plain copies (unroll), a loop (map); "
+                        "auto: unroll on CPU, vmap elsewhere")
     g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
     g.add_argument("--global-batch-size", type=int, default=None,
                    help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
@@ -133,7 +140,8 @@ def config_from_args(args, strategy: str, out_dir: str | None):
     return TrainConfig(
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
-        replicas=args.replicas, batch_size=_per_replica_batch(args), steps=args.steps,
+        replicas=args.replicas, platform=args.platform, devices=args.devices, local_replicas=args.local_replicas,
+        batch_size=_per_replica_batch(args), steps=args.steps,
         optimizer=args.optimizer, lr=args.lr, lr_schedule=args.lr_schedule, momentum=args.momentum,
         weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
         seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
@@ -251,6 +259,13 @@ def _start_jax(replicas: int) -> None:
     request_cpu_devices(max(8, replicas))
 
 
+def _layout(cfg) -> str:
+    """The true layout line of a run's config; replicas that do not fit: a usage error."""
+    from .parallel import data_mesh, describe_layout
+
+    return describe_layout(data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform))
+
+
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
     from .compare import PICTURES, compare, format_table
@@ -278,21 +293,19 @@ def cmd_compare(args) -> int:
             cfg = dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options))
             check_config(cfg)
             check_strategy(cfg)
+        layout = _layout(base)
     created = _ensure_writable(out, default=not args.out)
     print(f"run directory: {out}", flush=True)
+    print(f"layout: {layout}", flush=True)
     started = time.perf_counter()
     from .paths import undo_created
 
     with undo_created(out, created):
         rows = compare(base, strategies, out, target=args.target)
-    import jax
-
-    dev = jax.devices()[0]
     print()
     print(f"{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), "
-          f"on {base.replicas} x {dev.platform.upper()} ({dev.device_kind}); took "
-          f"{time.perf_counter() - started:.0f} s")
+          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}); "
+          f"{layout}; took {time.perf_counter() - started:.0f} s")
     print(format_table(rows))
     print(f"\nwrote {out}/results.json and {', '.join(PICTURES)}")
     return 0
@@ -316,6 +329,7 @@ def _train_config(args, out: str):
 
     with user_input():
         cfg = config_from_args(args, args.strategy, out)
+        layout = _layout(cfg)
     if not args.no_checkpoint:
         cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                                   keep=args.keep, resume=args.resume)
@@ -326,7 +340,7 @@ def _train_config(args, out: str):
     root = cfg.checkpoint_root()
     if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=not args.checkpoint_dir):
         created.append(str(root))
-    return cfg, created
+    return cfg, created, layout
 
 
 def cmd_train(args) -> int:
@@ -340,9 +354,10 @@ def cmd_train(args) -> int:
     lead = jax.process_index() == 0
     out = args.out or _default_out(args.strategy)
     try:
-        cfg, created = _train_config(args, out)
+        cfg, created, layout = _train_config(args, out)
         if lead:
             print(f"run directory: {out}", flush=True)
+            print(f"layout: {layout}", flush=True)
         with contextlib.ExitStack() as undo:
             for path in created:
                 undo.enter_context(undo_created(path, True))
@@ -356,13 +371,22 @@ def cmd_train(args) -> int:
     if watchdog is not None:
         watchdog.finish()
     if lead:
-        for k, v in result.final.items():
-            if k != "projection":
-                print(f"{k:>22}: {v}")
-        p = result.final["projection"]
-        print(f"{'projected on':>22}: {p['network']}, stragglers {p['stragglers']} (compute "
-              f"{p['compute']:.2f} s, waiting {p['waiting']:.2f} s, communication {p['communication']:.2f} s)")
+        _print_summary(result.final)
     return 0
+
+
+def _print_summary(final: dict) -> None:
+    """The run's final figures, 4 significant digits, no negative zeros."""
+    from .numbers import significant
+
+    for k, v in final.items():
+        if k != "projection":
+            shown = significant(v) if isinstance(v, float) else v
+            print(f"{k:>22}: {shown}")
+    p = final["projection"]
+    print(f"{'projected on':>22}: {p['network']}, stragglers {p['stragglers']} (compute "
+          f"{significant(p['compute'])} s, waiting {significant(max(p['waiting'], 0.0))} s, communication "
+          f"{significant(p['communication'])} s)")
 
 
 def cmd_datasets(args) -> int:
@@ -404,7 +428,7 @@ def cmd_bench(args) -> int:
     with user_input():
         result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
                            size=args.size, input_shape=shape, log_every=args.log_every,
-                           dispatch_steps=args.dispatch_steps)
+                           dispatch_steps=args.dispatch_steps, devices=args.devices, platform=args.platform)
     targets = {k: 1.02 for k in RATIOS if k != "async_dispatch"}
     missed = [f"{k}={result['ratios'][k]:.3f}" for k, t in targets.items() if result["ratios"][k] > t]
     print(f"\ntargets: overhead ratios <= 1.02; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")
@@ -469,6 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
     p.add_argument("--model", default="mlp", help="model of jaxsel.models fed random data (mlp, cnn, resnet18, ...)")
     p.add_argument("--replicas", type=int, default=8)
+    p.add_argument("--platform", default=None, help="this platform's devices (default: the accelerator if any)")
+    p.add_argument("--devices", type=int, default=None, help="use the first N devices; replicas are packed on them")
     p.add_argument("--batch", type=int, default=None, help="examples per replica (default: the size's)")
     p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (medians)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps per variant first")

@@ -50,6 +50,7 @@ def result_row(run: RunResult, goal) -> dict:
     f = run.final
     return {**{k: f[k] for k in RESULT_KEYS}, "strategy": run.config.strategy, "label": f["strategy"],
             "final_test_loss": f["final_test_loss"], "steps": f["steps"], "replicas": f["replicas"],
+            "layout": f["layout"],
             "projected_time_s": f["projected_time_s"], "project_network": run.config.project_network,
             "target_accuracy": goal.accuracy, "target": goal.description,
             **time_to_target(run.evals, goal.accuracy)}

@@ -29,6 +29,12 @@ class TrainConfig:
     strategy: str = "selsync"
     strategy_options: dict = dataclasses.field(default_factory=dict)
     replicas: int = 8
+    # where the replicas go (parallel.data_mesh): `platform`'s devices (None: the default
+    # backend, an accelerator when there is one; never a silent CPU fall-back), the first
+    # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
+    platform: str | None = None
+    devices: int | None = None
+    local_replicas: str = "auto"    # a device's packed replicas' gradients: auto, vmap, unroll, map (step.py)
     batch_size: int = 16            # per replica
     steps: int = 600
     optimizer: str = "sgd"
@@ -131,7 +137,7 @@ def _check_numbers(cfg: TrainConfig) -> None:
     for name in ("replicas", "batch_size", "eval_every", "log_every", "keep"):
         _check_int(name, getattr(cfg, name), 1)
     _check_int("steps", cfg.steps, 1, MAX_STEPS)
-    for name in ("divergence_every", "checkpoint_every", "eval_examples"):
+    for name in ("divergence_every", "checkpoint_every", "eval_examples", "devices"):
         _check_int(name, getattr(cfg, name), 1, optional=True)
     _check_int("prefetch", cfg.prefetch, 0)
     _check_int("loader_workers", cfg.loader_workers, 1)
@@ -173,6 +179,8 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"unknown partition {cfg.partition!r}; choose one of {', '.join(PARTITIONERS)}")
     if cfg.strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if cfg.local_replicas not in ("auto", "vmap", "unroll", "map"):
+        raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
     try:

@@ -1,16 +1,20 @@
 """Mesh construction, multi-host start-up and host <-> global array helpers.
 
 Every jaxsel step runs under `jax.shard_map` over a 1-D mesh whose single axis is
-named ``"data"``: one model replica per device.
+named ``"data"``. N model replicas sit on M devices, k = N/M on each (packed along the
+step's local vmap axis); `data_mesh(replicas=N)` builds that layout on the default
+backend's devices (the accelerator's when there is one) and never falls back to CPU
+silently.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Sequence
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 AXIS = "data"
 
@@ -29,38 +33,129 @@ def request_cpu_devices(n: int) -> None:
         pass
 
 
-def devices_for(replicas: int | None) -> list:
-    """Pick `replicas` devices: the default backend's if it has enough, else CPU's."""
-    devs = jax.devices()
+class LayoutError(ValueError):
+    """The replicas do not fit the devices (a usage error: one line, exit 2)."""
+
+
+class ReplicaMesh(Mesh):
+    """A 1-D device mesh (axis "data") that also carries how many model replicas it
+    holds: `replicas` = devices x replicas per device. It is a `jax.sharding.Mesh`, so
+    shardings and `shard_map` take it as is; a plain Mesh means one replica per device."""
+
+    replicas: int
+
+    def __new__(cls, mesh: Mesh, replicas: int):
+        key = (mesh, int(replicas))
+        if key not in _REPLICA_MESHES:   # one object per layout: shardings compare by identity
+            obj = object.__new__(cls)
+            for name in ("devices", "axis_names", "axis_types", "size"):
+                object.__setattr__(obj, name, getattr(mesh, name))
+            object.__setattr__(obj, "replicas", int(replicas))
+            _REPLICA_MESHES[key] = obj
+        return _REPLICA_MESHES[key]
+
+    def __repr__(self):
+        return f"ReplicaMesh({super().__repr__()}, replicas={self.replicas})"
+
+
+_REPLICA_MESHES: dict = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where N replicas go: the devices used and how many replicas each holds."""
+
+    devices: tuple
+    per_device: int
+
+    @property
+    def replicas(self) -> int:
+        return len(self.devices) * self.per_device
+
+
+def plan_layout(replicas: int | None, devices: Sequence[Any]) -> Layout:
+    """Place `replicas` on `devices` (in order): one per device on the first N when
+    N <= M, else k = N/M on every device when M divides N, else a LayoutError that names
+    the valid replica counts. `None`: one replica per device."""
+    devices = tuple(devices)
+    m = len(devices)
+    if m == 0:
+        raise LayoutError("no devices to place replicas on")
     if replicas is None:
-        return devs
-    if len(devs) >= replicas:
-        return devs[:replicas]
-    cpus = jax.devices("cpu")
-    if len(cpus) >= replicas:
-        return cpus[:replicas]
-    raise ValueError(
-        f"replicas={replicas} but only {len(devs)} {devs[0].platform} device(s) and "
-        f"{len(cpus)} CPU device(s) exist; set JAX_NUM_CPU_DEVICES={replicas} before "
-        f"JAX starts, or choose replicas <= {max(len(devs), len(cpus))}"
-    )
+        return Layout(devices, 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, (int, np.integer)) or replicas < 1:
+        raise LayoutError(f"replicas must be an integer >= 1, got {replicas!r}")
+    n = int(replicas)
+    if n <= m:
+        return Layout(devices[:n], 1)
+    if n % m:
+        kind = _platform_name(devices[0])
+        raise LayoutError(f"replicas={n} do not fit {m} {kind} device(s): choose 1..{m} or a multiple "
+                          f"of {m} ({', '.join(str(m * i) for i in range(2, 5))}, ...)")
+    return Layout(devices, n // m)
 
 
-def data_mesh(devices: Sequence[Any] | int | None = None) -> jax.sharding.Mesh:
-    """A 1-D mesh with axis ``"data"`` over `devices` (default: all devices).
+def backend_devices(platform: str | None = None) -> list:
+    """The devices replicas go on: the default backend's (an accelerator when there is
+    one), or `platform`'s when asked (e.g. "cpu"). Never a silent fall-back."""
+    if platform is None:
+        return jax.devices()
+    try:
+        return jax.devices(platform)
+    except RuntimeError as err:
+        raise LayoutError(f"platform {platform!r} is not available here ({str(err).splitlines()[0]}); "
+                          f"the default is {jax.default_backend()!r}") from None
 
-    An int picks that many devices (see `devices_for`).
-    """
-    if devices is None or isinstance(devices, int):
-        devices = devices_for(devices)
-    devices = list(devices)
-    return jax.make_mesh(
-        (len(devices),), (AXIS,), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices
-    )
+
+def choose_layout(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
+                  platform: str | None = None) -> Layout:
+    """Where `replicas` go (see `data_mesh`), without building a mesh."""
+    pool = backend_devices(platform)
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        if not 1 <= devices <= len(pool):
+            raise LayoutError(f"devices={devices}: choose 1..{len(pool)} ({_platform_name(pool[0])})")
+        pool = pool[:devices]
+    elif devices is not None:
+        pool = list(devices)
+    return plan_layout(replicas, pool)
 
 
-def num_replicas(mesh: jax.sharding.Mesh) -> int:
-    return int(mesh.shape[AXIS])
+def data_mesh(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
+              platform: str | None = None) -> ReplicaMesh:
+    """`replicas` model replicas over the devices, on a 1-D mesh with axis "data".
+
+    devices: a list, or an int (the first that many of the platform's devices); default
+    all of `platform`'s devices (default: the default backend's). `replicas=None`: one
+    per device. See `plan_layout` for where the replicas go."""
+    layout = choose_layout(replicas, devices=devices, platform=platform)
+    mesh = jax.make_mesh((len(layout.devices),), (AXIS,), axis_types=(jax.sharding.AxisType.Explicit,),
+                         devices=list(layout.devices))
+    return ReplicaMesh(mesh, layout.replicas)
+
+
+def num_replicas(mesh: Mesh) -> int:
+    """N: a ReplicaMesh's replicas; one per device on a plain mesh."""
+    return int(getattr(mesh, "replicas", mesh.shape[AXIS]))
+
+
+def replicas_per_device(mesh: Mesh) -> int:
+    """k = N / M: the replicas each device holds (packed along the step's local axis)."""
+    return num_replicas(mesh) // int(mesh.shape[AXIS])
+
+
+def _platform_name(device) -> str:
+    return str(getattr(device, "platform", "?")).upper()
+
+
+def describe_layout(mesh: Mesh) -> str:
+    """The true layout, e.g. "8 replicas on 1 x GPU (NVIDIA H100 80GB HBM3), 8 per device";
+    multi-host: "... on 2 processes x 2 x CPU (cpu), 2 per device"."""
+    devices = list(mesh.devices.flat)
+    first = devices[0]
+    processes = len({getattr(d, "process_index", 0) for d in devices})
+    where = (f"{len(devices)} x" if processes == 1 else f"{processes} processes x {len(devices) // processes} x")
+    return (f"{num_replicas(mesh)} replicas on {where} {_platform_name(first)} "
+            f"({getattr(first, 'device_kind', '?')}), {replicas_per_device(mesh)} per device")
 
 
 def replica_sharding(mesh) -> NamedSharding:
@@ -73,7 +168,8 @@ def replicated_sharding(mesh) -> NamedSharding:
 
 
 def global_batch(batch: Any, mesh) -> Any:
-    """Place a host batch (leading dim = replicas * b) on the mesh, split over replicas.
+    """Place a host batch (leading dim = replicas * b) on the mesh, split over devices
+    (each device gets its k replicas' rows, in replica order).
 
     Single process: `batch` is the whole global batch. Multi-process: `batch` is this
     process's rows only (its devices' replicas), assembled with
@@ -88,6 +184,8 @@ def global_batch(batch: Any, mesh) -> Any:
 
 
 def local_replica_ids(mesh) -> list[int]:
-    """Replica indices (positions on the data axis) whose device this process owns."""
+    """Global indices of the replicas on this process's devices (device d holds
+    replicas d * k ... d * k + k - 1)."""
+    k = replicas_per_device(mesh)
     devs = list(mesh.devices.flat)
-    return [i for i, d in enumerate(devs) if d.process_index == jax.process_index()]
+    return [d * k + j for d, dev in enumerate(devs) if dev.process_index == jax.process_index() for j in range(k)]

@@ -49,6 +49,7 @@ class Run:
     evaluate: Any
     timing: dict          # the strategy's cost-model keywords (`strategy_timing`)
     description: str      # the strategy as the run reports it (`describe_strategy`)
+    layout: str           # where the replicas run (`parallel.describe_layout`), printed and recorded
 
 
 def build_run(cfg: TrainConfig) -> Run:
@@ -60,11 +61,7 @@ def build_run(cfg: TrainConfig) -> Run:
 
 def assemble_run(cfg: TrainConfig) -> Run:
     """The run of a checked config: data, model, optimizer, strategy, state, step."""
-    if distributed.is_multiprocess() and cfg.replicas != jax.device_count():
-        raise ConfigError(f"a multi-host run uses every device: replicas must be {jax.device_count()} "
-                          f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
-                          f"got {cfg.replicas}")
-    mesh = parallel.data_mesh(cfg.replicas)
+    mesh = make_mesh(cfg)
     data = build_input(cfg, mesh)   # tables, partition/injection, prefetching loader, transform
     spec, loader = data.spec, data.loader
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
@@ -75,10 +72,25 @@ def assemble_run(cfg: TrainConfig) -> Run:
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
-    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful))
+    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
+                                             local_replicas=cfg.local_replicas))
     return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy, cfg.replicas),
-               describe_strategy(strategy, cfg.strategy))
+               describe_strategy(strategy, cfg.strategy), parallel.describe_layout(mesh))
+
+
+def make_mesh(cfg: TrainConfig):
+    """The run's replicas on its devices; replicas that do not fit are a ConfigError.
+    A multi-host run uses every device of every process (replicas: a multiple of them)."""
+    n = jax.device_count()
+    if distributed.is_multiprocess() and (cfg.replicas % n or cfg.devices not in (None, n)):
+        raise ConfigError(f"a multi-host run uses every device: replicas must be a multiple of {n} "
+                          f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
+                          f"got {cfg.replicas}")
+    try:
+        return parallel.data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform)
+    except parallel.LayoutError as err:
+        raise ConfigError(str(err)) from None
 
 
 def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):

@@ -1,7 +1,8 @@
 """TrainState: every replica-divergent leaf carries a leading replica axis.
 
-The replica axis is sharded ``P("data")`` so each device holds exactly its own replica,
-and a checkpoint of the state stores every replica (never one copy labelled replicated).
+The replica axis (length N) is sharded ``P("data")`` so each device holds exactly its own
+k = N/M replicas, and a checkpoint of the state stores every replica (never one copy
+labelled replicated); it restores onto any layout of the same N replicas.
 Only the step counter is truly replicated.
 """
 from __future__ import annotations

@@ -3,6 +3,12 @@
 Per replica: loss and gradients on its own slice of the batch -> the strategy, which
 decides on the device and synchronizes through the sync core (`sync.sync_where`). Nothing
 leaves the device: the decision, the trigger's windows and every counter stay there.
+
+Layout: a `shard_map` over the devices (axis "data"); each device's k = N/M packed
+replicas run as a `vmap` over its block (always, k = 1 included, so there is one code
+path). Collectives combine both levels in `jaxsel.collectives`; the sync decision is
+reduced over every replica before `lax.cond`, so it is not batched and the cond stays a
+real conditional.
 """
 from __future__ import annotations
 
@@ -13,9 +19,33 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from .parallel import AXIS, num_replicas
+from .collectives import LOCAL, replica_mean
+from .parallel import AXIS, num_replicas, replicas_per_device
 from .state import TrainState
 from .sync import StepContext, StepStats, Strategy
+
+
+LOCAL_LOOPS = ("auto", "vmap", "map", "unroll")
+
+
+def resolve_local_loop(local_replicas: str, mesh) -> str:
+    """"auto" -> "unroll" on CPU (a 2-core box: plain convolutions 4.5x faster than vmap's
+    grouped ones, 10x faster than lax.map's loop), "vmap" on accelerators."""
+    if local_replicas != "auto":
+        return local_replicas
+    return "unroll" if mesh.devices.flat[0].platform == "cpu" else "vmap"
+
+
+def _over_local_replicas(fn: Callable, loop: str, args: tuple):
+    """`fn` on each of a device's k replicas (leading axis of every leaf of `args`); the
+    results stacked on a leading axis."""
+    if loop == "vmap":
+        return jax.vmap(fn)(*args)
+    if loop == "map":
+        return lax.map(lambda a: fn(*a), args)
+    k = jax.tree.leaves(args)[0].shape[0]
+    outs = [fn(*jax.tree.map(lambda x: x[i], args)) for i in range(k)]
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *outs)
 
 
 def grad_norm_sum(grads) -> jax.Array:
@@ -29,10 +59,10 @@ def _state_specs():
     return TrainState(step=P(), params=rep, opt_state=rep, model_state=rep, strategy_state=rep)
 
 
-def _map_replica_fields(fn, state: TrainState) -> TrainState:
-    """Apply `fn` to every replica-axis leaf (all fields but the replicated step)."""
-    step = state.step
-    return jax.tree.map(fn, state.replace(step=None)).replace(step=step)
+def _replica_axes(step_axis) -> TrainState:
+    """vmap axes of a device's block of the state: 0 for every replica-axis field,
+    `step_axis` for the step counter (None: one counter shared by the local replicas)."""
+    return TrainState(step=step_axis, params=0, opt_state=0, model_state=0, strategy_state=0)
 
 
 def _as_loss_and_aux(out, stateful: bool):
@@ -55,6 +85,7 @@ def make_train_step(
     stateful: bool = False,
     donate: bool = True,
     grad_norm_metric: bool = True,
+    local_replicas: str = "auto",
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict]]:
     """Build the jitted step `step(state, batch) -> (state, metrics)`.
 
@@ -72,37 +103,56 @@ def make_train_step(
     an 8 x 4 ms CPU MLP step, it is two thirds of the BSP step's overhead over a
     hand-written one (see BENCHMARKS.md). Without it, a non-finite gradient is seen only
     through the loss it leads to (`faults.guard_nonfinite` checks the loss alone).
-    """
-    n = num_replicas(mesh)
 
-    def replica_step(state: TrainState, batch):
-        rs = _map_replica_fields(lambda x: x[0], state)
-        if stateful:
-            fn = lambda p: loss_fn(p, rs.model_state, batch)
-        else:
-            fn = lambda p: loss_fn(p, batch)
+    `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
+    batched computation; a convolution over per-replica weights becomes a grouped one),
+    "unroll" (the plain computation k times in one program), "map" (`lax.map`: the plain
+    computation in a loop) or "auto" (unroll on CPU, vmap elsewhere: measured in
+    BENCHMARKS.md; GPU figures pending). Unroll and map reproduce one replica per device bit
+    for bit on CPU. The strategy always runs as a vmap.
+    """
+    n, k = num_replicas(mesh), replicas_per_device(mesh)
+    if local_replicas not in LOCAL_LOOPS:
+        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+    loop = resolve_local_loop(local_replicas, mesh)
+
+    def replica_grads(params, model_state, batch):
+        """One replica's (loss, new model state or None, aux, gradients, gradient norm)."""
+        fn = (lambda p: loss_fn(p, model_state, batch)) if stateful else (lambda p: loss_fn(p, batch))
         (loss, (new_ms, aux)), grads = jax.value_and_grad(
             lambda p: (lambda o: (o[0], o[1:]))(_as_loss_and_aux(fn(p), stateful)), has_aux=True
-        )(rs.params)
+        )(params)
+        return loss, new_ms, aux, grads, grad_norm_sum(grads)
+
+    def replica_update(rs: TrainState, computed, weight, replica):
+        """One replica (unbatched view): the strategy on its gradients, and the metrics."""
+        loss, new_ms, aux, grads, gnorm = computed
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
-        gnorm = grad_norm_sum(grads)
-        weight = jnp.float32(jax.tree.leaves(batch)[0].shape[0])
-        ctx = StepContext(axis=AXIS, n=n, step=state.step, optimizer=optimizer, weight=weight)
-        out = strategy.apply(rs, grads, StepStats(state.step, loss, gnorm), ctx)
-        rs = out.state.replace(step=state.step + 1)
-        new_state = _map_replica_fields(lambda x: x[None], rs)
+        ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
+        out = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm), ctx)
+        new_state = out.state.replace(step=rs.step + 1)
         report = out.report
-        shared = {"loss": lax.pmean(loss, AXIS), "synced": jnp.asarray(report.synced),
+        shared = {"loss": replica_mean(loss, AXIS), "synced": jnp.asarray(report.synced),
                   "bytes_allreduced": report.payload_bytes, "vote_bytes": report.vote_bytes,
                   **out.shared_metrics}
         per_replica = {"replica_loss": loss, **({"grad_norm": gnorm} if grad_norm_metric else {}),
                        **out.replica_metrics, **aux}
-        per_replica = jax.tree.map(lambda x: jnp.asarray(x)[None], per_replica)
         return new_state, shared, per_replica
 
+    def device_step(state: TrainState, batch):
+        """A device's block: gradients of its k replicas (the `local_replicas` loop), then
+        the strategy as a vmap (axis LOCAL) over the leading axis."""
+        batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
+        weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
+        computed = _over_local_replicas(replica_grads, loop, (state.params, state.model_state, batch))
+        replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
+        return jax.vmap(replica_update, in_axes=(_replica_axes(None), 0, None, 0),
+                        out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
+            state, computed, weight, replica)
+
     sharded = jax.shard_map(
-        replica_step,
+        device_step,
         mesh=mesh,
         in_specs=(_state_specs(), P(AXIS)),
         out_specs=(_state_specs(), P(), P(AXIS)),

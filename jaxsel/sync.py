@@ -9,7 +9,11 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   `lax.cond`; everything both branches would do stays outside, fused with the step
   (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
   local step; see BENCHMARKS.md);
-- it counts the bytes the collective moves and returns a typed `SyncReport`.
+- it counts the bytes the collective moves and returns a typed `SyncReport`;
+- with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
+  decision batched over a device's replicas (the cond would become a select that runs the
+  collective every step) and an aggregate that differs across them (a raw mesh collective
+  that skipped `jaxsel.collectives`' local stage).
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
@@ -25,10 +29,12 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
+from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
+
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
 
 
-class NonReplicatedDecisionError(TypeError):
+class NonReplicatedDecisionError(PackedReplicasDisagree):
     """A sync decision differs across replicas: `lax.cond` around a collective would deadlock."""
 
 
@@ -44,17 +50,33 @@ def varying_axes(x) -> frozenset:
 
 
 def ensure_replicated(decide, axis: str, who: str = "trigger") -> None:
-    """Raise at trace time unless `decide` is provably identical on every replica."""
+    """Raise at trace time unless `decide` is provably identical on every replica: not
+    varying over the mesh axis (devices) and not batched over a device's packed replicas
+    (a batched predicate turns `lax.cond` into a select that pays for the collective on
+    every step)."""
     if isinstance(decide, (bool, int)):
         return
     if jnp.shape(decide) != ():
         raise NonReplicatedDecisionError(f"{who} must return a scalar decision, got shape {jnp.shape(decide)}")
-    if axis in varying_axes(decide):
+    where = (f"the {axis!r} axis" if axis in varying_axes(decide) else
+             "a device's packed replicas" if varies_across_local_replicas(decide) else None)
+    if where is not None:
         raise NonReplicatedDecisionError(
-            f"{who} returned a sync decision that varies across the {axis!r} axis; replicas "
-            f"could disagree and deadlock inside lax.cond. Reduce per-replica votes with "
-            f"lax.pmax(vote, {axis!r}) (any replica) or lax.pmin (all replicas) first."
+            f"{who} returned a sync decision that varies across {where}; replicas could "
+            f"disagree and deadlock inside lax.cond. Reduce per-replica votes over all replicas "
+            f"first: jaxsel.collectives.replica_max(vote, {axis!r}) (any replica) or replica_min "
+            f"(all replicas), or triggers.any_replica."
         )
+
+
+def ensure_agreed(tree: Any, who: str = "aggregator") -> Any:
+    """`tree`, checked (when the step's vmap batches it) to be identical across a device's
+    packed replicas: an aggregate built from a raw `lax` collective over the mesh axis
+    reduces over devices only, and is an error."""
+    message = (f"{who} returned a value that differs across a device's packed replicas; combine "
+               f"replicas with jaxsel.collectives (replica_mean, replica_sum, replica_gather, ...), "
+               f"which reduce over the packed replicas and the devices, not raw lax collectives")
+    return jax.tree.map(lambda x: must_agree(x, message, NonReplicatedDecisionError), tree)
 
 
 def to_varying(tree: Any, axis: str) -> Any:
@@ -69,15 +91,17 @@ def tree_where(pred, on_true: Any, on_false: Any) -> Any:
 
 # ------------------------------------------------------------------ what a strategy sees
 
+
 @dataclasses.dataclass(frozen=True)
 class StepContext:
     """What a strategy sees of the step besides the replica's own state."""
 
-    axis: str
-    n: int                 # number of replicas
+    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
+    n: int                 # number of replicas (all devices, all packed replicas)
     step: jax.Array        # replicated step counter (before this step)
     optimizer: optax.GradientTransformation
     weight: jax.Array      # this replica's sample count this step (FedAvg's weights)
+    replica: Any = None    # this replica's global index (int32; d * k + j)
 
 
 class StepStats(NamedTuple):
@@ -142,6 +166,7 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
     nbytes = tree_bytes(payload)
+    aggregate = _checked(aggregate)
     if isinstance(decide, (bool, int)):
         out = finish(aggregate(payload), state) if decide else state
         return out, SyncReport(jnp.asarray(bool(decide)), byte_count(nbytes, bool(decide)), byte_count(0))
@@ -151,6 +176,10 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
                        lambda p, s: to_varying(s, ctx.axis),
                        payload, state)
     return out, SyncReport(jnp.asarray(decide), byte_count(nbytes, decide), byte_count(0))
+
+
+def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda payload: ensure_agreed(aggregate(payload))
 
 
 def local_cond(pred, if_true: Callable, if_false: Callable, *operands):

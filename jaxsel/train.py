@@ -121,7 +121,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
         if ckpt is not None:
             ckpt.wait()
             ckpt.close()
-    final = log.final(run.description, compile_time, start)
+    final = {**log.final(run.description, compile_time, start), "layout": run.layout}
     if out_dir:
         write_json(out_dir / "evals.json", log.evals)
         write_json(out_dir / "final.json", final)
@@ -197,7 +197,7 @@ def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
     """The run directory with what the run is: its settings and its strategy as built."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "config.json", dataclasses.asdict(cfg))
+    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout})
     write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})
     return out

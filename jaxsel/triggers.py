@@ -14,8 +14,8 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
-from jax import lax
 
+from .collectives import replica_sum
 from .sync import StepStats
 
 
@@ -26,10 +26,10 @@ def ewma_weights(window: int, alpha: float) -> jnp.ndarray:
 
 
 def any_replica(vote, axis: str):
-    """True on every replica when any replica votes. A float32 sum, not an int32 max: XLA
-    fuses it with the loss mean's all-reduce, so a step that stays local still runs one
-    collective, as a plain local step does."""
-    return lax.psum(jnp.asarray(vote).astype(jnp.float32), axis) > 0
+    """True on every replica when any replica votes (packed replicas included). A float32
+    sum, not an int32 max: XLA fuses it with the loss mean's all-reduce, so a step that
+    stays local still runs one collective, as a plain local step does."""
+    return replica_sum(jnp.asarray(vote).astype(jnp.float32), axis) > 0
 
 
 class Trigger:

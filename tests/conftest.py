@@ -1,4 +1,5 @@
-"""Every test sees 8 CPU devices (set before JAX starts its backends)."""
+"""Every test sees 8 CPU devices (set before JAX starts its backends); most run 8 replicas
+packed on 2 of them (the `mesh` fixture), a few on all 8 (`mesh8`)."""
 import os
 
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
@@ -23,6 +24,16 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def mesh():
+    """8 replicas packed 4 per device on 2 CPU devices: packed and cross-device collectives
+    both run, without an 8-thread rendezvous on a 2-core box."""
     import jaxsel
 
-    return jaxsel.data_mesh(8)
+    return jaxsel.data_mesh(replicas=8, devices=2)
+
+
+@pytest.fixture(scope="session")
+def mesh8():
+    """8 replicas on 8 CPU devices, one each (real cross-device collectives only)."""
+    import jaxsel
+
+    return jaxsel.data_mesh(replicas=8, devices=8)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jaxsel.collectives import LOCAL
 from jaxsel.aggregate import ClientSampled, RandomReplica, WeightedMean, get_aggregator
 from jaxsel.sync import StepContext
 
@@ -13,15 +14,29 @@ STEP = 5
 
 
 def aggregate(agg, mesh, x, w, step=STEP):
-    """Run `agg` on replica r's `x[r]` (weight `w[r]`); return every replica's result."""
+    """Run `agg` on replica r's `x[r]` (weight `w[r]`), with the mesh's replicas packed as
+    the step packs them (a vmap over each device's block); return every replica's result."""
+    k = R // mesh.shape["data"]
+
     def body(x, w):
-        ctx = StepContext(axis="data", n=R, step=jnp.int32(step), optimizer=None, weight=w[0])
-        out = agg(jax.tree.map(lambda v: v[0], x), "data", ctx)
-        return jax.tree.map(lambda v: jnp.asarray(v)[None], out)
+        def one(xr, wr, r):
+            ctx = StepContext(axis="data", n=R, step=jnp.int32(step), optimizer=None, weight=wr, replica=r)
+            return agg(xr, "data", ctx)
+
+        replica = jax.lax.axis_index("data") * k + jnp.arange(k, dtype=jnp.int32)
+        return jax.vmap(one, axis_name=LOCAL, axis_size=k)(x, w, replica)
 
     put = lambda v: jax.device_put(v, NamedSharding(mesh, P("data")))
     fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("data"), P("data")), out_specs=P("data")))
     return jax.device_get(fn(jax.tree.map(put, x), put(w)))
+
+
+@pytest.fixture(params=[1, 2, 8], ids=lambda m: f"8-on-{m}")
+def layout(request):
+    """8 replicas on 1, 2 (packed) and 8 devices (one each)."""
+    import jaxsel
+
+    return jaxsel.data_mesh(replicas=R, devices=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +65,8 @@ def _pick(step, seed=0):
     ("trimmed:2", lambda x, w: _sorted_trim(x, 2)),
     ("random", lambda x, w: x[_pick(STEP)]),
 ])
-def test_aggregator_matches_numpy(mesh, values, spec, expected):
+def test_aggregator_matches_numpy(layout, values, spec, expected):
+    mesh = layout
     x, w = values
     got = aggregate(get_aggregator(spec), mesh, x, w)
     want = expected(x, w)

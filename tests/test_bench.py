@@ -21,6 +21,14 @@ def test_bench_command_tiny(tmp_path, capsys):
     assert "bsp_over_minimal" in printed and "replicas=8" in printed and "targets:" in printed
 
 
+def test_bench_packed_on_one_device(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--size", "tiny", "--replicas", "8", "--devices", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["layout"] == "8 replicas on 1 x CPU (cpu), 8 per device" and bench.ratios_ok(result)
+    assert "layout: 8 replicas on 1 x CPU (cpu), 8 per device" in capsys.readouterr().out
+
+
 def test_bench_command_bad_input_is_one_line(capsys):
     assert main(["bench", "--size", "tiny", "--repeats", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -32,3 +40,21 @@ def test_run_bench_rejects_bad_arguments():
         bench.run_bench(size="huge")
     with pytest.raises(ValueError, match="repeats must be an integer >= 1, got 0"):
         bench.run_bench(size="tiny", repeats=0)
+
+
+def test_packing_bench_times_every_layout_side_by_side(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import packing_bench
+
+    out = tmp_path / "packing.json"
+    assert packing_bench.main(["--models", "mlp", "--batch", "2", "--warmup", "1", "--repeats", "2",
+                               "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    per_device = {r["name"]: r["layout"].split(", ")[1] for r in rows}
+    assert per_device == {"8x1": "1 per device", "2x4": "4 per device", "2x4unroll": "4 per device",
+                          "1x8": "8 per device", "1x8unroll": "8 per device", "1x8map": "8 per device"}
+    assert all(r["ms_per_step"] > 0 for r in rows) and len(rows) == 12
+    assert packing_bench.main(["--models", "nope"]) == 2

@@ -33,6 +33,10 @@ BAD = [
     (["--coordinator", "127.0.0.1:1234"], ["--num-processes", "--process-id"]),
     (["--coordinator", "127.0.0.1:1234", "--num-processes", "2", "--process-id", "2"], ["--process-id", "0..1", "2"]),
     (["--opt", "window"], ["--opt expects key=value", "'window'"]),
+    (["--replicas", "12", "--devices", "8"], ["replicas=12", "8 CPU device(s)", "1..8 or a multiple of 8"]),
+    (["--devices", "9"], ["devices=9", "1..8"]),
+    (["--devices", "0"], ["devices", ">= 1"]),
+    (["--platform", "tpu"], ["platform 'tpu'", "not available"]),
 ]
 
 

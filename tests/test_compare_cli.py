@@ -33,6 +33,18 @@ def test_compare_runs_end_to_end(tmp_path, capsys):
     sel = by["selsync"]
     assert sel["warmup_steps"] == 49
     assert sel["syncs_after_warmup"] >= 1 or ("one-step jump" in sel["quiet_note"] and sel["quiet_note"] in printed)
+    layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
+    assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
+
+
+def test_compare_packed_says_so(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["compare", "--strategies", "selsync", "--devices", "2", "--steps", "6", "--eval-every", "6",
+                 "--out", str(out), "--no-progress"]) == 0
+    layout = "8 replicas on 2 x CPU (cpu), 4 per device"
+    assert f"layout: {layout}" in capsys.readouterr().out
+    assert json.loads((out / "results.json").read_text())[0]["layout"] == layout
+    assert json.loads((out / "selsync" / "config.json").read_text())["layout"] == layout
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):

@@ -1,10 +1,12 @@
-"""Multi-host through jax.distributed: 2 processes x 4 CPU devices (gloo on 127.0.0.1).
+"""Multi-host through jax.distributed: 2 processes x 2 CPU devices x 2 packed replicas
+(gloo on 127.0.0.1); the crash tests use 2 processes x 4 devices.
 
 The 2-process job must train every strategy to the parameters one process with 8
-devices reaches (same seed; float sums may be ordered differently across processes, so
+devices (one replica each) reaches (same seed; float sums may be ordered differently across processes, so
 to float32 rounding), checkpoint and resume across processes, and a process that dies
 must make the other exit with a clear error instead of hanging.
 """
+import json
 import os
 import signal
 import socket
@@ -37,8 +39,8 @@ def built_digits():
     load_arrays("digits", "train")
 
 
-def env4() -> dict:
-    return {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+def env4(devices: int = 4) -> dict:
+    return {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
 
 
 def test_two_processes_match_one_process(tmp_path):
@@ -48,7 +50,7 @@ def test_two_processes_match_one_process(tmp_path):
 
     port = free_port()
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(port), "2", str(i), str(tmp_path)],
-                              env=env4(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              env=env4(2), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(2)]
     try:
         logs = [p.communicate(timeout=420)[0] for p in procs]
@@ -68,6 +70,8 @@ def test_two_processes_match_one_process(tmp_path):
         assert sorted(ours) == sorted(theirs.files), name
         for key in ours:
             np.testing.assert_allclose(theirs[key], ours[key], rtol=2e-5, atol=2e-6, err_msg=f"{name} {key}")
+        layout = json.loads((tmp_path / f"{name}.json").read_text())["layout"]
+        assert layout == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device", (name, layout)
     assert (tmp_path / "ck").is_dir() and (tmp_path / "ck" / "6").is_dir()
 
 

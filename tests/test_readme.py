@@ -20,6 +20,20 @@ def test_readme_library_example_runs_and_learns(capsys):
     assert "test accuracy" in capsys.readouterr().out
 
 
+def test_readme_library_example_runs_8_replicas_on_one_cpu(tmp_path):
+    """On a CPU-only machine with no environment variable: one CPU device, 8 replicas."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "JAX_PLATFORMS", "XLA_FLAGS")}
+    code = python_blocks()[0] + "\nassert len(mesh.devices.flat) == 1 and metrics['grad_norm'].shape == (8,)\n"
+    done = subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "8 replicas on 1 x CPU (cpu), 8 per device" in done.stdout
+
+
 def test_readme_quick_start_is_two_commands():
     text = README.read_text()
     quick = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]

@@ -2,6 +2,7 @@
 collective, every strategy's decision is checked for replication, and the typed report
 counts what moved."""
 import ast
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -13,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxsel
 from jaxsel import sync, triggers
+from jaxsel.aggregate import Aggregator
 from jaxsel.strategies.registry import STRATEGIES, build_strategy
 
 PACKAGE = Path(jaxsel.__file__).parent
@@ -155,7 +157,31 @@ def test_guard_fires_when_selsync_forgets_its_vote_reduction(mesh, monkeypatch):
         traced_step(jaxsel.SelSync(), mesh)
 
 
-def test_sync_where_reports_the_payload_bytes(mesh):
+def test_guard_fires_for_a_decision_batched_over_packed_replicas(mesh, monkeypatch):
+    """A raw `lax.psum` over the mesh axis agrees across devices but not across a device's
+    packed replicas: the guard names the packed replicas (a cond on it would be a select)."""
+    monkeypatch.setattr(triggers, "any_replica",
+                        lambda vote, axis: jax.lax.psum(vote.astype(jnp.float32), axis) > 0)
+    with pytest.raises(jaxsel.NonReplicatedDecisionError, match="packed replicas"):
+        traced_step(jaxsel.SelSync(), mesh)
+
+
+def test_an_aggregate_that_skips_the_packed_replicas_is_an_error(mesh):
+    strat = jaxsel.TriggeredStrategy(trigger=triggers.Periodic(2), sync="model", aggregator=RawMean())
+    with pytest.raises(jaxsel.NonReplicatedDecisionError, match="jaxsel.collectives"):
+        traced_step(strat, mesh)
+
+
+@dataclasses.dataclass(frozen=True)
+class RawMean(Aggregator):
+    """A user aggregator written against the mesh axis only (wrong for packed replicas)."""
+
+    def __call__(self, tree, axis, ctx=None):
+        return jax.tree.map(lambda x: jax.lax.pmean(x, axis), tree)
+
+
+def test_sync_where_reports_the_payload_bytes(mesh8):
+    mesh = mesh8
     def body(x):
         decide = jax.lax.psum(x[0], "data") > 0
         ctx = sync.StepContext(axis="data", n=R, step=jnp.int32(0), optimizer=None, weight=jnp.float32(1))
@@ -191,7 +217,8 @@ def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
         b = {"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
         state, _ = step(state, b)
     glob = np.asarray(state.strategy_state.global_params["w"])
-    np.testing.assert_array_equal(np.asarray(jaxsel.consensus(state, strat)["w"]), glob.mean(0))
+    # (a mean of 8 equal float32 values: exact only in some summation orders)
+    np.testing.assert_allclose(np.asarray(jaxsel.consensus(state, strat)["w"]), glob.mean(0), rtol=1e-6)
     assert np.all(glob == glob[0])   # the global weights are the same on every replica
     local = np.asarray(jaxsel.consensus(state)["w"])
     assert not np.allclose(local, glob[0])   # the replicas' drafts have moved on

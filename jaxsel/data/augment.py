@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..parallel import AXIS
+from ..parallel import AXIS, replicas_per_device
 from .catalog import DatasetSpec
 
 
@@ -68,12 +68,21 @@ def make_device_transform(spec: DatasetSpec, mesh, seed: int = 0, augment: bool 
     key = spec.input_key
 
     sharding = NamedSharding(mesh, P(AXIS))
+    per_device = replicas_per_device(mesh)
+
+    def replica_crop_flip(x, step):
+        """Each replica's rows with a key of (seed, step, global replica index), so the
+        augmentation does not depend on how replicas are packed onto devices."""
+        rows = x.reshape((per_device, -1) + x.shape[1:])
+        replica = lax.axis_index(AXIS) * per_device + jnp.arange(per_device)
+        base = jax.random.fold_in(jax.random.key(seed), step)
+        crop = lambda r, i: random_crop_flip(r, jax.random.fold_in(base, i), spec.crop_padding)
+        return jax.vmap(crop)(rows, replica).reshape(x.shape)
 
     def local(batch, step):
         x = batch[key]
         if augment and x.ndim == 4:
-            k = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), step), lax.axis_index(AXIS))
-            x = random_crop_flip(x, k, spec.crop_padding)
+            x = replica_crop_flip(x, step)
         return {**batch, key: normalize(x, spec)}
 
     sharded = jax.shard_map(local, mesh=mesh, in_specs=(P(AXIS), P()), out_specs=P(AXIS))

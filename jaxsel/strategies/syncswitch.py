@@ -44,9 +44,9 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ..aggregate import Mean, get_aggregator
+from ..collectives import replica_gather, replica_index, replica_max
 from ..sync import StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where, \
     tree_where
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
@@ -189,16 +189,16 @@ class SyncSwitch(Strategy):
             return monitor.step_time
         table = simulated_step_times(self.stragglers, int(self.total_steps), ctx.n, int(self.seed))
         row = jnp.clip(ctx.step, 0, table.shape[0] - 1)
-        return jnp.asarray(table, jnp.float32)[row, lax.axis_index(ctx.axis)]
+        return jnp.asarray(table, jnp.float32)[row, replica_index(ctx.axis, ctx)]
 
     def switch(self, monitor: MonitorState | None, ctx):
         """(Switch, new monitor state, per-replica metrics); every decision replicated."""
         if self.policy == "offline":
             return Switch(ctx.step >= int(self.switch_step), ctx.step == int(self.switch_step), False), None, {}
         mine = self.own_step_time(monitor, ctx)
-        slow = mine > float(self.straggler_factor) * jnp.median(lax.all_gather(mine, ctx.axis))
+        slow = mine > float(self.straggler_factor) * jnp.median(replica_gather(mine, ctx.axis))
         count = jnp.where(slow, monitor.slow_steps + 1, 0)
-        flags = lax.pmax(jnp.stack([(count >= int(self.straggler_steps)).astype(jnp.int32), monitor.asynchronous]),
+        flags = replica_max(jnp.stack([(count >= int(self.straggler_steps)).astype(jnp.int32), monitor.asynchronous]),
                          ctx.axis)
         go_async, was_async = flags[0] > 0, flags[1] > 0
         new = MonitorState(go_async.astype(jnp.int32), count, monitor.step_time)

@@ -1,0 +1,179 @@
+"""Packed replicas: N replicas on M devices (k = N/M each) behave as one replica per device.
+
+Every strategy reaches the same parameters with 8 replicas on 1, 2, 4 and 8 CPU devices;
+BSP on 8 packed replicas is one device on the concatenated batch; SelSync packed keeps a
+real conditional; the layout logic (fake device lists) never falls back to CPU and the
+layout line says what runs where.
+"""
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import jaxsel
+from jaxsel import parallel
+from jaxsel.parallel import LayoutError, choose_layout, describe_layout, plan_layout
+from jaxsel.strategies.registry import STRATEGIES, build_strategy
+
+R, B, D, C = 8, 3, 5, 3
+STEPS = 6
+CONTEXT = dict(replicas=R, total_steps=STEPS, steps_per_epoch=2, base_lr=0.1)
+LAYOUTS = (1, 2, 4, 8)
+
+
+def softmax_loss(params, batch):
+    logits = batch["x"] @ params["w"] + params["b"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+
+
+def make_params():
+    return {"w": 0.1 * jax.random.normal(jax.random.key(0), (D, C)), "b": jnp.zeros(C)}
+
+
+def make_batches(steps=STEPS, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
+            for _ in range(steps)]
+
+
+def make(name):
+    options = {"selsync": {"window": 2, "delta": 0.05}, "selsync-median": {"window": 2, "delta": 0.05,
+                                                                           "aggregator": "median"},
+               "syncswitch-online": {"policy": "online", "staleness": 2}, "fedavg-sampled": {"fraction": 0.5},
+               "localsgd-trimmed": {"period": 2, "aggregator": "trimmed:2"},
+               "superstep-random": {"aggregator": "random"}}
+    return build_strategy(name.split("-")[0], options.get(name, {}), **CONTEXT)
+
+
+def train(strategy, devices, batches, local_replicas="auto"):
+    mesh = jaxsel.data_mesh(replicas=R, devices=devices)
+    opt = optax.sgd(0.1, momentum=0.9)
+    state = jaxsel.init_state(make_params(), opt, strategy, mesh)
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, local_replicas=local_replicas)
+    synced = []
+    for batch in batches:
+        state, metrics = step(state, batch)
+        synced.append(bool(metrics["synced"]))
+    return jax.device_get(state), synced
+
+
+ALL = sorted(STRATEGIES) + ["selsync-median", "syncswitch-online", "fedavg-sampled", "localsgd-trimmed",
+                            "superstep-random"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_strategy_reaches_the_same_parameters_on_every_layout(name):
+    strategy, batches = make(name), make_batches()
+    ref, ref_synced = train(strategy, 8, batches)
+    for devices in LAYOUTS[:-1]:
+        got, synced = train(strategy, devices, batches)
+        assert synced == ref_synced, (devices, synced, ref_synced)
+        for field in ("params", "opt_state", "strategy_state"):
+            jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6,
+                                                                 err_msg=f"{name} {field} on {devices}"),
+                         getattr(got, field), getattr(ref, field))
+
+
+@pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
+def test_every_local_loop_gives_the_same_step(name):
+    """vmap (batched), unroll (k plain copies) and map (a loop) over a device's replicas."""
+    strategy, batches = make(name), make_batches()
+    ref, ref_synced = train(strategy, 2, batches, local_replicas="vmap")
+    for loop in ("unroll", "map"):
+        got, synced = train(strategy, 2, batches, local_replicas=loop)
+        assert synced == ref_synced
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
+
+
+def test_auto_unrolls_on_cpu():
+    from jaxsel.step import resolve_local_loop
+
+    gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]))
+    assert resolve_local_loop("auto", jaxsel.data_mesh(8, devices=1)) == "unroll"
+    assert resolve_local_loop("auto", gpu) == "vmap" and resolve_local_loop("map", gpu) == "map"
+
+
+def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():
+    batches = make_batches()
+    state, _ = train(jaxsel.BSP(), 1, batches)
+    opt, params = optax.sgd(0.1, momentum=0.9), make_params()
+    opt_state = opt.init(params)
+    for batch in batches:
+        updates, opt_state = opt.update(jax.grad(softmax_loss)(params, batch), opt_state, params)
+        params = optax.apply_updates(params, updates)
+    for name in params:
+        for r in range(R):
+            np.testing.assert_allclose(state.params[name][r], params[name], rtol=1e-5, atol=1e-6)
+
+
+def test_selsync_on_one_device_keeps_a_real_conditional():
+    mesh = jaxsel.data_mesh(replicas=R, devices=1)
+    strat, opt = jaxsel.SelSync(), optax.sgd(0.1)
+    state = jaxsel.init_state(make_params(), opt, strat, mesh)
+    hlo = jaxsel.make_train_step(softmax_loss, opt, strat, mesh).lower(state, make_batches(1)[0]).compile().as_text()
+    assert "conditional" in hlo
+
+
+def test_state_keeps_all_replicas_split_over_the_devices():
+    mesh = jaxsel.data_mesh(replicas=R, devices=2)
+    state = jaxsel.init_state(make_params(), optax.sgd(0.1), jaxsel.SelSync(), mesh)
+    for leaf in jax.tree.leaves(state.replace(step=None)):
+        assert leaf.shape[0] == R and leaf.sharding.spec[0] == "data"
+        assert {s.data.shape[0] for s in leaf.addressable_shards} == {R // 2}
+
+
+# ------------------------------------------------------------------ layout logic
+
+def fake(platform, kind, process=0):
+    return types.SimpleNamespace(platform=platform, device_kind=kind, process_index=process)
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("replicas, devices, used, per_device", [
+    (8, 1, 1, 8), (8, 2, 2, 4), (8, 8, 8, 1), (16, 8, 8, 2), (4, 8, 4, 1), (None, 4, 4, 1), (1, 1, 1, 1)])
+def test_plan_layout(replicas, devices, used, per_device):
+    layout = plan_layout(replicas, [fake("gpu", H100)] * devices)
+    assert (len(layout.devices), layout.per_device) == (used, per_device)
+
+
+@pytest.mark.parametrize("replicas, devices, message", [
+    (12, 8, r"replicas=12 do not fit 8 GPU device\(s\): choose 1..8 or a multiple of 8 \(16, 24, 32"),
+    (5, 3, r"choose 1..3 or a multiple of 3"), (0, 2, "replicas must be an integer >= 1, got 0")])
+def test_replicas_that_do_not_fit_name_the_valid_counts(replicas, devices, message):
+    with pytest.raises(LayoutError, match=message):
+        plan_layout(replicas, [fake("gpu", H100)] * devices)
+
+
+@pytest.fixture
+def gpu_host(monkeypatch):
+    """One GPU as the default backend, 8 CPU devices beside it."""
+    gpu, cpus = [fake("gpu", H100)], [fake("cpu", "cpu") for _ in range(8)]
+    monkeypatch.setattr(parallel.jax, "devices", lambda backend=None: cpus if backend == "cpu" else gpu)
+    return gpu, cpus
+
+
+def test_no_cpu_fall_back_on_an_accelerator_host(gpu_host):
+    gpu, cpus = gpu_host
+    layout = choose_layout(8)
+    assert layout.devices == tuple(gpu) and layout.per_device == 8   # packed on the GPU, not 8 CPUs
+    assert choose_layout(8, platform="cpu").devices == tuple(cpus)   # only when asked
+
+
+def test_layout_line_names_what_runs_where():
+    one_gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]), shape={"data": 1}, replicas=8)
+    assert describe_layout(one_gpu) == f"8 replicas on 1 x GPU ({H100}), 8 per device"
+    hosts = [fake("cpu", "cpu", p) for p in (0, 0, 1, 1)]
+    two_hosts = types.SimpleNamespace(devices=np.array(hosts), shape={"data": 4}, replicas=8)
+    assert describe_layout(two_hosts) == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device"
+
+
+def test_layout_line_of_a_real_mesh_is_true():
+    mesh = jaxsel.data_mesh(replicas=R, devices=2)
+    assert describe_layout(mesh) == "8 replicas on 2 x CPU (cpu), 4 per device"
+    assert len(mesh.devices.flat) == 2 and jaxsel.num_replicas(mesh) == 8
+    assert describe_layout(jaxsel.data_mesh()) == "8 replicas on 8 x CPU (cpu), 1 per device"
