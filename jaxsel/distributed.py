@@ -348,6 +348,10 @@ def leave_after_error(dog: Watchdog, err: BaseException, prefix: str) -> None:
         dog.finish()
         print(f"{prefix}: error: process {dog.me}: {err}", file=sys.stderr, flush=True)
         sys.stdout.flush()
+        try:   # leave together: process 0 hosts the coordination service, and a peer whose
+            jax.distributed.shutdown()   # service vanishes first is aborted (SIGABRT)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
         os._exit(2)
     problem = None
     if isinstance(err, jax.errors.JaxRuntimeError):

@@ -35,7 +35,7 @@ BAD = [
     (["--opt", "window"], ["--opt expects key=value", "'window'"]),
     (["--replicas", "12", "--devices", "8"], ["replicas=12", "8 CPU device(s)", "1..8 or a multiple of 8"]),
     (["--devices", "9"], ["devices=9", "1..8"]),
-    (["--devices", "0"], ["devices", ">= 1"]),
+    (["--devices", "0"], ["devices=0", "choose 1..8"]),
     (["--platform", "tpu"], ["platform 'tpu'", "not available"]),
 ]
 

@@ -75,11 +75,11 @@ PLUGIN = textwrap.dedent('''
     """A loss-based trigger and a geometric-mean-of-magnitudes aggregator, as a user writes them."""
     import dataclasses
 
-    import jax.numpy as jnp
-    from jax import lax
+    import jax
 
     import jaxsel
     from jaxsel.aggregate import Aggregator
+    from jaxsel.collectives import replica_max, replica_min
     from jaxsel.triggers import Trigger, any_replica
 
 
@@ -98,9 +98,8 @@ PLUGIN = textwrap.dedent('''
     class MidRange(Aggregator):
         """(min + max) / 2 over replicas."""
 
-        def __call__(self, tree, axis, ctx=None):
-            import jax
-            return jax.tree.map(lambda x: (lax.pmin(x, axis) + lax.pmax(x, axis)) / 2, tree)
+        def __call__(self, tree, axis, ctx=None):   # replica_*: over packed replicas and devices
+            return jax.tree.map(lambda lo, hi: (lo + hi) / 2, replica_min(tree, axis), replica_max(tree, axis))
 
 
     jaxsel.register_trigger("loss_above", LossAbove)

@@ -150,7 +150,7 @@ def test_the_run_is_evaluated_on_the_global_weights(mesh):
     strat = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2)
     state, _ = run(strat, mesh, batches(3))
     for c, g in zip(leaves(jaxsel.consensus(state, strat)), leaves(state.strategy_state.global_params)):
-        np.testing.assert_array_equal(c, g.mean(0))
+        np.testing.assert_allclose(c, g[0], rtol=1e-6)   # the same on every replica; a mean of equal floats
 
 
 # ------------------------------------------------------------------- the blend
