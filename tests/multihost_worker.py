@@ -21,16 +21,22 @@ from jaxsel import distributed  # noqa: E402
 STEPS = 4
 
 
+#: one of each way a strategy synchronizes: gradient mean every step, a triggered sync of the
+#: pre-update parameters, periodic model averaging (weighted), the staleness ring, and a
+#: sync with work of its own (DiLoCo's outer step). The rest reuse these collectives and
+#: are checked on one process (tests/test_methods.py, tests/test_packing.py).
+MULTIHOST_STRATEGIES = ("bsp", "selsync", "fedavg", "ssp", "diloco")
+
+
 def configs(out: Path):
     """(name, TrainConfig) pairs; shared with the single-process reference in the test."""
-    from jaxsel.strategies.registry import STRATEGIES
     from jaxsel.train import TrainConfig
 
     base = TrainConfig(steps=STEPS, batch_size=4, log_every=2, eval_every=STEPS, progress=False,
                        seed=1, replicas=8)
     options = {"selsync": {"window": 2, "delta": 0.05}, "localsgd": {"period": 2},
                "fedavg": {"period": 2}, "diloco": {"period": 2}}
-    for name in STRATEGIES:
+    for name in MULTIHOST_STRATEGIES:
         yield name, dataclasses.replace(base, strategy=name, strategy_options=options.get(name, {}))
     ck = dataclasses.replace(base, strategy="selsync", strategy_options=options["selsync"],
                              checkpoint_dir=str(out / "ck"), checkpoint_every=2)
