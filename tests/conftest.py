@@ -14,6 +14,11 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 
 os.environ.setdefault("JAXSEL_DATA_DIR", tempfile.mkdtemp(prefix="jaxsel-test-data-"))
+# One compilation cache for the session, subprocesses included: many tests compile the same
+# step (measured: test_methods + test_step + test_selsync + test_packing 188 s -> 144 s).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jaxsel-test-xla-cache-"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import jax  # noqa: E402
 

@@ -9,8 +9,10 @@ from jaxsel.cli import main
 
 
 def test_bench_command_tiny(tmp_path, capsys):
+    """Packed (8 replicas, 4 on each of 2 devices): the bench's steps and its hand-written
+    baseline both handle packing."""
     out = tmp_path / "bench.json"
-    assert main(["bench", "--size", "tiny", "--replicas", "8", "--json", str(out)]) == 0
+    assert main(["bench", "--size", "tiny", "--replicas", "8", "--devices", "2", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     for key in bench.RATIOS + bench.INFO_RATIOS:
         value = result["ratios"][key]
@@ -19,14 +21,8 @@ def test_bench_command_tiny(tmp_path, capsys):
     assert result["replicas"] == 8 and result["device_kind"] and result["size"] == "tiny"
     printed = capsys.readouterr().out
     assert "bsp_over_minimal" in printed and "replicas=8" in printed and "targets:" in printed
-
-
-def test_bench_packed_on_one_device(tmp_path, capsys):
-    out = tmp_path / "bench.json"
-    assert main(["bench", "--size", "tiny", "--replicas", "8", "--devices", "1", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
-    assert result["layout"] == "8 replicas on 1 x CPU (cpu), 8 per device" and bench.ratios_ok(result)
-    assert "layout: 8 replicas on 1 x CPU (cpu), 8 per device" in capsys.readouterr().out
+    assert result["layout"] == "8 replicas on 2 x CPU (cpu), 4 per device"
+    assert "layout: 8 replicas on 2 x CPU (cpu), 4 per device" in printed
 
 
 def test_bench_command_bad_input_is_one_line(capsys):
