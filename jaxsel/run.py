@@ -218,8 +218,10 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
     hint = "lower --batch-size, --replicas, --steps or the strategy's window"
     limit = _device_limit(mesh)
     if limit is not None and per_device > limit:
-        raise ConfigError(f"the run needs about {per_device / GIB:.1f} GiB per device ({what}) but a "
-                          f"{mesh.devices.flat[0].device_kind} has {limit / GIB:.1f} GiB; {hint}")
+        k = max(1, cfg.replicas // devices)
+        raise ConfigError(f"the run needs about {per_device / GIB:.1f} GiB per device for its {k} replica(s) "
+                          f"per device ({what}) but a {mesh.devices.flat[0].device_kind} has "
+                          f"{limit / GIB:.1f} GiB; {hint}, or spread the replicas over more devices")
     local = len([d for d in mesh.devices.flat if d.process_index == jax.process_index()])
     host = need.host + (per_device * local if limit is None else 0)   # CPU devices live in host memory
     available = _host_available()
