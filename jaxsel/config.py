@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .options import parse_kv
+
 #: the step counter is an int32 on the device
 MAX_STEPS = 2**31 - 1
 
@@ -191,18 +193,5 @@ def _check_names(cfg: TrainConfig) -> None:
 
 
 def parse_options(pairs: list[str] | None, flag: str = "--opt") -> dict:
-    """KEY=VALUE strings -> dict, with ints, floats and true/false parsed."""
-    out = {}
-    for pair in pairs or []:
-        key, sep, raw = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"{flag} expects key=value, got {pair!r}")
-        for cast in (int, float):
-            try:
-                out[key] = cast(raw)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
-    return out
+    """KEY=VALUE strings -> dict, with ints, floats and true/false parsed (`options.parse_kv`)."""
+    return parse_kv(pairs, flag)
