@@ -131,6 +131,8 @@ class Timing(NamedTuple):
     collective: str = "allreduce"        # "allreduce" or "allgather" for a sync
     background: str = "async"            # how a step that moves bytes without waiting is paid
     staleness: int | None = None         # async protocols: steps a worker may run ahead
+    groups: int | None = None            # two-level methods: replica groups (hosts); steps report
+                                         # their group-level bytes as the metric "group_bytes"
 
 
 def byte_count(nbytes, when=True) -> jax.Array:
