@@ -43,6 +43,16 @@ def lr_milestones(run) -> list[int]:
     return milestone_steps(milestones, run.config.steps) if kind == "milestones" else []
 
 
+def _finish(fig, ax, path: Path, runs, *, xlabel: str, ylabel: str) -> None:
+    """One-panel figures: labels, the runs' setting as title, legend, saved and closed."""
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=setting(runs[0]))
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title=LEGEND_NOTE, title_fontsize=7)
+    _save(fig, path)
+    pyplot().close(fig)
+
+
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,13 +73,8 @@ def plot_accuracy_vs_time(runs, target, network: str, path: Path) -> None:
             ax.plot([hit["projected_time_s"]], [hit["test_accuracy"]], "o", ms=10, mfc="none",
                     color=line.get_color())
     ax.axhline(target.accuracy, ls="--", color="gray", lw=1, label=f"target: {target.description}")
-    ax.set(xlabel=f"projected wall-clock on {network} (s; compute measured here)",
-           ylabel="test accuracy (evaluated model)", title=setting(runs[0]))
-    ax.title.set_fontsize(9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title=LEGEND_NOTE, title_fontsize=7)
-    _save(fig, path)
-    plt.close(fig)
+    _finish(fig, ax, path, runs, xlabel=f"projected wall-clock on {network} (s; compute measured here)",
+            ylabel="test accuracy (evaluated model)")
 
 
 def _significance(run):
@@ -141,13 +146,8 @@ def plot_divergence(runs, path: Path) -> None:
         ax.plot(*(zip(*pts) if pts else ([], [])), color=f"C{i}", label=label(r))
     for m in lr_milestones(runs[0]):
         ax.axvline(m, ls=":", color="k", lw=1)
-    ax.set(xlabel="step (dotted: learning-rate milestones)",
-           ylabel="replica divergence (max L2 distance from the mean)", title=setting(runs[0]))
-    ax.title.set_fontsize(9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title=LEGEND_NOTE, title_fontsize=7)
-    _save(fig, path)
-    plt.close(fig)
+    _finish(fig, ax, path, runs, xlabel="step (dotted: learning-rate milestones)",
+            ylabel="replica divergence (max L2 distance from the mean)")
 
 
 def plot_comparison(runs, path: Path) -> None:
