@@ -1,5 +1,5 @@
-"""Every test sees 8 CPU devices (set before JAX starts its backends); most run 8 replicas
-packed on 2 of them (the `mesh` fixture), a few on all 8 (`mesh8`)."""
+"""Every test sees 8 CPU devices (set before JAX starts its backends); most run 8 replicas,
+one per device (the `mesh` fixture); tests/test_packing.py packs them onto fewer."""
 import os
 
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
