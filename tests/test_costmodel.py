@@ -41,11 +41,12 @@ def test_vote_is_latency_bound():
 
 
 def test_presets_and_custom_network():
-    assert set(cm.NETWORKS) == {"nvlink", "100gbe", "25gbe", "10gbe", "1gbe"}
+    assert set(cm.NETWORKS) == {"nvlink", "pcie", "100gbe", "25gbe", "10gbe", "1gbe"}
     assert cm.NETWORKS["10gbe"].bandwidth == pytest.approx(1.25e9)
     assert cm.NETWORKS["1gbe"].bandwidth == pytest.approx(1.25e8)
     assert cm.NETWORKS["100gbe"].bandwidth == pytest.approx(12.5e9)
-    bws = [cm.NETWORKS[k].bandwidth for k in ("1gbe", "10gbe", "25gbe", "100gbe", "nvlink")]
+    assert cm.NETWORKS["pcie"].bandwidth == pytest.approx(25e9)   # PCIe 4.0 x16, ~80% of 31.5 GB/s
+    bws = [cm.NETWORKS[k].bandwidth for k in ("1gbe", "10gbe", "25gbe", "100gbe", "pcie", "nvlink")]
     assert bws == sorted(bws)
     assert cm.get_network("10GbE") is cm.NETWORKS["10gbe"]
     custom = cm.Network(5e9, 2e-5)
