@@ -118,6 +118,13 @@ class Cluster:
                              f"every host holds the same number")
         return n // self.per_host
 
+    def label(self, replicas: int) -> str:
+        """A short name for tables: the network's, or "4 hosts x 8 (nvlink inside, 10gbe between)"."""
+        if not self.two_level:
+            return self.inter.name
+        return (f"{self.hosts(replicas)} hosts x {self.per_host} ({self.intra.name} inside, "
+                f"{self.inter.name} between)")
+
     def describe(self, replicas: int | None = None) -> str:
         """The assumption to print beside a projection (a single network: as Network.describe)."""
         if not self.two_level:
