@@ -157,7 +157,8 @@ def _check_numbers(cfg: TrainConfig) -> None:
                   unit=" (seconds per step)")
     _check_int("project_gpus_per_host", cfg.project_gpus_per_host, 1)
     if cfg.replicas % cfg.project_gpus_per_host:
-        raise ConfigError(f"project_gpus_per_host {cfg.project_gpus_per_host} must divide replicas {cfg.replicas}: "
+        raise ConfigError(f"project_gpus_per_host (--gpus-per-host) {cfg.project_gpus_per_host} must divide "
+                          f"replicas {cfg.replicas}: "
                           f"the projected hosts each hold the same number of replicas")
 
 
@@ -193,9 +194,12 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
+    for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):
+        try:
+            get_network(getattr(cfg, name))
+        except ValueError as err:
+            raise ConfigError(f"{name} ({flag}): {err}") from None
     try:
-        get_network(cfg.project_network)
-        get_network(cfg.project_intra_network)
         get_stragglers(cfg.project_stragglers)
     except ValueError as err:
         raise ConfigError(str(err)) from None
