@@ -17,6 +17,13 @@ Timing semantics per step (replica r computes for `compute_time * factor[step, r
     step and runs behind the next step's compute, one at a time) or "async" (SSP/ASP: a
     parameter-server push + pull, 2*latency + 2*B/bandwidth, on the replica's own clock;
     with `staleness` s a replica may not start step i before all finished step i-s-1).
+
+Two networks (`Cluster(inter, intra, per_host)`): hosts of `per_host` replicas, NVLink or
+PCIe inside, Ethernet between. A sync over all replicas pays the hierarchical collective
+(`cluster_collective_time`); a two-level strategy's group-level collective (a step's
+`group_bytes`) is an all-reduce among the group's members inside a host and a barrier for
+that group only, so a straggler holds back its own group until the next global barrier.
+A plain network is the cluster of one replica per host: the flat model above, unchanged.
 """
 from __future__ import annotations
 
