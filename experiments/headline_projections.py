@@ -10,9 +10,14 @@ assumption (our model's XLA FLOP count over an assumed effective FLOP rate), and
 network and stragglers are the cost model's stated presets. Every figure is written out
 with the assumptions it rests on.
 
+A second table projects onto a two-level cluster (default 4 hosts x 8 GPUs, NVLink inside,
+10 GbE between): BSP (hierarchical all-reduce every step), SelSync, and "BSP inside 8-GPU
+hosts, SelSync across 10 GbE" (issue 17's Hierarchical(inner=BSP(), outer=SelSync(...))).
+
     python experiments/headline_projections.py                 # ~3-5 min on 2 CPU cores
     python experiments/headline_projections.py --quick         # CI-size smoke run, < 60 s
     python experiments/headline_projections.py --gpu-step-s 0.15 --network 1gbe
+    python experiments/headline_projections.py --hosts 2 --gpus-per-host 4 --intra-network pcie
 """
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ PAPER_CLAIMS = {
 #: Straggler models the Sync-Switch pair is projected under (its gain depends on them).
 SYNCSWITCH_STRAGGLERS = ("none", "fixed:factor=2,replicas=0", "transient:probability=0.02,factor=4")
 SENSITIVITY_NETWORKS = ("1gbe", "10gbe", "25gbe")
+#: The two-level cluster table's methods: (key, label); "hierarchical" is composed (see below).
+CLUSTER_METHODS = (("bsp", "BSP (hierarchical all-reduce every step)"), ("selsync", "SelSync"),
+                   ("hierarchical", "BSP inside {per_host}-GPU hosts, SelSync across {inter}"))
 TARGET_FRACTIONS = (0.95, 0.98, 1.0)
 
 
@@ -48,7 +56,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/headline-projections", help="where results.json and the PNG go")
     p.add_argument("--replicas", type=int, default=10, help="workers (the SelSync paper's 10)")
     p.add_argument("--steps", type=int, default=None, help="training steps per run (default 600, quick 100)")
-    p.add_argument("--network", default="10gbe", help="costmodel network preset for the headline rows")
+    p.add_argument("--network", default="10gbe",
+                   help="costmodel network preset for the headline rows (between hosts in the cluster table)")
+    p.add_argument("--hosts", type=int, default=4, help="hosts of the two-level cluster table")
+    p.add_argument("--gpus-per-host", type=int, default=8, help="GPUs (replicas) per host of the cluster table")
+    p.add_argument("--intra-network", default="nvlink", help="network inside a host of the cluster table")
     p.add_argument("--batch", type=int, default=32,
                    help="per-worker batch of the projected ResNet-101 step (SelSync paper: 32)")
     p.add_argument("--gpu-step-s", type=float, default=None,
@@ -65,6 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.steps = 100 if args.quick else 600
     if args.replicas < 2 or args.steps < 20 or not 0 < args.target_frac <= 1:
         p.error("need --replicas >= 2, --steps >= 20 and 0 < --target-frac <= 1")
+    if args.hosts < 1 or args.gpus_per_host < 1:
+        p.error("need --hosts >= 1 and --gpus-per-host >= 1")
     return args
 
 
@@ -164,18 +178,21 @@ def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
 def project(run: dict, small_bytes: int, model_bytes: int, compute_s: float, network, replicas: int,
             stragglers, seed: int) -> dict:
     """Replay `run`'s per-step sync pattern with ResNet-101 payloads through the
-    cost model; returns cumulative times, the summary and each worker's final clock."""
+    cost model (`network`: a preset or a two-level costmodel.Cluster); returns cumulative
+    times, the summary and each worker's final clock."""
     from jaxsel import costmodel
 
     recs = run["records"]
-    proj = costmodel.Projector(network, replicas, len(recs), stragglers, seed,
-                               background=run["background"], staleness=run["staleness"])
+    proj = costmodel.Projector(network, replicas, len(recs), stragglers, seed, background=run["background"],
+                               staleness=run["staleness"], groups=run.get("groups"))
     cumulative = []
     for i, r in enumerate(recs):
-        payload = r["bytes"] - r["vote"]
+        group = r.get("group", 0)
+        payload = r["bytes"] - r["vote"] - group
         # the MLP moved `payload` = k model-sized trees (grads or params); move k ResNet-101s
         scaled = round(payload / small_bytes * model_bytes)
-        cumulative.append(proj.advance(i, r["synced"], scaled, r["vote"], compute_s))
+        cumulative.append(proj.advance(i, r["synced"], scaled, r["vote"], compute_s,
+                                       group_payload=round(group / small_bytes * model_bytes)))
     summary = proj.summary()
     clocks = [float(c) for c in proj.clock]
     if run["background"] == "overlapped":  # every worker also waits for the last collective
@@ -229,6 +246,75 @@ def compare(pair: str, base: dict, other: dict, scenario: dict, args, small_byte
         "curves": {"bsp": [(s, a, pb["cumulative"][s - 1] if s else 0.0) for s, a in base["evals"]],
                    "other": [(s, a, po["cumulative"][s - 1] if s else 0.0) for s, a in other["evals"]]},
     }
+
+
+# ------------------------------------------------------------ two-level cluster
+
+
+def compose_hierarchical(selsync: dict, small_bytes: int, hosts: int) -> dict:
+    """Hierarchical(inner=BSP(), outer=SelSync(...)) with one group per host, composed from
+    the logged patterns until a real run of the strategy exists: every step the group
+    level all-reduces one model-sized tree inside each host (BSP's gradient mean), except
+    where SelSync synced: there the all-replica sync runs instead (the outer level wins
+    when both fire); SelSync's vote stays global every step. The accuracy curve is the
+    SelSync run's (the inner BSP only adds averaging inside a host; not measured here)."""
+    records = [{**r, "bytes": r["bytes"] + (0 if r["synced"] else small_bytes),
+                "group": 0 if r["synced"] else small_bytes} for r in selsync["records"]]
+    return {**selsync, "label": "hierarchical", "records": records, "groups": hosts,
+            "composed_from": "selsync"}
+
+
+def cluster_rows(runs: dict, small_bytes: int, model_bytes: int, compute: tuple, args) -> list[dict]:
+    """BSP, SelSync and BSP-inside-hosts/SelSync-across on `args.hosts` x `args.gpus_per_host`:
+    projected total, time to the target (target_frac x BSP's final accuracy) and the
+    speedup over BSP on the same cluster."""
+    from jaxsel import costmodel
+
+    cluster = costmodel.Cluster(args.network, args.intra_network, args.gpus_per_host)
+    replicas = args.hosts * args.gpus_per_host
+    methods = {"bsp": runs["bsp"], "selsync": runs["selsync"],
+               "hierarchical": compose_hierarchical(runs["selsync"], small_bytes, args.hosts)}
+    target = args.target_frac * runs["bsp"]["final_accuracy"]
+    rows = []
+    for key, label in CLUSTER_METHODS:
+        run = methods[key]
+        p = project(run, small_bytes, model_bytes, compute[1], cluster, replicas, None, args.seed)
+        step, tta = time_to_accuracy(run, p["cumulative"], target)
+        s = p["summary"]
+        rows.append({"method": key, "label": label.format(per_host=args.gpus_per_host, inter=spoken(cluster.inter.name)),
+                     "cluster": cluster.describe(replicas), "cluster_label": cluster.label(replicas),
+                     "compute": compute[0], "compute_s": compute[1], "target_accuracy": target,
+                     "total_s": s["total"], "steps_to_target": step, "time_to_target_s": tta,
+                     "syncs": s["syncs"], "group_syncs": s.get("group_syncs", 0),
+                     "breakdown": {k: s[k] for k in ("compute", "communication", "waiting")},
+                     "group_level": s.get("group_level"), "composed": "composed_from" in run})
+    bsp_tta = rows[0]["time_to_target_s"]
+    for r in rows:
+        r["speedup_vs_bsp"] = ratio(bsp_tta, r["time_to_target_s"])
+    return rows
+
+
+def spoken(network: str) -> str:
+    """"10 GbE" for the preset "10gbe" (other names unchanged)."""
+    return f"{network[:-3]} GbE" if network.endswith("gbe") else network
+
+
+def print_cluster_table(rows: list[dict]) -> None:
+    r0 = rows[0]
+    print(f"\n{r0['cluster_label']}: {r0['cluster']}")
+    w = max(len(r["label"]) for r in rows)
+    head = (f"{'method':<{w}} {'compute':<22} {'total s':>9} {'s>target':>9} {'vs BSP':>8} {'comm s':>8} "
+            f"{'syncs':>6} {'group syncs':>11}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        compute = f"{r['compute']} {r['compute_s']:.3g} s/step"
+        tta = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.4g}"
+        print(f"{r['label']:<{w}} {compute:<22} {r['total_s']:>9.4g} {tta:>9} {fmt_ratio(r['speedup_vs_bsp']):>8} "
+              f"{r['breakdown']['communication']:>8.4g} {r['syncs']:>6} {r['group_syncs']:>11}")
+    if any(r["composed"] for r in rows):
+        print("hierarchical row: composed from the SelSync run's sync pattern and accuracy (group-level BSP "
+              "on every step it did not sync); no Hierarchical run yet")
 
 
 # ----------------------------------------------------------------------- output
@@ -318,6 +404,10 @@ def main(argv=None) -> dict:
 
     from jaxsel import costmodel
 
+    try:   # a bad cluster setting fails before any run
+        costmodel.Cluster(args.network, args.intra_network, args.gpus_per_host)
+    except ValueError as err:
+        sys.exit(f"headline_projections.py: error: {err}")
     t_start = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -370,13 +460,17 @@ def main(argv=None) -> dict:
                         comparisons.append(compare(pair, runs[base], runs[other], scenario, args,
                                                    small_bytes, model["param_bytes"], frac))
 
+    cluster = [row for compute in computes
+               for row in cluster_rows(runs, small_bytes, model["param_bytes"], compute, args)]
     ar = costmodel.allreduce_time(model["param_bytes"], args.replicas, args.network)
     ps = costmodel.parameter_server_time(model["param_bytes"], args.network)
     results = {
         "settings": {"quick": args.quick, "replicas": args.replicas, "steps": args.steps, "network": args.network,
                      "batch_projected": args.batch, "target_frac": args.target_frac, "seed": args.seed,
                      "gpu_tflops": args.gpu_tflops, "gpu_step_s_given": args.gpu_step_s,
-                     "selsync_window": window, "ssdsgd_warmup_steps": warmup},
+                     "selsync_window": window, "ssdsgd_warmup_steps": warmup,
+                     "cluster": {"hosts": args.hosts, "gpus_per_host": args.gpus_per_host,
+                                 "intra_network": args.intra_network, "inter_network": args.network}},
         "machine": {"jax": jax.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
                     "devices": f"{jax.device_count()} x {jax.devices()[0].platform}",
                     "platform": platform.platform()},
@@ -401,7 +495,14 @@ def main(argv=None) -> dict:
             "no server congestion); SSD-SGD's per-step all-reduce runs behind the next step (overlapped).",
             "Throughput: sum over workers of (steps / that worker's own finish time); "
             "time-to-accuracy: lock-step steps, first evaluation (every 10 steps) at or above the target.",
+            f"Cluster table: {args.hosts} hosts x {args.gpus_per_host} GPUs; the {args.replicas}-replica runs' "
+            f"sync patterns and accuracy curves mapped step for step onto {args.hosts * args.gpus_per_host} "
+            "workers; all-replica syncs pay the hierarchical all-reduce (intra reduce-scatter, inter all-reduce "
+            "through one link per host, intra all-gather); the 'BSP inside hosts, SelSync across' row is "
+            "composed from the SelSync run (group-level BSP all-reduce over the intra network on every step "
+            "SelSync did not sync, SelSync's syncs and votes across all) with SelSync's accuracy curve.",
         ],
+        "cluster_table": cluster,
     }
     for r in comparisons:   # keep the curves of the plotted scenarios only
         if not (r["network"] == args.network and r["target_frac"] == args.target_frac and r["compute"] == "gpu-class"):
@@ -412,6 +513,7 @@ def main(argv=None) -> dict:
     (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
     plotted = plot(results, out / "accuracy_vs_projected_time.png")
     print_table(rows)
+    print_cluster_table([r for r in cluster if r["compute"] == "gpu-class"])
     print(f"wrote {out / 'results.json'}" + (f" and {out / 'accuracy_vs_projected_time.png'}" if plotted else "")
           + f" ({results['wall_s']:.0f} s)")
     return results

@@ -115,7 +115,14 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     c = p.add_argument_group("projected wall-clock (logged as projected_time_s; see `jaxsel report`)")
     c.add_argument("--project-network", default="10gbe",
-                   help="network preset of the projection: nvlink, 100gbe, 25gbe, 10gbe, 1gbe")
+                   help="network preset of the projection (between hosts with --gpus-per-host > 1): "
+                        "nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
+    c.add_argument("--intra-network", "--project-intra-network", dest="project_intra_network", default="nvlink",
+                   metavar="PRESET", help="network inside a projected host (with --gpus-per-host > 1): nvlink, "
+                                          "pcie, ...")
+    c.add_argument("--gpus-per-host", "--project-gpus-per-host", dest="project_gpus_per_host", type=int, default=1,
+                   metavar="K", help="replicas per projected host (divides --replicas); 1: every replica on its own "
+                                     "host, one network")
     c.add_argument("--project-stragglers", default=None, metavar="SPEC",
                    help="straggler model, e.g. fixed:factor=2,replicas=0 or lognormal:sigma=0.2")
     c.add_argument("--project-compute-s", type=float, default=None, metavar="SECONDS",
@@ -151,6 +158,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
         eval_examples=getattr(args, "eval_examples", None),
         project_network=args.project_network, project_stragglers=args.project_stragglers,
+        project_intra_network=args.project_intra_network, project_gpus_per_host=args.project_gpus_per_host,
         project_compute_s=args.project_compute_s,
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from .config import TrainConfig
 from .numbers import significant
 from .plots import LEGEND_NOTE, plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline
-from .runlog import jsonable
+from .runlog import jsonable, projected_cluster
 from .significance_reach import after_warmup, quiet_note, significance_options
 from .strategy_args import check_options_apply, options_for
 from .time_to_accuracy import DEFAULT_TARGET, resolve_target, speedups, time_to_target
@@ -42,7 +42,7 @@ def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path,
     for run, row in zip(runs, rows):
         row.update(significance_row(run))
     (out / "results.json").write_text(json.dumps(jsonable(rows), indent=2))
-    write_pictures(runs, goal, base.project_network, out)
+    write_pictures(runs, goal, network_label(base), out)
     return rows
 
 
@@ -51,9 +51,16 @@ def result_row(run: RunResult, goal) -> dict:
     return {**{k: f[k] for k in RESULT_KEYS}, "strategy": run.config.strategy, "label": f["strategy"],
             "final_test_loss": f["final_test_loss"], "steps": f["steps"], "replicas": f["replicas"],
             "layout": f["layout"],
-            "projected_time_s": f["projected_time_s"], "project_network": run.config.project_network,
+            "projected_time_s": f["projected_time_s"], "project_network": network_label(run.config),
             "target_accuracy": goal.accuracy, "target": goal.description,
             **time_to_target(run.evals, goal.accuracy)}
+
+
+def network_label(cfg: TrainConfig) -> str:
+    """What the projection ran on, for tables and plots: the --project-network as given,
+    or both networks of a two-level cluster."""
+    cluster = projected_cluster(cfg)
+    return cluster.label(cfg.replicas) if cluster.two_level else cfg.project_network
 
 
 def significance_row(run: RunResult) -> dict:

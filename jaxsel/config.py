@@ -73,8 +73,12 @@ class TrainConfig:
     # projected wall-clock (costmodel.py): every logged step carries `projected_time_s`, what
     # the run would have taken so far on `project_network` with the same replicas, sync
     # pattern and `project_stragglers`, from this run's measured step time (or
-    # `project_compute_s`, e.g. a GPU step time measured elsewhere)
+    # `project_compute_s`, e.g. a GPU step time measured elsewhere). With
+    # `project_gpus_per_host` > 1 the projected cluster has two levels: hosts of that many
+    # replicas joined inside by `project_intra_network`, between by `project_network`
     project_network: str = "10gbe"
+    project_intra_network: str = "nvlink"
+    project_gpus_per_host: int = 1
     project_stragglers: str | None = None
     project_compute_s: float | None = None
 
@@ -151,6 +155,11 @@ def _check_numbers(cfg: TrainConfig) -> None:
     _check_number("clip_norm", cfg.clip_norm, positive=True, optional=True)
     _check_number("project_compute_s", cfg.project_compute_s, positive=False, optional=True,
                   unit=" (seconds per step)")
+    _check_int("project_gpus_per_host", cfg.project_gpus_per_host, 1)
+    if cfg.replicas % cfg.project_gpus_per_host:
+        raise ConfigError(f"project_gpus_per_host (--gpus-per-host) {cfg.project_gpus_per_host} must divide "
+                          f"replicas {cfg.replicas}: "
+                          f"the projected hosts each hold the same number of replicas")
 
 
 def _check_lr_schedule(spec) -> None:
@@ -185,8 +194,12 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
+    for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):
+        try:
+            get_network(getattr(cfg, name))
+        except ValueError as err:
+            raise ConfigError(f"{name} ({flag}): {err}") from None
     try:
-        get_network(cfg.project_network)
         get_stragglers(cfg.project_stragglers)
     except ValueError as err:
         raise ConfigError(str(err)) from None

@@ -17,11 +17,18 @@ Timing semantics per step (replica r computes for `compute_time * factor[step, r
     step and runs behind the next step's compute, one at a time) or "async" (SSP/ASP: a
     parameter-server push + pull, 2*latency + 2*B/bandwidth, on the replica's own clock;
     with `staleness` s a replica may not start step i before all finished step i-s-1).
+
+Two networks (`Cluster(inter, intra, per_host)`): hosts of `per_host` replicas, NVLink or
+PCIe inside, Ethernet between. A sync over all replicas pays the hierarchical collective
+(`cluster_collective_time`); a two-level strategy's group-level collective (a step's
+`group_bytes`) is an all-reduce among the group's members inside a host and a barrier for
+that group only, so a straggler holds back its own group until the next global barrier.
+A plain network is the cluster of one replica per host: the flat model above, unchanged.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -55,13 +62,17 @@ class Network:
 
 #: Assumed figures (effective per-direction bandwidth, per-hop latency):
 #:   nvlink  200 GB/s,     5 us  (NVLink 3/4 NCCL bus bandwidth within one node)
+#:   pcie    25 GB/s,     10 us  (PCIe 4.0 x16: 31.5 GB/s line rate per direction, ~80% of it
+#:                               after protocol overhead; GPUs of one host without NVLink)
 #:   100gbe  12.5 GB/s,   10 us  (100 Gbit/s line rate, RDMA/RoCE-class latency)
 #:   25gbe   3.125 GB/s,  25 us  (25 Gbit/s line rate)
 #:   10gbe   1.25 GB/s,   50 us  (10 Gbit/s line rate, TCP)
 #:   1gbe    0.125 GB/s, 100 us  (1 Gbit/s line rate, TCP)
-#: Line rates are upper bounds; pass a custom Network for measured figures.
+#: Line rates are upper bounds; pass a custom Network for measured figures. Every preset
+#: can join the replicas of a host (`Cluster.intra`) or the hosts (`Cluster.inter`).
 NETWORKS: dict[str, Network] = {
     "nvlink": Network(200e9, 5e-6, "nvlink"),
+    "pcie": Network(25e9, 10e-6, "pcie"),
     "100gbe": Network(100e9 / 8, 10e-6, "100gbe"),
     "25gbe": Network(25e9 / 8, 25e-6, "25gbe"),
     "10gbe": Network(10e9 / 8, 50e-6, "10gbe"),
@@ -78,6 +89,61 @@ def get_network(spec: str | Network) -> Network:
         raise ValueError(f"unknown network preset {spec!r}; choose one of {', '.join(NETWORKS)} "
                          f"or pass Network(bandwidth=bytes_per_s, latency=seconds)")
     return NETWORKS[key]
+
+
+# ------------------------------------------------------------------- two-level clusters
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """Hosts of `per_host` replicas each: `intra` joins the replicas of one host (NVLink,
+    PCIe), `inter` joins the hosts (Ethernet) through one link per host, shared by its
+    replicas. `per_host` = 1 is the single network of the flat model: every replica is a
+    host of its own and `intra` is never used. Networks may be given by preset name."""
+
+    inter: Network
+    intra: Network = dataclasses.field(default_factory=lambda: NETWORKS["nvlink"])
+    per_host: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "inter", get_network(self.inter))
+        object.__setattr__(self, "intra", get_network(self.intra))
+        p = self.per_host
+        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+            raise ValueError(f"replicas per host (gpus per host) must be an integer >= 1, got {p!r}")
+        object.__setattr__(self, "per_host", int(p))
+
+    @property
+    def two_level(self) -> bool:
+        return self.per_host > 1
+
+    def hosts(self, replicas: int) -> int:
+        """Hosts that `replicas` fill (they must fill every host)."""
+        n = _check_replicas(replicas)
+        if n % self.per_host:
+            raise ValueError(f"replicas {n} must be a multiple of the replicas per host ({self.per_host}): "
+                             f"every host holds the same number")
+        return n // self.per_host
+
+    def label(self, replicas: int) -> str:
+        """A short name for tables: the network's, or "4 hosts x 8 (nvlink inside, 10gbe between)"."""
+        if not self.two_level:
+            return self.inter.name
+        return (f"{self.hosts(replicas)} hosts x {self.per_host} ({self.intra.name} inside, "
+                f"{self.inter.name} between)")
+
+    def describe(self, replicas: int | None = None) -> str:
+        """The assumption to print beside a projection (a single network: as Network.describe)."""
+        if not self.two_level:
+            return self.inter.describe()
+        hosts = f"{self.hosts(replicas)} hosts x {self.per_host}" if replicas else f"hosts of {self.per_host}"
+        return (f"{hosts} replicas; inside a host {self.intra.describe()}; "
+                f"between hosts {self.inter.describe()}")
+
+
+def get_cluster(spec: "str | Network | Cluster") -> Cluster:
+    """A Cluster unchanged; a network (preset name or Network) as a single-network cluster."""
+    return spec if isinstance(spec, Cluster) else Cluster(get_network(spec))
 
 
 # ----------------------------------------------------------------------- collectives
@@ -120,27 +186,70 @@ def vote_time(replicas: int, network: str | Network, vote_bytes: int = 4) -> flo
     return allreduce_time(vote_bytes, replicas, network)
 
 
+def cluster_collective_time(nbytes, replicas: int, cluster: "str | Network | Cluster",
+                            collective: str = "allreduce") -> float:
+    """A collective over all `replicas` of a two-level cluster (H hosts x s per host).
+
+    All-reduce, hierarchical: reduce-scatter inside each host, then s all-reduces of the
+    B/s shards among the H hosts, all through the host's one inter-host link (so B bytes
+    cross it, as in a ring of H), then all-gather inside each host. In time:
+    `T = [2(s-1)*lat_intra + 2(s-1)/s * B/bw_intra] + [2(H-1)*lat_inter + 2(H-1)/H * B/bw_inter]`
+    = allreduce_time(B, s, intra) + allreduce_time(B, H, inter).
+    All-gather (result N*B): member j of every host gathers the B bytes of member j of the
+    other hosts (s rings sharing the host's link), then each host all-gathers its H*B blocks:
+    allgather_time(s*B, H, inter) + allgather_time(H*B, s, intra).
+    With s = 1 both are the flat ring over `inter`; with H = 1 the flat ring over `intra`.
+    """
+    c = get_cluster(cluster)
+    b = _check_finite("nbytes", nbytes)
+    hosts, s = c.hosts(replicas), c.per_host
+    if collective == "allreduce":
+        return allreduce_time(b, s, c.intra) + allreduce_time(b, hosts, c.inter)
+    if collective == "allgather":
+        return allgather_time(s * b, hosts, c.inter) + allgather_time(hosts * b, s, c.intra)
+    raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupLevel:
+    """Where a two-level strategy's group collectives run on the projected cluster:
+    `size` contiguous replicas per group, all-reduced over `network`, a barrier for the
+    group's members only; `note` says how the strategy's groups were mapped."""
+
+    size: int
+    network: Network
+    note: str
+
+
+def group_level(cluster: Cluster, replicas: int, groups: int | None) -> GroupLevel | None:
+    """The group level of `groups` strategy groups (Timing.groups) on `cluster`.
+
+    Two-level cluster: a group lies inside one host. Groups that fit a host (their size
+    divides the host's) are kept; others (e.g. groups=2 simulated on one process, projected
+    onto hosts of 8) are projected as the hosts themselves, and the note says so. Single
+    network (every replica its own host): the strategy's groups over that network.
+    None: no groups known (records with group-level syncs are then an error).
+    """
+    n = _check_replicas(replicas)
+    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, (int, np.integer))
+                               or groups < 1 or n % groups):
+        raise ValueError(f"groups must be an integer >= 1 that divides the replicas ({n}), got {groups!r}")
+    size = None if groups is None else n // int(groups)
+    if not cluster.two_level:
+        if size is None:
+            return None
+        return GroupLevel(size, cluster.inter, f"{groups} groups of {size} replicas over {cluster.inter.name}")
+    per = cluster.per_host
+    if size is not None and per % size == 0:
+        where = "one group per host" if size == per else f"{per // size} groups per host"
+        return GroupLevel(size, cluster.intra, f"groups of {size} replicas, {where}, over {cluster.intra.name}")
+    said = "" if size is None else (f"the strategy's {groups} groups of {size} replicas do not fit in a host "
+                                    f"of {per}: ")
+    return GroupLevel(per, cluster.intra, f"{said}group level projected within one host "
+                                          f"(groups = hosts of {per}), over {cluster.intra.name}")
+
+
 # ----------------------------------------------------------------------- projection
-
-
-def _scalar(record: Mapping, key: str, i: int):
-    if key not in record:
-        raise ValueError(f"record {i} has no {key!r} key; records need 'step', 'synced', 'bytes_allreduced' "
-                         f"(optionally 'collective', 'vote_bytes')")
-    value = np.asarray(record[key])
-    if value.size != 1:
-        raise ValueError(f"record {i} {key!r} must be a scalar, got shape {value.shape}")
-    return value.reshape(()).item()
-
-
-def _inferred_vote_bytes(synced: np.ndarray, nbytes: np.ndarray, given: list) -> int:
-    """Vote size for records lacking 'vote_bytes': the bytes of local steps (which move
-    nothing but the vote), if they agree; otherwise 0 (no vote)."""
-    local = {int(b) for s, b, g in zip(synced, nbytes, given) if not s and g is None}
-    if len(local) > 1:
-        raise ValueError(f"local steps report different bytes_allreduced {sorted(local)}; give each record a "
-                         f"'vote_bytes' key so votes and payload can be told apart")
-    return local.pop() if local else 0
 
 
 def parameter_server_time(nbytes, network: str | Network) -> float:
@@ -156,14 +265,19 @@ class Projector:
     `advance(...)` takes one step's outcome and returns the projected seconds since the
     start; `state()` / `Projector(..., state=...)` carry it across a checkpoint. Straggler
     factors are drawn once for `total_steps` (so a live projection equals `project_run` on
-    the same records).
+    the same records). `network` is a network (every replica on its own host) or a
+    two-level `Cluster`; `groups` is a two-level strategy's replica groups (Timing.groups),
+    whose group-level collectives are barriers for their group's members only.
     """
 
     def __init__(self, network, replicas: int, total_steps: int, stragglers=None, seed: int = 0, *,
                  collective: str = "allreduce", background: str = "async", staleness: int | None = None,
-                 state: dict | None = None):
+                 groups: int | None = None, state: dict | None = None):
         self.n = _check_replicas(replicas)
-        self.net = get_network(network)
+        self.cluster = get_cluster(network)
+        self.cluster.hosts(self.n)   # the replicas fill whole hosts
+        self.net = self.cluster.inter
+        self.groups = group_level(self.cluster, self.n, groups)
         if collective not in COLLECTIVES:
             raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
         if background not in BACKGROUND_MODES:
@@ -183,11 +297,13 @@ class Projector:
         self.finished = [np.asarray(f, dtype=float) for f in st.get("finished", [])]  # recent per-step ends
         self.totals = {k: float(st.get(k, 0.0)) for k in ("compute", "communication", "waiting")}
         self.counts = {k: int(st.get(k, 0)) for k in ("steps", "syncs", "payload_bytes", "vote_bytes")}
+        self.group_tally = GroupTally(int(st.get("group_syncs", 0)), int(st.get("group_bytes", 0)))
 
     def state(self) -> dict:
         """JSON-able state to resume the projection from (stored in checkpoints)."""
         return {"clock": self.clock.tolist(), "bg_free": self.bg_free,
-                "finished": [f.tolist() for f in self.finished], **self.totals, **self.counts}
+                "finished": [f.tolist() for f in self.finished], **self.totals, **self.counts,
+                "group_syncs": self.group_tally.syncs, "group_bytes": self.group_tally.bytes}
 
     def _barrier(self, comm: float) -> None:
         """Everyone waits for the slowest replica; the collective then also waits for a
@@ -198,36 +314,44 @@ class Projector:
         self.clock[:] = start + comm
         self.totals["communication"] += (start - slowest) + comm
 
+    def _group_barrier(self, payload: int, collective: str) -> None:
+        """Each group's members wait for their group's slowest, then all-reduce among
+        themselves; other groups' clocks are untouched (a group collective runs on the
+        hosts' own links, so it does not wait for a background inter-host collective)."""
+        level = self.groups
+        if level is None:
+            raise ValueError("a record reports a group-level sync but the projection knows no replica groups: "
+                             "pass groups= (the strategy's Timing.groups) or a two-level Cluster")
+        comm = collective_time(payload, level.size, level.network, collective)
+        clocks = self.clock.reshape(-1, level.size)
+        slowest = clocks.max(axis=1, keepdims=True)
+        self.totals["waiting"] += float((slowest - clocks).mean())
+        self.clock = np.repeat(slowest[:, 0] + comm, level.size)
+        self.totals["communication"] += comm
+
     def advance(self, step: int, synced: bool, payload: int, vote: int, compute_s: float,
-                collective: str | None = None) -> float:
-        """Account step `step` (index into the straggler draws); return the time after it."""
+                collective: str | None = None, *, group_payload: int = 0,
+                group_synced: bool | None = None) -> float:
+        """Account step `step` (index into the straggler draws); return the time after it.
+        `payload` is the all-replica collective's bytes, `group_payload` the group-level
+        one's (`group_synced` defaults to group_payload > 0); the group level goes first."""
         if not step < len(self.factors):
             raise ValueError(f"step {step} is beyond the projector's total_steps={len(self.factors)}")
-        if self.staleness is not None and len(self.finished) > self.staleness:
-            gate = float(self.finished[-(self.staleness + 1)].max())   # all finished step i-s-1
-            late = np.maximum(gate - self.clock, 0.0)
-            self.totals["waiting"] += float(late.mean())
-            self.clock += late
+        self._staleness_gate()
         work = compute_s * self.factors[step]
         self.clock += work
         self.totals["compute"] += float(work.mean())
         coll = collective or self.collective
+        if group_payload > 0 if group_synced is None else group_synced:
+            self._group_barrier(group_payload, coll)
+            self.group_tally.add(group_payload)
         if synced or vote > 0:
-            comm = vote_time(self.n, self.net, vote) if vote > 0 else 0.0
+            comm = cluster_collective_time(vote, self.n, self.cluster) if vote > 0 else 0.0
             if synced and payload > 0:
-                comm += collective_time(payload, self.n, self.net, coll)
+                comm += cluster_collective_time(payload, self.n, self.cluster, coll)
             self._barrier(comm)
-        elif payload > 0 and self.background == "overlapped":
-            slowest = float(self.clock.max())
-            start = max(slowest, self.bg_free)
-            self.totals["waiting"] += slowest - float(self.clock.mean())
-            self.totals["communication"] += start - slowest   # the part not hidden behind compute
-            self.clock[:] = start
-            self.bg_free = start + collective_time(payload, self.n, self.net, coll)
-        elif payload > 0:   # "async": every replica pushes and pulls on its own clock
-            ps = parameter_server_time(payload, self.net)
-            self.clock += ps
-            self.totals["communication"] += ps
+        elif payload > 0:
+            self._background(payload, coll)
         if self.staleness is not None:
             self.finished = (self.finished + [self.clock.copy()])[-(self.staleness + 1):]
         self.counts["steps"] += 1
@@ -235,6 +359,28 @@ class Projector:
         self.counts["payload_bytes"] += int(payload) if synced else 0
         self.counts["vote_bytes"] += int(vote)
         return float(max(self.clock.max(), self.bg_free if self.background == "overlapped" else 0.0))
+
+    def _staleness_gate(self) -> None:
+        """Async protocols with a bound s: no replica starts step i before all finished step i-s-1."""
+        if self.staleness is not None and len(self.finished) > self.staleness:
+            gate = float(self.finished[-(self.staleness + 1)].max())
+            late = np.maximum(gate - self.clock, 0.0)
+            self.totals["waiting"] += float(late.mean())
+            self.clock += late
+
+    def _background(self, payload: int, coll: str) -> None:
+        """A local step that still moves `payload`, charged by the `background` mode."""
+        if self.background == "overlapped":
+            slowest = float(self.clock.max())
+            start = max(slowest, self.bg_free)
+            self.totals["waiting"] += slowest - float(self.clock.mean())
+            self.totals["communication"] += start - slowest   # the part not hidden behind compute
+            self.clock[:] = start
+            self.bg_free = start + cluster_collective_time(payload, self.n, self.cluster, coll)
+        else:   # "async": every replica pushes and pulls on its own clock
+            ps = parameter_server_time(payload, self.net)
+            self.clock += ps
+            self.totals["communication"] += ps
 
     def summary(self) -> dict:
         """Totals so far, ending the run with its slowest replica and last background collective:
@@ -249,54 +395,121 @@ class Projector:
             "waiting": waiting if self.counts["steps"] else 0.0,
             **self.counts,
             "replicas": self.n,
-            "network": self.net.describe(),
+            "network": self.cluster.describe(self.n),
             "bandwidth_bytes_per_s": self.net.bandwidth,
             "latency_s": self.net.latency,
             "stragglers": ", ".join(m.describe() for m in get_stragglers(self.stragglers)) or "none",
             "background": self.background,
             "staleness": self.staleness,
             "seed": self.seed,
+            **self._two_level_summary(),
         }
 
+    def _two_level_summary(self) -> dict:
+        """The second network and the group level, where the projection has them (a
+        single-network run without groups keeps the summary it always had)."""
+        out = {}
+        if self.cluster.two_level:
+            out.update(per_host=self.cluster.per_host, hosts=self.cluster.hosts(self.n),
+                       intra_network=self.cluster.intra.describe(), inter_network=self.net.describe())
+        if self.groups is not None and (self.cluster.two_level or self.group_tally.syncs):
+            out.update(group_level=self.groups.note, group_syncs=self.group_tally.syncs,
+                       group_bytes=self.group_tally.bytes)
+        return out
 
-def project_run(
-    records: Sequence[Mapping],
-    network: str | Network,
-    replicas: int,
-    compute_time_s,
-    stragglers=None,
-    seed: int = 0,
-    *,
-    collective: str = "allreduce",
-    background: str = "async",
-    staleness: int | None = None,
-) -> tuple[np.ndarray, dict]:
-    """Project a logged run onto `network` with `replicas` workers.
 
-    records: the training loop's per-step metric dicts with `step`, `synced` (bool) and
-        `bytes_allreduced` (per replica: synced payload + vote bytes); optional
-        `collective` ("allreduce" default, or "allgather") and `vote_bytes`. Without
-        `vote_bytes`, the vote size is taken from the local steps' bytes (they move only
-        the vote), so SelSync's logs split correctly into vote + payload.
-    compute_time_s: measured compute seconds per step of one replica (scalar, or one
-        value per record).
-    stragglers: None, a Stragglers model, a spec string ("fixed:factor=2,replicas=0") or
-        a list of those (factors multiply); drawn with `seed`.
-    collective / background / staleness: the sync collective of records without a
-        `collective` key, and how local steps that still move a payload are charged (see
-        the module docstring); strategies name theirs (`Strategy.timing`).
+@dataclasses.dataclass
+class GroupTally:
+    """Group-level collectives projected so far (steps, and bytes per replica)."""
 
-    Returns (cumulative seconds after each step, summary). The summary's `total` equals
-    `compute + waiting + communication`: `compute` is the mean replica's busy time,
-    `waiting` the time it idles for slower replicas, `communication` the collectives
-    (the parts not hidden behind compute).
-    """
-    n = _check_replicas(replicas)
-    net = get_network(network)
+    syncs: int = 0
+    bytes: int = 0
+
+    def add(self, nbytes: int) -> None:
+        self.syncs += 1
+        self.bytes += int(nbytes)
+
+
+# ------------------------------------------------------------------- logged runs
+
+
+class StepRecord(NamedTuple):
+    """One logged step as the projection charges it (bytes per replica)."""
+
+    synced: bool          # the all-replica collective ran
+    payload: int          # its bytes (without vote and group level)
+    vote: int             # the all-replica vote's bytes
+    collective: str       # "allreduce" or "allgather"
+    group_synced: bool    # the group-level collective ran
+    group_payload: int    # its bytes
+
+
+def _scalar(record: Mapping, key: str, i: int):
+    if key not in record:
+        raise ValueError(f"record {i} has no {key!r} key; records need 'step', 'synced', 'bytes_allreduced' "
+                         f"(optionally 'collective', 'vote_bytes', 'group_synced', 'group_bytes')")
+    value = np.asarray(record[key])
+    if value.size != 1:
+        raise ValueError(f"record {i} {key!r} must be a scalar, got shape {value.shape}")
+    return value.reshape(()).item()
+
+
+def _byte_field(record: Mapping, key: str, i: int, at_most: int | None = None) -> int:
+    """An integer byte count >= 0 (and <= at_most) of record i."""
+    b = _scalar(record, key, i)
+    if not (float(b) >= 0 and float(b) == int(b)):
+        raise ValueError(f"record {i} {key} must be an integer >= 0, got {b!r}")
+    if at_most is not None and int(b) > at_most:
+        raise ValueError(f"record {i} {key} must be in [0, {at_most}] (within bytes_allreduced), got {b!r}")
+    return int(b)
+
+
+def _inferred_vote_bytes(raw: list[dict]) -> int:
+    """Vote size for records lacking 'vote_bytes': the bytes of local steps (which move
+    nothing but the vote and the group level), if they agree; otherwise 0 (no vote)."""
+    local = {r["bytes"] - r["group"] for r in raw if not r["synced"] and r["vote"] is None}
+    if len(local) > 1:
+        raise ValueError(f"local steps report different bytes_allreduced {sorted(local)}; give each record a "
+                         f"'vote_bytes' key so votes and payload can be told apart")
+    return local.pop() if local else 0
+
+
+def _read_record(rec, i: int, collective: str) -> dict:
+    """Record i's fields, checked (the vote may still be unknown: None)."""
+    if not isinstance(rec, Mapping):
+        raise ValueError(f"record {i} must be a dict of metrics, got {type(rec).__name__}")
+    _scalar(rec, "step", i)
+    nbytes = _byte_field(rec, "bytes_allreduced", i)
+    vote = None if rec.get("vote_bytes") is None else _byte_field(rec, "vote_bytes", i, nbytes)
+    group = 0 if rec.get("group_bytes") is None else _byte_field(rec, "group_bytes", i, nbytes - (vote or 0))
+    c = rec.get("collective", collective)
+    if c not in COLLECTIVES:
+        raise ValueError(f"record {i} collective must be one of {COLLECTIVES}, got {c!r}")
+    group_synced = bool(_scalar(rec, "group_synced", i)) if "group_synced" in rec else group > 0
+    if group and not group_synced:
+        raise ValueError(f"record {i} group_bytes is {group} but group_synced is false; a step that moved "
+                         f"group-level bytes synced its groups")
+    return {"synced": bool(_scalar(rec, "synced", i)), "bytes": nbytes, "vote": vote, "group": group,
+            "collective": c, "group_synced": group_synced}
+
+
+def step_records(records: Sequence[Mapping], collective: str = "allreduce") -> list[StepRecord]:
+    """The training loop's per-step metric dicts as the projection charges them: the
+    payload is bytes_allreduced less the vote and the group level's bytes."""
     if isinstance(records, Mapping) or not isinstance(records, Sequence):
         raise ValueError(f"records must be a list of per-step metric dicts, got {type(records).__name__}")
-    steps = len(records)
+    raw = [_read_record(rec, i, collective) for i, rec in enumerate(records)]
+    default_vote = _inferred_vote_bytes(raw)
+    out = []
+    for r in raw:
+        vote = min(default_vote if r["vote"] is None else r["vote"], r["bytes"] - r["group"])
+        out.append(StepRecord(r["synced"], r["bytes"] - r["group"] - vote, vote, r["collective"],
+                              r["group_synced"], r["group"]))
+    return out
 
+
+def _compute_times(compute_time_s, steps: int) -> np.ndarray:
+    """Per-step compute seconds from a scalar or one value per step."""
     compute = np.asarray(compute_time_s, dtype=float)
     if compute.ndim == 0:
         compute = np.full(steps, float(compute))
@@ -305,38 +518,51 @@ def project_run(
                          f"got shape {compute.shape}")
     if not np.all(np.isfinite(compute)) or np.any(compute < 0):
         raise ValueError(f"compute_time_s must be finite and >= 0, got {compute_time_s!r}")
+    return compute
 
-    synced = np.zeros(steps, bool)
-    nbytes = np.zeros(steps, np.int64)
-    given_votes: list = []
-    collectives: list[str] = []
-    for i, rec in enumerate(records):
-        if not isinstance(rec, Mapping):
-            raise ValueError(f"record {i} must be a dict of metrics, got {type(rec).__name__}")
-        _scalar(rec, "step", i)
-        synced[i] = bool(_scalar(rec, "synced", i))
-        b = _scalar(rec, "bytes_allreduced", i)
-        if not (float(b) >= 0 and float(b) == int(b)):
-            raise ValueError(f"record {i} bytes_allreduced must be an integer >= 0, got {b!r}")
-        nbytes[i] = int(b)
-        v = rec.get("vote_bytes")
-        if v is not None:
-            v = _scalar(rec, "vote_bytes", i)
-            if not (0 <= int(v) <= nbytes[i]):
-                raise ValueError(f"record {i} vote_bytes must be in [0, bytes_allreduced={nbytes[i]}], got {v!r}")
-        given_votes.append(None if v is None else int(v))
-        c = rec.get("collective", collective)
-        if c not in COLLECTIVES:
-            raise ValueError(f"record {i} collective must be one of {COLLECTIVES}, got {c!r}")
-        collectives.append(c)
 
-    default_vote = _inferred_vote_bytes(synced, nbytes, given_votes)
-    votes = np.array([default_vote if g is None else g for g in given_votes], dtype=np.int64)
-    votes = np.minimum(votes, nbytes)  # a record whose bytes are all vote
-    payload = nbytes - votes
+def project_run(
+    records: Sequence[Mapping],
+    network: "str | Network | Cluster",
+    replicas: int,
+    compute_time_s,
+    stragglers=None,
+    seed: int = 0,
+    *,
+    collective: str = "allreduce",
+    background: str = "async",
+    staleness: int | None = None,
+    groups: int | None = None,
+) -> tuple[np.ndarray, dict]:
+    """Project a logged run onto `network` (or a two-level `Cluster`) with `replicas` workers.
 
-    proj = Projector(net, n, steps, stragglers, seed, collective=collective, background=background,
-                     staleness=staleness)
-    cumulative = np.array([proj.advance(i, bool(synced[i]), int(payload[i]), int(votes[i]), float(compute[i]),
-                                        collectives[i]) for i in range(steps)])
+    records: the training loop's per-step metric dicts with `step`, `synced` (bool) and
+        `bytes_allreduced` (per replica: synced payload + vote + group-level bytes);
+        optional `collective` ("allreduce" default, or "allgather"), `vote_bytes`, and for
+        two-level strategies `group_synced` / `group_bytes`. Without `vote_bytes`, the vote
+        size is taken from the local steps' bytes (they move only the vote), so SelSync's
+        logs split correctly into vote + payload.
+    compute_time_s: measured compute seconds per step of one replica (scalar, or one
+        value per record).
+    stragglers: None, a Stragglers model, a spec string ("fixed:factor=2,replicas=0") or
+        a list of those (factors multiply); drawn with `seed`.
+    collective / background / staleness / groups: the strategy's `Timing` (the sync
+        collective of records without a `collective` key, how local steps that still move
+        a payload are charged (see the module docstring), the replica groups of a
+        two-level strategy).
+
+    Returns (cumulative seconds after each step, summary). The summary's `total` equals
+    `compute + waiting + communication`: `compute` is the mean replica's busy time,
+    `waiting` the time it idles for slower replicas, `communication` the collectives
+    (the parts not hidden behind compute).
+    """
+    n = _check_replicas(replicas)
+    cluster = get_cluster(network)
+    steps = step_records(records, collective)
+    compute = _compute_times(compute_time_s, len(steps))
+    proj = Projector(cluster, n, len(steps), stragglers, seed, collective=collective, background=background,
+                     staleness=staleness, groups=groups)
+    cumulative = np.array([proj.advance(i, s.synced, s.payload, s.vote, float(compute[i]), s.collective,
+                                        group_payload=s.group_payload, group_synced=s.group_synced)
+                           for i, s in enumerate(steps)])
     return cumulative, proj.summary()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .costmodel import Projector
+from .costmodel import Cluster, Projector
 from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
 
 
@@ -49,9 +49,14 @@ def write_json(path: Path, value) -> None:
     os.replace(tmp, path)
 
 
+def projected_cluster(cfg) -> Cluster:
+    """The cluster a run is projected onto (one network unless project_gpus_per_host > 1)."""
+    return Cluster(cfg.project_network, cfg.project_intra_network, cfg.project_gpus_per_host)
+
+
 def make_projector(cfg, timing: dict, saved: dict | None = None) -> Projector:
     """The live projection of this run (`timing`: the strategy's cost-model keywords)."""
-    return Projector(cfg.project_network, cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
+    return Projector(projected_cluster(cfg), cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
                      **timing, state=saved)
 
 
@@ -191,9 +196,10 @@ class RunLog:
         step_s = cfg.project_compute_s if cfg.project_compute_s is not None else elapsed / max(len(new), 1)
         for rec in new:
             rec["train_time_s"] = c.train_time_s
-            vote = int(rec.get("vote_bytes", 0))
+            vote, group = int(rec.get("vote_bytes", 0)), int(rec.get("group_bytes", 0))
             c.projected_time_s = self.projector.advance(
-                rec["step"], bool(rec["synced"]), int(rec["bytes_allreduced"]) - vote, vote, step_s)
+                rec["step"], bool(rec["synced"]), int(rec["bytes_allreduced"]) - vote - group, vote, step_s,
+                group_payload=group, group_synced=bool(rec.get("group_synced", group > 0)))
             rec["projected_time_s"] = c.projected_time_s
 
     def _report(self, new: list[dict], t: int) -> None:

@@ -37,6 +37,10 @@ BAD = [
     (["--devices", "9"], ["devices=9", "1..8"]),
     (["--devices", "0"], ["devices=0", "choose 1..8"]),
     (["--platform", "tpu"], ["platform 'tpu'", "not available"]),
+    (["--project-network", "token-ring"], ["--project-network", "unknown network preset 'token-ring'", "10gbe"]),
+    (["--intra-network", "infiniband"], ["--intra-network", "unknown network preset 'infiniband'", "pcie"]),
+    (["--gpus-per-host", "0"], ["project_gpus_per_host", ">= 1", "got 0"]),
+    (["--gpus-per-host", "3"], ["--gpus-per-host", "3 must divide replicas 8"]),
 ]
 
 

@@ -59,6 +59,23 @@ def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
     assert "no strategy of bsp has option 'period'" in capsys.readouterr().err
 
 
+def test_compare_two_level_flags(tmp_path, capsys):
+    from jaxsel.compare import format_table, network_label
+    from jaxsel.config import TrainConfig
+
+    for argv, text in ((["--gpus-per-host", "3"], "3 must divide replicas 8"),
+                       (["--intra-network", "ib"], "unknown network preset 'ib'")):
+        assert main(["compare", *argv, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and text in err[0] and err[0].startswith("jaxsel compare: error: ")
+    two = TrainConfig(project_gpus_per_host=4, project_intra_network="pcie")
+    assert network_label(two) == "2 hosts x 4 (pcie inside, 10gbe between)"
+    assert network_label(TrainConfig(project_network="1gbe")) == "1gbe"   # one network: as given
+    row = {"strategy": "bsp", "final_test_accuracy": 0.5, "sync_fraction": 1.0, "bytes_allreduced": 1,
+           "wall_time_s": 1.0, "target": "99%", "project_network": network_label(two)}
+    assert "projected wall-clock on 2 hosts x 4 (pcie inside, 10gbe between)" in format_table([row])
+
+
 def test_compare_rejects_unknown_strategy_and_bad_target(tmp_path, capsys):
     assert main(["compare", "--strategies", "bsp,nope", "--out", str(tmp_path)]) == 2
     assert "unknown strategy 'nope'" in capsys.readouterr().err

@@ -41,11 +41,12 @@ def test_vote_is_latency_bound():
 
 
 def test_presets_and_custom_network():
-    assert set(cm.NETWORKS) == {"nvlink", "100gbe", "25gbe", "10gbe", "1gbe"}
+    assert set(cm.NETWORKS) == {"nvlink", "pcie", "100gbe", "25gbe", "10gbe", "1gbe"}
     assert cm.NETWORKS["10gbe"].bandwidth == pytest.approx(1.25e9)
     assert cm.NETWORKS["1gbe"].bandwidth == pytest.approx(1.25e8)
     assert cm.NETWORKS["100gbe"].bandwidth == pytest.approx(12.5e9)
-    bws = [cm.NETWORKS[k].bandwidth for k in ("1gbe", "10gbe", "25gbe", "100gbe", "nvlink")]
+    assert cm.NETWORKS["pcie"].bandwidth == pytest.approx(25e9)   # PCIe 4.0 x16, ~80% of 31.5 GB/s
+    bws = [cm.NETWORKS[k].bandwidth for k in ("1gbe", "10gbe", "25gbe", "100gbe", "pcie", "nvlink")]
     assert bws == sorted(bws)
     assert cm.get_network("10GbE") is cm.NETWORKS["10gbe"]
     custom = cm.Network(5e9, 2e-5)
@@ -425,3 +426,213 @@ def test_projector_step_out_of_range_and_project_run_mode_errors():
         cm.project_run([rec(0, True, 4)], "10gbe", 2, 0.1, background="eager")
     with pytest.raises(ValueError, match="staleness must be"):
         cm.project_run([rec(0, True, 4)], "10gbe", 2, 0.1, staleness=-2)
+
+
+# ------------------------------------------------- two-level clusters (issue 17 item 5)
+# Figures of the single-network projection before clusters existed (jaxsel at 9585164),
+# on the records and cases below: a single network must project exactly as it did.
+
+
+def _v1_records():
+    out = []
+    for i in range(12):
+        if i % 4 == 0:
+            out.append(rec(i, True, 4_000_004, vote_bytes=4))
+        elif i % 3 == 0:
+            out.append(rec(i, False, 4, vote_bytes=4))
+        elif i == 5:
+            out.append(rec(i, True, 2_000_000, vote_bytes=0, collective="allgather"))
+        else:
+            out.append(rec(i, False, 1_000_000, vote_bytes=0))
+    return out
+
+
+V1_CASES = [("10gbe", 8, None, "async", None), ("1gbe", 4, "lognormal:sigma=0.3", "async", 2),
+            ("25gbe", 6, "fixed:factor=2,replicas=0+3", "overlapped", None),
+            ("nvlink", 3, "transient:probability=0.3,factor=4", "async", None)]
+V1_FIGURES = [
+    ([0.0170000056, 0.0387000056, 0.07040000560000001, 0.0811000112, 0.1081000168, 0.1496500168, 0.16035002240000001, 0.1820500224, 0.219050028, 0.22975003360000001, 0.2514500336, 0.28315003359999996],
+     {"total": 0.28315003359999996, "compute": 0.24, "communication": 0.0431500336, "waiting": 0.0}),
+    ([0.06054438486081532, 0.10486621739852334, 0.16260436371041012, 0.17936524828033254, 0.2480693712337628, 0.331787043876673, 0.345213955408313, 0.38153848385410805, 0.4573765722038197, 0.4686742351322066, 0.5132865054103678, 0.556169880426716],
+     {"total": 0.556169880426716, "compute": 0.22689084403845533, "communication": 0.278700288, "waiting": 0.05057874838826055}),
+    ([0.022633335466666668, 0.06341666879999999, 0.12341666879999999, 0.1428833376, 0.18551667306666667, 0.24884167306666666, 0.2690916752, 0.30987500853333333, 0.37172501066666663, 0.39197501279999997, 0.4327583461333333, 0.4927583461333333],
+     {"total": 0.4927583461333333, "compute": 0.31999999999999995, "communication": 0.012758346133333359, "waiting": 0.1599999999999999}),
+    ([0.010066666693333334, 0.09008666669333334, 0.21010666669333333, 0.22012666672, 0.24019333341333332, 0.27022333341333327, 0.31024333343999994, 0.39026333343999997, 0.5103300001333333, 0.55035000016, 0.63037000016, 0.75039000016],
+     {"total": 0.75039000016, "compute": 0.48999999999999994, "communication": 0.00039000016000000006, "waiting": 0.25999999999999984}),
+]
+
+
+@pytest.mark.parametrize("case, figures", list(zip(V1_CASES, V1_FIGURES)), ids=[c[0] for c in V1_CASES])
+@pytest.mark.parametrize("as_cluster", [False, True], ids=["network", "cluster-of-1"])
+def test_single_network_projection_is_unchanged(case, figures, as_cluster):
+    net, n, strag, background, staleness = case
+    times_v1, summary_v1 = figures
+    compute = [0.01 * (1 + (i % 3)) for i in range(12)]
+    network = cm.Cluster(net, "pcie", per_host=1) if as_cluster else net   # intra unused with 1 per host
+    times, summary = cm.project_run(_v1_records(), network, n, compute, strag, 5, background=background,
+                                    staleness=staleness)
+    np.testing.assert_allclose(times, times_v1, rtol=1e-13, atol=0)
+    assert {k: summary[k] for k in summary_v1} == pytest.approx(summary_v1, rel=1e-13)
+    assert summary["network"] == cm.get_network(net).describe()
+    assert not {"per_host", "intra_network", "group_level"} & set(summary)   # the summary it always had
+
+
+def test_hierarchical_allreduce_by_hand():
+    # 4 hosts x 8 replicas, B = 100 MB, NVLink inside (200 GB/s, 5 us), 10 GbE between (1.25 GB/s, 50 us):
+    # intra reduce-scatter + all-gather: 2*7*5us + 2*7/8 * 1e8/2e11 = 70 us + 875 us
+    # inter all-reduce of the host's shards:  2*3*50us + 2*3/4 * 1e8/1.25e9 = 300 us + 0.12 s
+    cluster = cm.Cluster(inter="10gbe", intra="nvlink", per_host=8)
+    assert cm.cluster_collective_time(100e6, 32, cluster) == pytest.approx(945e-6 + 0.1203, rel=1e-12)
+    # all-gather: inter 3*50us + 3 * 8e8/1.25e9 = 1.92015 s; intra 7*5us + 7 * 4e8/2e11 = 0.014035 s
+    assert cm.cluster_collective_time(100e6, 32, cluster, "allgather") == pytest.approx(1.92015 + 0.014035,
+                                                                                          rel=1e-12)
+    # the flat ring over 32 on 10 GbE pays the 31 hops' latency: the hierarchy saves 25 of them
+    assert cm.allreduce_time(100e6, 32, "10gbe") - cm.cluster_collective_time(100e6, 32, cluster) == \
+        pytest.approx(2 * 31 * 50e-6 + 2 * 31 / 32 * 0.08 - 945e-6 - 0.1203)
+    # one level only: the flat ring of that level
+    assert cm.cluster_collective_time(1e6, 8, cluster) == cm.allreduce_time(1e6, 8, "nvlink")
+    assert cm.cluster_collective_time(1e6, 8, cm.Cluster("10gbe")) == cm.allreduce_time(1e6, 8, "10gbe")
+    assert cm.cluster_collective_time(0, 32, cluster) == 0.0
+
+
+def test_two_level_describes_both_networks_and_checks_its_hosts():
+    cluster = cm.Cluster("10gbe", "nvlink", 8)
+    assert cluster.two_level and cluster.hosts(32) == 4
+    text = cluster.describe(32)
+    assert text.startswith("4 hosts x 8 replicas") and "inside a host nvlink" in text and "between hosts 10gbe" in text
+    assert cluster.label(32) == "4 hosts x 8 (nvlink inside, 10gbe between)"
+    assert cm.Cluster("1gbe").describe() == cm.NETWORKS["1gbe"].describe() and cm.Cluster("1gbe").label(4) == "1gbe"
+    _, summary = cm.project_run([rec(0, True, 1000)], cluster, 32, 0.1)
+    assert summary["per_host"] == 8 and summary["hosts"] == 4 and "nvlink" in summary["intra_network"]
+    assert summary["network"] == text
+    with pytest.raises(ValueError, match="replicas 12 must be a multiple of the replicas per host"):
+        cm.project_run([rec(0, True, 1000)], cluster, 12, 0.1)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="gpus per host"):
+            cm.Cluster("10gbe", per_host=bad)
+    with pytest.raises(ValueError, match="unknown network preset 'ib'"):
+        cm.Cluster("10gbe", "ib", 8)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather"])
+def test_bsp_on_one_host_is_the_intra_network_alone(collective):
+    # 8 replicas on 1 host of 8: the inter-host network never carries a byte
+    records = [rec(i, True, 1_000_004 if i % 2 else 1_000_000, vote_bytes=4 if i % 2 else 0,
+                   collective=collective) for i in range(10)]
+    kw = dict(stragglers="lognormal:sigma=0.3", seed=2)
+    two, s2 = cm.project_run(records, cm.Cluster(inter="1gbe", intra="nvlink", per_host=8), 8, 0.02, **kw)
+    one, s1 = cm.project_run(records, "nvlink", 8, 0.02, **kw)
+    np.testing.assert_allclose(two, one, rtol=1e-13)
+    assert s2["total"] == pytest.approx(s1["total"]) and s2["communication"] == pytest.approx(s1["communication"])
+    # while 8 hosts of 1 over 1 GbE would cost far more
+    assert cm.project_run(records, "1gbe", 8, 0.02, **kw)[1]["communication"] > 100 * s1["communication"]
+
+
+# A 1 MB/s link without latency: a 2-member ring all-reduce of B bytes takes B / 1e6 s.
+TWO_BY_TWO = cm.Cluster(inter=SLOW_NET, intra=SLOW_NET, per_host=2)
+
+
+def group_step(step, group_bytes, synced=False, payload=0):
+    return rec(step, synced, group_bytes + payload, vote_bytes=0, group_bytes=group_bytes, group_synced=True)
+
+
+def test_group_sync_is_a_barrier_only_within_its_group():
+    # 2 hosts x 2; replica 0 is 3x slow. Steps 0, 1: group-level all-reduce (0.1 s) only;
+    # step 2: global sync, hierarchical: 0.1 s inside + 0.1 s between the hosts.
+    records = [group_step(0, 100_000), group_step(1, 100_000), rec(2, True, 100_000, vote_bytes=0)]
+    proj = cm.Projector(TWO_BY_TWO, 4, 3, "fixed:factor=3,replicas=0", groups=2)
+    steps = cm.step_records(records)
+    times = [proj.advance(i, s.synced, s.payload, s.vote, 1.0, group_payload=s.group_payload,
+                          group_synced=s.group_synced) for i, s in enumerate(steps[:2])]
+    np.testing.assert_allclose(times, [3.1, 6.2])
+    np.testing.assert_allclose(proj.clock, [6.2, 6.2, 2.2, 2.2])   # group 1 never waited for replica 0
+    times, summary = cm.project_run(records, TWO_BY_TWO, 4, 1.0, "fixed:factor=3,replicas=0", groups=2)
+    np.testing.assert_allclose(times, [3.1, 6.2, 9.4])              # the global sync waits for everyone
+    assert summary["compute"] == pytest.approx(3 * 6 / 4)
+    assert summary["waiting"] == pytest.approx(2 * 2 / 4 + (9.2 - (9.2 + 7.2 + 3.2 + 3.2) / 4))
+    assert summary["communication"] == pytest.approx(0.1 + 0.1 + 0.2)
+    assert summary["total"] == pytest.approx(summary["compute"] + summary["waiting"] + summary["communication"])
+    assert summary["group_syncs"] == 2 and summary["group_bytes"] == 200_000 and summary["payload_bytes"] == 100_000
+    assert "one group per host" in summary["group_level"]
+    # the same stragglers under an all-replica sync every step: everyone at the slowest's pace
+    bsp, _ = cm.project_run([rec(i, True, 100_000, vote_bytes=0) for i in range(3)], TWO_BY_TWO, 4, 1.0,
+                            "fixed:factor=3,replicas=0")
+    np.testing.assert_allclose(bsp, [3.2, 6.4, 9.6])
+
+
+def test_group_level_uses_the_intra_network_and_a_vote_stays_global():
+    # Hierarchical(BSP, SelSync) on 4 hosts x 8: group all-reduce of B over NVLink every
+    # step, the 4-byte vote hierarchical; the outer sync (step 2) the hierarchical all-reduce.
+    cluster, big = cm.Cluster("10gbe", "nvlink", 8), 10_000_000
+    records = [rec(i, s, big + 4, vote_bytes=4, group_bytes=0 if s else big, group_synced=not s)
+               for i, s in enumerate((False, False, True))]
+    times, summary = cm.project_run(records, cluster, 32, 0.1, groups=4)
+    g, v, a = (cm.allreduce_time(big, 8, "nvlink"), cm.cluster_collective_time(4, 32, cluster),
+               cm.cluster_collective_time(big, 32, cluster))
+    np.testing.assert_allclose(times, np.cumsum([0.1 + g + v, 0.1 + g + v, 0.1 + v + a]))
+    assert summary["group_syncs"] == 2 and summary["vote_bytes"] == 12
+
+
+def test_groups_that_differ_from_the_hosts():
+    cluster = cm.Cluster("10gbe", "nvlink", 8)
+    # 2 groups of 16 (simulated on one process) cannot lie in hosts of 8: projected as the hosts
+    level = cm.group_level(cluster, 32, 2)
+    assert level.size == 8 and level.network.name == "nvlink"
+    assert "2 groups of 16 replicas do not fit in a host of 8" in level.note and "within one host" in level.note
+    _, summary = cm.project_run([group_step(0, 1000)], cluster, 32, 0.1, groups=2)
+    assert summary["group_level"] == level.note
+    # groups that fit are kept: 4 groups of 2 on one host of 8
+    level = cm.group_level(cluster, 8, 4)
+    assert level.size == 2 and "4 groups per host" in level.note
+    times, _ = cm.project_run([group_step(0, 1000)], cluster, 8, 0.1, groups=4)
+    assert times[-1] == pytest.approx(0.1 + cm.allreduce_time(1000, 2, "nvlink"))
+    # a single network: the strategy's groups over it (every replica its own host)
+    level = cm.group_level(cm.Cluster("10gbe"), 8, 2)
+    assert level.size == 4 and level.network.name == "10gbe"
+    times, _ = cm.project_run([group_step(0, 1000)], "10gbe", 8, 0.1, groups=2)
+    assert times[-1] == pytest.approx(0.1 + cm.allreduce_time(1000, 4, "10gbe"))
+
+
+def test_group_bytes_are_not_taken_for_the_vote():
+    # no vote_bytes keys: local steps move 4 (vote) + the group level's bytes
+    records = [rec(0, False, 1004, group_bytes=1000), rec(1, True, 2004, group_bytes=0),
+               rec(2, False, 4, group_bytes=0)]
+    steps = cm.step_records(records)
+    assert [(s.payload, s.vote, s.group_payload, s.group_synced) for s in steps] == \
+        [(0, 4, 1000, True), (2000, 4, 0, False), (0, 4, 0, False)]
+
+
+def test_live_group_projection_survives_a_checkpoint():
+    import json
+
+    records = [group_step(i, 1000) if i % 3 else rec(i, True, 1000, vote_bytes=0) for i in range(9)]
+    kw = dict(stragglers="lognormal:sigma=0.5", seed=1, groups=2)
+    steps = cm.step_records(records)
+
+    def advance(p, part):
+        return [p.advance(i, s.synced, s.payload, s.vote, 0.1, group_payload=s.group_payload,
+                          group_synced=s.group_synced) for i, s in part]
+
+    whole = cm.Projector(TWO_BY_TWO, 4, 9, **kw)
+    expected = advance(whole, list(enumerate(steps)))
+    first = cm.Projector(TWO_BY_TWO, 4, 9, **kw)
+    head = advance(first, list(enumerate(steps))[:4])
+    resumed = cm.Projector(TWO_BY_TWO, 4, 9, **kw, state=json.loads(json.dumps(first.state())))
+    tail = advance(resumed, list(enumerate(steps))[4:])
+    np.testing.assert_allclose(head + tail, expected)
+    assert resumed.summary() == whole.summary() and resumed.summary()["group_syncs"] == 6
+
+
+@pytest.mark.parametrize(
+    "records, kwargs, match",
+    [
+        ([rec(0, False, 10, group_bytes=20)], {}, r"group_bytes must be in \[0, 10\]"),
+        ([rec(0, False, 10, vote_bytes=4, group_bytes=8)], {}, r"group_bytes must be in \[0, 6\]"),
+        ([rec(0, False, 10, group_bytes=10, group_synced=False)], {}, "group_synced is false"),
+        ([rec(0, False, 10, group_bytes=10)], {}, "knows no replica groups"),
+        ([rec(0, True, 10)], {"groups": 3}, "groups must be an integer >= 1 that divides the replicas"),
+    ],
+)
+def test_group_record_errors(records, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cm.project_run(records, "10gbe", 4, 0.1, **kwargs)

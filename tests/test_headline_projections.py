@@ -47,6 +47,16 @@ def test_quick_run_writes_finite_positive_ratios(tmp_path):
     assert {row["pair"] for row in res["table"]} == pairs
     assert "selsync_vs_bsp" in proc.stdout and "paper claims" in proc.stdout
 
+    # the two-level cluster table: BSP, SelSync and BSP inside hosts / SelSync across, 4 x 8 GPUs
+    cluster = [r for r in res["cluster_table"] if r["compute"] == "gpu-class"]
+    assert [r["method"] for r in cluster] == ["bsp", "selsync", "hierarchical"]
+    assert cluster[2]["label"] == "BSP inside 8-GPU hosts, SelSync across 10 GbE" and cluster[2]["composed"]
+    assert all(r["cluster_label"] == "4 hosts x 8 (nvlink inside, 10gbe between)" for r in cluster)
+    assert all(positive(r["total_s"]) for r in cluster) and cluster[0]["speedup_vs_bsp"] == 1.0
+    assert cluster[2]["group_syncs"] == 100 - cluster[2]["syncs"] > 0 and cluster[0]["group_syncs"] == 0
+    assert "one group per host" in cluster[2]["group_level"]
+    assert "BSP inside 8-GPU hosts, SelSync across 10 GbE" in proc.stdout
+
 
 def _run(records, background="async", staleness=None):
     return {"records": records, "background": background, "staleness": staleness,
@@ -65,6 +75,24 @@ def test_replay_scales_payload_to_the_big_model():
     step, t = hp.time_to_accuracy(_run(recs), out["cumulative"], 0.8)
     assert step == 4 and t == pytest.approx(out["total_s"])
     assert hp.time_to_accuracy(_run(recs), out["cumulative"], 0.95) == (None, None)
+
+
+def test_composed_hierarchical_run_on_four_hosts_of_eight():
+    # SelSync-like pattern (vote every step, syncs on steps 0 and 3) composed into BSP
+    # inside each host on the other steps; projected with 10 MB payloads onto 4 x 8.
+    small, big, c = 1000, 10_000_000, 0.05
+    recs = [{"synced": s, "bytes": (small if s else 0) + 4, "vote": 4} for s in (True, False, False, True)]
+    hier = hp.compose_hierarchical(_run(recs), small, hosts=4)
+    assert [r["group"] for r in hier["records"]] == [0, small, small, 0] and hier["groups"] == 4
+    cluster = cm.Cluster("10gbe", "nvlink", 8)
+    out = hp.project(hier, small, big, c, cluster, 32, None, 0)
+    vote, outer = cm.cluster_collective_time(4, 32, cluster), cm.cluster_collective_time(big, 32, cluster)
+    inner = cm.allreduce_time(big, 8, "nvlink")
+    assert out["total_s"] == pytest.approx(4 * (c + vote) + 2 * outer + 2 * inner)
+    assert out["summary"]["group_syncs"] == 2 and out["summary"]["syncs"] == 2
+    # plain SelSync on the same cluster: no group level
+    plain = hp.project(_run(recs), small, big, c, cluster, 32, None, 0)
+    assert plain["total_s"] == pytest.approx(out["total_s"] - 2 * inner)
 
 
 def test_replay_async_throughput_sums_each_workers_rate():

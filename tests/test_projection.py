@@ -32,6 +32,19 @@ def test_bsp_projection_is_the_ring_formula(tmp_path):
     assert result.evals[-1]["projected_time_s"] == pytest.approx(got[-1])
 
 
+def test_two_level_projection_of_bsp_on_one_host_is_the_intra_ring(tmp_path):
+    # 8 replicas on one host of 8: NVLink inside, the 1 GbE between hosts never used
+    result = run(tmp_path, "bsp", project_network="1gbe", project_intra_network="nvlink", project_gpus_per_host=8,
+                 project_compute_s=0.01)
+    n, bandwidth, latency = 8, 200e9, 5e-6
+    payload = sum(int(np.size(x)) * 4 for x in jax.tree.leaves(result.state.params)) // n
+    ring = 2 * (n - 1) * latency + 2 * (n - 1) / n * payload / bandwidth
+    np.testing.assert_allclose([r["projected_time_s"] for r in result.records], (0.01 + ring) * np.arange(1, 13),
+                               rtol=1e-12)
+    p = result.final["projection"]
+    assert p["hosts"] == 1 and p["per_host"] == 8 and "nvlink" in p["network"] and "1gbe" in p["network"]
+
+
 def test_live_projection_equals_replay_of_the_log(tmp_path):
     result = run(tmp_path, "selsync", strategy_options={"window": 2, "delta": 0.05},
                  project_stragglers="lognormal:sigma=0.3")
