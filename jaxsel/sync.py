@@ -15,6 +15,11 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   collective every step) and an aggregate that differs across them (a raw mesh collective
   that skipped `jaxsel.collectives`' local stage).
 
+`sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
+(`jaxsel.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
+strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
+the report then counts the compressed bytes (what each replica actually sends).
+
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
 strategy's traced step for that). No other module calls `lax.cond` or `lax.switch`.
