@@ -23,6 +23,13 @@ class Aggregator:
 
     #: "allreduce" or "allgather": which collective the cost model should charge
     collective: ClassVar[str] = "allreduce"
+    #: True when the aggregate is sum_i c_i x_i with `coefficient` giving c_i: only such an
+    #: aggregate can be computed from compressed payloads (`jaxsel.compression`)
+    linear: ClassVar[bool] = False
+
+    def coefficient(self, axis: str, ctx) -> jax.Array:
+        """This replica's c_i in sum_i c_i x_i (linear aggregators only)."""
+        raise TypeError(f"aggregator {self.name!r} is not a weighted sum of the replicas' values")
 
     @property
     def uses_sample_weights(self) -> bool:
@@ -47,6 +54,11 @@ def _float_only(fn):
 
 @dataclasses.dataclass(frozen=True)
 class Mean(Aggregator):
+    linear: ClassVar[bool] = True
+
+    def coefficient(self, axis, ctx=None):
+        return jnp.float32(1.0 / replica_count(axis))
+
     def __call__(self, tree, axis, ctx=None):
         return _float_only(lambda x: replica_mean(x, axis))(tree, axis)
 
@@ -55,6 +67,11 @@ class Mean(Aggregator):
 class Sum(Aggregator):
     """Elementwise sum over replicas (the staleness ring's all-reduce; not a model
     aggregate, so not registered by name)."""
+
+    linear: ClassVar[bool] = True
+
+    def coefficient(self, axis, ctx=None):
+        return jnp.float32(1.0)
 
     def __call__(self, tree, axis, ctx=None):
         return _float_only(lambda x: replica_sum(x, axis))(tree, axis)
@@ -108,6 +125,7 @@ class WeightedMean(Aggregator):
     (FedAvg's n_k). All-zero weights (nothing seen yet) fall back to the plain mean."""
 
     weights: tuple[float, ...] | None = None
+    linear: ClassVar[bool] = True
 
     def __post_init__(self):
         if self.weights is not None:
@@ -131,16 +149,26 @@ class WeightedMean(Aggregator):
             raise ValueError("weighted mean without fixed weights needs a StepContext carrying `weight`")
         return jnp.asarray(ctx.weight, jnp.float32)
 
+    def coefficient(self, axis, ctx=None):
+        w, total = _weights(axis, self.replica_weight(axis, ctx))
+        return w / total
+
     def __call__(self, tree, axis, ctx=None):
         return weighted_mean(tree, axis, self.replica_weight(axis, ctx))
+
+
+def _weights(axis: str, w: jax.Array, fallback=1.0) -> tuple[jax.Array, jax.Array]:
+    """(this replica's weight, the sum over replicas), the `fallback` weights used instead
+    where every weight is zero."""
+    total = replica_sum(w, axis)
+    w = jnp.where(total > 0, w, jnp.asarray(fallback, jnp.float32))
+    return w, replica_sum(w, axis)
 
 
 def weighted_mean(tree: Any, axis: str, w: jax.Array, fallback=1.0) -> Any:
     """sum_i w_i x_i / sum_i w_i over `axis`; if every weight is zero, the `fallback`
     weights are used instead (default: the plain mean)."""
-    total = replica_sum(w, axis)
-    w = jnp.where(total > 0, w, jnp.asarray(fallback, jnp.float32))
-    total = replica_sum(w, axis)
+    w, total = _weights(axis, w, fallback)
     return _float_only(lambda x: (replica_sum(w * x, axis) / total).astype(x.dtype))(tree, axis)
 
 
@@ -170,6 +198,7 @@ class ClientSampled(Aggregator):
     fraction: float = 1.0
     base: str = "weighted"
     seed: int = 0
+    linear: ClassVar[bool] = True
 
     def __post_init__(self):
         if not (0.0 < float(self.fraction) <= 1.0):
@@ -188,11 +217,19 @@ class ClientSampled(Aggregator):
         chosen = jax.random.choice(key, n, (m,), replace=False)
         return jnp.zeros((n,), bool).at[chosen].set(True)
 
-    def __call__(self, tree, axis, ctx):
-        n = replica_count(axis)
-        mine = self.participants(n, ctx.step)[replica_index(axis, ctx)]
+    def _mine(self, axis, ctx):
+        """(this replica's weight, 0 unless drawn; the fallback weight: 1 if drawn)."""
+        mine = self.participants(replica_count(axis), ctx.step)[replica_index(axis, ctx)]
         w = jnp.asarray(ctx.weight, jnp.float32) if self.base == "weighted" else jnp.float32(1.0)
-        return weighted_mean(tree, axis, jnp.where(mine, w, 0.0), fallback=mine.astype(jnp.float32))
+        return jnp.where(mine, w, 0.0), mine.astype(jnp.float32)
+
+    def coefficient(self, axis, ctx):
+        w, total = _weights(axis, *self._mine(axis, ctx))
+        return w / total
+
+    def __call__(self, tree, axis, ctx):
+        w, fallback = self._mine(axis, ctx)
+        return weighted_mean(tree, axis, w, fallback=fallback)
 
 
 AGGREGATORS: dict[str, type] = {
@@ -233,6 +270,23 @@ def get_aggregator(spec: str | Aggregator) -> Aggregator:
             raise ValueError(f"trimmed mean needs an integer K in 'trimmed:K', got {spec!r}") from None
         return TrimmedMean(k=k)
     return AGGREGATORS[name]()
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """An aggregator bound to a step's axis and context: `bound(tree)` aggregates. Strategies
+    hand this (not a bare lambda) to the sync core, which can then see the aggregator a
+    compressed payload needs (its linear coefficients)."""
+
+    aggregator: Aggregator
+    axis: str
+    ctx: Any = None
+
+    def __call__(self, tree):
+        return self.aggregator(tree, self.axis, self.ctx)
+
+    def coefficient(self) -> jax.Array:
+        return self.aggregator.coefficient(self.axis, self.ctx)
 
 
 def describe_aggregator(agg: Aggregator) -> str:

@@ -15,6 +15,11 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   collective every step) and an aggregate that differs across them (a raw mesh collective
   that skipped `jaxsel.collectives`' local stage).
 
+`sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
+(`jaxsel.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
+strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
+the report then counts the compressed bytes (what each replica actually sends).
+
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
 strategy's traced step for that). No other module calls `lax.cond` or `lax.switch`.
@@ -29,6 +34,8 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
+from . import compression
+from .aggregate import Bound
 from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
@@ -155,7 +162,7 @@ def no_sync(vote_bytes: int = 0) -> SyncReport:
 
 def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
-               who: str = "strategy") -> tuple[Any, SyncReport]:
+               compress: str | None = None, who: str = "strategy") -> tuple[Any, SyncReport]:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
     Without `state`/`finish`: returns (aggregate(payload) if decide else payload, report).
@@ -163,11 +170,19 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
     `finish` is work that exists only on a synced step (e.g. DiLoCo's outer optimizer
     step), so it shares the collective's branch instead of running every step.
     `decide` is a Python bool (static: no cond, no dead branch) or a replicated scalar.
+    `compress` ("bf16", "int8"; None or "none": off) sends the payload's floating leaves
+    compressed (`jaxsel.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
+    linear aggregator, and the report counts the compressed bytes.
     """
     ensure_replicated(decide, ctx.axis, who=who)
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
-    nbytes = tree_bytes(payload)
+    nbytes = compression.payload_bytes(payload, compress)
+    if compression.check_codec(compress) is not None:
+        if not isinstance(aggregate, Bound):
+            raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
+                            f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
+        aggregate = compression.compressed_aggregate(compress, aggregate)
     aggregate = _checked(aggregate)
     if isinstance(decide, (bool, int)):
         out = finish(aggregate(payload), state) if decide else state

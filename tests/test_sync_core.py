@@ -87,10 +87,13 @@ def test_only_the_sync_core_calls_cond_or_switch():
     assert not offenders, f"lax.cond/switch outside the sync core: {offenders}"
 
 
-ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median"]
+ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median", "localsgd-int8", "bsp-bf16"]
 
 
 def make(name):
+    if name in ("localsgd-int8", "bsp-bf16"):   # compressed payloads: the gather/all-reduce in the cond
+        strategy, codec = name.split("-")
+        return build_strategy(strategy, {"compress": codec}, **CONTEXT)
     if name == "syncswitch-online":
         return build_strategy("syncswitch", {"policy": "online", "staleness": 2}, **CONTEXT)
     if name == "fedavg-sampled":

@@ -16,11 +16,13 @@ class BSP(Triggered):
 
     aggregator: Any = "mean"
     sync_model_state: bool = False
+    compress: str | None = None
     name: ClassVar[str] = "bsp"
     sync: ClassVar[str] = "grads"
 
     def __post_init__(self):
         get_aggregator(self.aggregator)
+        self.check_compress()
 
     @property
     def trigger(self):

@@ -12,6 +12,11 @@ The global weights and outer optimizer state are identical on every replica but 
 with the replica axis (`strategy_state.global_params`, `.outer_opt`), like all strategy
 state. The outer step is work of the synced step only: it runs in the sync core's branch.
 With outer SGD at lr 1 and no momentum this is exactly local SGD with period H.
+
+With `compress` (bf16, int8) the replicas send their pseudo-gradient w_global - w_i
+instead of w_i (the same mean for a linear aggregator): it is what DiLoCo's compressed
+variants (INTELLECT-1) quantize, and int8's per-tensor scale then follows one round's
+movement, not the weights' magnitude, so the quantization error is that much smaller.
 """
 from __future__ import annotations
 
@@ -19,9 +24,11 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import optax
 
-from ..aggregate import describe_aggregator, get_aggregator
+from .. import compression
+from ..aggregate import Bound, describe_aggregator, get_aggregator
 from ..sync import StepResult, Strategy, Timing, local_update, sync_where
 from ..triggers import Periodic
 from .triggered import Synced
@@ -44,6 +51,7 @@ class DiLoCo(Strategy):
     nesterov: bool = True
     aggregator: Any = "mean"
     sync_model_state: bool = True
+    compress: str | None = None
     name: ClassVar[str] = "diloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
@@ -53,7 +61,8 @@ class DiLoCo(Strategy):
             raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
         if not 0.0 <= float(self.outer_momentum) < 1.0:
             raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
-        get_aggregator(self.aggregator)
+        object.__setattr__(self, "compress", compression.check_compressible(self.compress,
+                                                                            get_aggregator(self.aggregator)))
 
     @property
     def trigger(self) -> Periodic:
@@ -68,9 +77,10 @@ class DiLoCo(Strategy):
         return DiLoCoState(params, self.outer.init(params))
 
     def outer_step(self, avg: Synced, state):
-        """On a synced step: the outer optimizer on the pseudo-gradient; replicas restart from it."""
+        """On a synced step: the outer optimizer on the pseudo-gradient (sent as such when
+        compressed, else computed from the averaged weights); replicas restart from it."""
         dstate, _, model_state = state
-        delta = jax.tree.map(lambda g, a: g - a, dstate.global_params, avg.params)
+        delta = avg.params if self.compress else jax.tree.map(lambda g, a: g - a, dstate.global_params, avg.params)
         updates, outer_opt = self.outer.update(delta, dstate.outer_opt, dstate.global_params)
         global_w = optax.apply_updates(dstate.global_params, updates)
         return DiLoCoState(global_w, outer_opt), global_w, (avg.model_state if self.sync_model_state else model_state)
@@ -78,11 +88,11 @@ class DiLoCo(Strategy):
     def apply(self, rs, grads, stats, ctx):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
         _, decide, _ = self.trigger((), stats, ctx.axis)
-        combiner = get_aggregator(self.aggregator)
-        payload = Synced(params=params, model_state=rs.model_state if self.sync_model_state else None)
+        sent = jax.tree.map(jnp.subtract, rs.strategy_state.global_params, params) if self.compress else params
+        payload = Synced(params=sent, model_state=rs.model_state if self.sync_model_state else None)
         (dstate, params, model_state), report = sync_where(
-            decide, payload, lambda t: combiner(t, ctx.axis, ctx), ctx,
-            state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step)
+            decide, payload, Bound(get_aggregator(self.aggregator), ctx.axis, ctx), ctx,
+            state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step, compress=self.compress)
         rs = rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
         return StepResult(rs, report)
 
@@ -91,9 +101,10 @@ class DiLoCo(Strategy):
         return state.strategy_state.global_params
 
     def timing(self, n: int) -> Timing:
-        return Timing(collective=get_aggregator(self.aggregator).collective)
+        return Timing(collective=compression.collective(self.compress, get_aggregator(self.aggregator)))
 
     def describe(self) -> str:
         agg = describe_aggregator(get_aggregator(self.aggregator))
-        return (f"{self.name}{'' if agg == 'mean' else f' [{agg}]'} (H={self.inner_steps}, "
+        tags = ", ".join(([] if agg == "mean" else [agg]) + compression.describe(self.compress))
+        return (f"{self.name}{f' [{tags}]' if tags else ''} (H={self.inner_steps}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

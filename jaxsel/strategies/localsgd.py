@@ -18,12 +18,14 @@ class LocalSGD(Triggered):
     period: int = 50
     aggregator: Any = "mean"
     sync_model_state: bool = True
+    compress: str | None = None
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
 
     def __post_init__(self):
         self.trigger  # validates the period
         get_aggregator(self.aggregator)
+        self.check_compress()
 
     @property
     def trigger(self):

@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 import jax.numpy as jnp
 
-from ..aggregate import get_aggregator
+from .. import compression
+from ..aggregate import Bound, get_aggregator
 from ..sync import StepResult, Timing
 from ..triggers import Before, Periodic
 from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
@@ -28,6 +29,7 @@ class PostLocalSGD(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     total_steps: int | None = None
+    compress: str | None = None
     name: ClassVar[str] = "postlocal"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
@@ -41,6 +43,7 @@ class PostLocalSGD(Triggered):
             raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
         self.trigger  # validates the period
         get_aggregator(self.aggregator)
+        self.check_compress()
 
     @property
     def trigger(self):
@@ -55,12 +58,13 @@ class PostLocalSGD(Triggered):
 
         def agg(mode):
             weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
-            return lambda tree: combiner(tree, ctx.axis, dataclasses.replace(ctx, weight=weight))
+            return Bound(combiner, ctx.axis, dataclasses.replace(ctx, weight=weight))
 
         rs, grads, bsp = sync_before_update(rs, grads, bsp_phase, ctx, agg("grads"), what="grads",
-                                            model_state=self.sync_model_state)
+                                            model_state=self.sync_model_state, compress=self.compress)
         rs = update(rs, grads, ctx)
-        rs, local = sync_after_update(rs, averaging, ctx, agg("model"), model_state=self.sync_model_state)
+        rs, local = sync_after_update(rs, averaging, ctx, agg("model"), model_state=self.sync_model_state,
+                                      compress=self.compress)
         samples = st.samples   # counted in the local phase only, from 0 at each sync
         if samples is not None:
             samples = jnp.where(bsp_phase | averaging, 0.0, samples + ctx.weight)
@@ -70,7 +74,8 @@ class PostLocalSGD(Triggered):
         return super().init(params, opt_state, n)._replace(trigger=())
 
     def timing(self, n: int) -> Timing:
-        return Timing(collective=self.combiner().collective)
+        return Timing(collective=compression.collective(self.compress, self.combiner()))
 
     def describe(self) -> str:
-        return f"{self.name} (BSP until step {self.switch_step}, then period {self.period})"
+        tags = compression.describe(self.compress)
+        return f"{self.name}{f' [{tags[0]}]' if tags else ''} (BSP until step {self.switch_step}, then period {self.period})"

@@ -23,6 +23,7 @@ class SelSync(Triggered):
     aggregate: str = "params"
     aggregator: Any = "mean"
     sync_model_state: bool = False
+    compress: str | None = None
     name: ClassVar[str] = "selsync"
 
     def __post_init__(self):
@@ -30,6 +31,7 @@ class SelSync(Triggered):
             raise ValueError(f"aggregate must be 'params' or 'grads', got {self.aggregate!r}")
         self.trigger  # validates delta, window, alpha
         get_aggregator(self.aggregator)
+        self.check_compress()
 
     @property
     def trigger(self):

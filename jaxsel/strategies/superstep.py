@@ -20,6 +20,7 @@ class Superstep(Triggered):
     steps_per_epoch: int | None = None
     aggregator: Any = "mean"
     sync_model_state: bool = True
+    compress: str | None = None
     name: ClassVar[str] = "superstep"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
@@ -31,6 +32,7 @@ class Superstep(Triggered):
         if not float(self.epochs) > 0:
             raise ValueError(f"Superstep epochs must be a number > 0, got {self.epochs!r}")
         get_aggregator(self.aggregator)
+        self.check_compress()
 
     @property
     def period(self) -> int:

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from ..aggregate import Aggregator, describe_aggregator, get_aggregator
+from .. import compression
+from ..aggregate import Aggregator, Bound, describe_aggregator, get_aggregator
 from ..sync import StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync, sync_where
 from ..triggers import Trigger, get_trigger
 
@@ -52,24 +53,26 @@ def samples_after(mode: str, decide, seen, batch):
     return jnp.where(decide, after_sync, seen + batch)
 
 
-def sync_before_update(rs, grads, decide, ctx, agg, *, what, model_state=False, opt_state=False):
+def sync_before_update(rs, grads, decide, ctx, agg, *, what, model_state=False, opt_state=False,
+                       compress=None):
     """Aggregate the gradients or the pre-update parameters (and model/optimizer state)
-    where `decide` holds. Returns (replica state, gradients, report)."""
+    where `decide` holds, sent as `compress`. Returns (replica state, gradients, report)."""
     payload = Synced(grads=grads if what == "grads" else None,
                      params=rs.params if what == "params" else None,
                      model_state=rs.model_state if model_state else None,
                      opt_state=rs.opt_state if opt_state else None)
     if not any(x is not None for x in payload):
         return rs, grads, no_sync()
-    out, report = sync_where(decide, payload, agg, ctx)
+    out, report = sync_where(decide, payload, agg, ctx, compress=compress)
     rs = rs.replace(**{k: v for k, v in out._asdict().items() if k != "grads" and v is not None})
     return rs, (out.grads if what == "grads" else grads), report
 
 
-def sync_after_update(rs, decide, ctx, agg, *, model_state=False):
-    """Replace the updated parameters (and model state) by their aggregate where `decide` holds."""
+def sync_after_update(rs, decide, ctx, agg, *, model_state=False, compress=None):
+    """Replace the updated parameters (and model state) by their aggregate where `decide`
+    holds, sent as `compress`."""
     payload = Synced(params=rs.params, model_state=rs.model_state if model_state else None)
-    out, report = sync_where(decide, payload, agg, ctx)
+    out, report = sync_where(decide, payload, agg, ctx, compress=compress)
     return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {})), report
 
 
@@ -80,9 +83,15 @@ def update(rs, grads, ctx):
 
 class Triggered(Strategy):
     """Base of the trigger x what x aggregator strategies. Subclasses provide `trigger`,
-    `sync` (one of SYNC_MODES), `aggregator`, `sync_model_state` and `sync_opt_state`."""
+    `sync` (one of SYNC_MODES), `aggregator`, `sync_model_state`, `sync_opt_state` and
+    `compress` (a payload codec of `jaxsel.compression`, or None)."""
 
     sync_opt_state: bool = False
+    compress: str | None = None
+
+    def check_compress(self) -> None:
+        """Normalize `compress` ("none" -> None) and check the aggregator can use it."""
+        object.__setattr__(self, "compress", compression.check_compressible(self.compress, self.combiner()))
 
     @property
     def trigger(self) -> Trigger:
@@ -101,13 +110,15 @@ class Triggered(Strategy):
         ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
         mode, combiner = self.sync, self.combiner()
         weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
-        agg = lambda tree: combiner(tree, ctx.axis, dataclasses.replace(ctx, weight=weight))
+        agg = Bound(combiner, ctx.axis, dataclasses.replace(ctx, weight=weight))
         rs, grads, report = sync_before_update(
             rs, grads, decide, ctx, agg, what=mode if mode != "model" else None,
-            model_state=self.sync_model_state and mode != "model", opt_state=self.sync_opt_state)
+            model_state=self.sync_model_state and mode != "model", opt_state=self.sync_opt_state,
+            compress=self.compress)
         rs = update(rs, grads, ctx)
         if mode == "model":
-            rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state)
+            rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
+                                          compress=self.compress)
             report = after if not self.sync_opt_state else report.merge(after)
         samples = None if st.samples is None else samples_after(mode, decide, st.samples, ctx.weight)
         rs = rs.replace(strategy_state=TriggeredState(tstate, samples))
@@ -116,11 +127,12 @@ class Triggered(Strategy):
         return StepResult(rs, report, tmetrics)
 
     def timing(self, n: int) -> Timing:
-        return Timing(collective=self.combiner().collective)
+        return Timing(collective=compression.collective(self.compress, self.combiner()))
 
     def describe(self) -> str:
         agg = describe_aggregator(self.combiner())
-        return self.name + ("" if agg == "mean" else f" [{agg}]")
+        tags = ([] if agg == "mean" else [agg]) + compression.describe(self.compress)
+        return self.name + (f" [{', '.join(tags)}]" if tags else "")
 
 
 def check_mode(sync: str) -> None:
@@ -142,12 +154,14 @@ class TriggeredStrategy(Triggered):
     sync_opt_state: bool = False
     trigger_options: dict = dataclasses.field(default_factory=dict)
     name: str = "triggered"
+    compress: str | None = None
 
     def __post_init__(self):
         check_mode(self.sync)
         object.__setattr__(self, "trigger", get_trigger(self.trigger, self.trigger_options or None))
         object.__setattr__(self, "trigger_options", {})
         get_aggregator(self.aggregator)
+        self.check_compress()
 
     def describe(self) -> str:
         return f"{super().describe()} ({type(self.trigger).__name__}, sync {self.sync})"
