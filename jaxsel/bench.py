@@ -280,6 +280,19 @@ def _ratios(med: dict, sps: dict, log_every: int) -> dict:
     return ratios
 
 
+def _settings(work: _Workload, model: str, dtype: str, mesh, packed_mesh, cfg: dict) -> dict:
+    """What a result was measured on and with (the JSON's and the table's header)."""
+    device, n = mesh.devices.flat[0], num_replicas(mesh)
+    return {"device_kind": device.device_kind, "platform": device.platform, "replicas": n,
+            "layout": describe_layout(mesh),
+            "packed_layout": describe_layout(packed_mesh) if packed_mesh is not None else None,
+            "dtype": dtype, "model": model, "params": count_params(work.fm.params),
+            "input_shape": list(work.input_shape), "num_classes": int(work.num_classes),
+            "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
+            **{k: cfg[k] for k in ("repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")},
+            "jax_version": jax.__version__}
+
+
 def run_bench(
     model: str = "mlp",
     replicas: int | None = None,
@@ -344,18 +357,9 @@ def run_bench(
     by = _time_interleaved(_runners(work, mesh, packed_mesh), cfg["warmup"], cfg["repeats"])
     sps = _dispatch_rates(by["bsp"], cfg, int(max_inflight))
     med = {name: r.median_s() for name, r in by.items()}
-    n = num_replicas(mesh)
-    result = {
-        "ratios": _ratios(med, sps, cfg["log_every"]),
-        "median_step_ms": {k: v * 1e3 for k, v in med.items()},
-        "steps_per_s": sps,
-        "device_kind": device.device_kind, "platform": device.platform, "replicas": n,
-        "layout": describe_layout(mesh), "packed_layout": describe_layout(packed_mesh) if packed else None,
-        "dtype": dtype, "model": model, "params": count_params(work.fm.params), "input_shape": list(shape),
-        "num_classes": int(num_classes), "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
-        **{k: cfg[k] for k in ("repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")},
-        "max_inflight": int(max_inflight), "size": size, "jax_version": jax.__version__,
-    }
+    result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
+              "steps_per_s": sps, **_settings(work, model, dtype, mesh, packed_mesh, cfg),
+              "max_inflight": int(max_inflight), "size": size}
     if hlo:
         result["hlo"] = {name: hlo_counts(r.compiled_text()) for name, r in by.items()}
     if verbose:
