@@ -6,22 +6,30 @@ CIFAR-shaped batches (32x32) and ResNet-50 on 224x224:
 
   jax     a plain jitted train step (value_and_grad + optax SGD-momentum), no framework;
   jaxsel  jaxsel's BSP step (`make_train_step`) on a mesh of `--replicas` devices;
-  torch   the same architecture in PyTorch: torch.compile, channels_last, bf16 autocast
-          (only when torch is importable; torchvision is not needed).
+  torch   the same architecture in PyTorch, the strongest configuration a user would run
+          (one row per `--torch-modes`, best first): torch.compile(mode="max-autotune",
+          dynamic=False) with CUDA graphs, then the default mode as the fallback row;
+          channels_last, bf16 autocast, fused SGD, one fixed batch (static shapes),
+          cudnn.benchmark. torch._dynamo's counters are read after the warm-up and after
+          timing: a row that recompiled while timed is discarded and says why. Only when
+          torch is importable (imported lazily; torchvision is not needed).
 
 Mixed precision everywhere: parameters and BatchNorm statistics fp32, compute bf16 (Flax
-modules get `dtype=bfloat16`; torch uses autocast). Model FLOPs per step are counted from
+modules get `dtype=bfloat16` through `jaxsel.precision`, the code `jaxsel bench --dtype bf16`
+runs; torch uses autocast). Model FLOPs per step are counted from
 the forward pass's program (`jaxsel.flops`: every matmul and convolution, 2 FLOPs per
 multiply-add, x 3 for forward + backward: ResNet-50 is 4.1 GMACs per 224x224 image, so
 ~3,150 GFLOP per step at batch 128) and serve for torch too (same model). XLA's
 `cost_analysis()` is kept as `xla_flops_per_step` for reference only: on GPUs it leaves out
 the cuDNN/cuBLAS calls and undercounts by one to two orders of magnitude.
-MFU = model FLOPs/step * steps/s / peak bf16 FLOP/s. Each model's row is printed (and
-the JSON rewritten) as soon as it is measured, so a time limit loses only the model in hand.
+MFU = model FLOPs/step * steps/s / peak bf16 FLOP/s. Each variant's line is printed (and
+the JSON rewritten) as soon as it is measured, so a time limit loses only the one in hand.
+Nothing here imports tensorflow-datasets (random batches).
 
   python experiments/gpu_throughput.py                 # on a GPU machine
   python experiments/gpu_throughput.py --tiny          # CPU smoke test at toy sizes
   python experiments/gpu_throughput.py --json out.json --models resnet50 --batch 128
+  python experiments/gpu_throughput.py --torch-modes default      # the quicker anchor only
 """
 from __future__ import annotations
 
@@ -94,35 +102,6 @@ def _flops(compiled) -> float | None:
     return float(value) if value and value > 0 else None
 
 
-def bf16_model(name: str, input_shape, classes: int, seed: int = 0):
-    """A jaxsel model whose layers compute in bf16 while their parameters stay fp32."""
-    import jax.numpy as jnp
-    from flax import nnx
-
-    from jaxsel.models import FunctionalModel, build_model
-
-    model = build_model(name, input_shape, classes, seed)
-    for _, module in nnx.iter_modules(model):
-        if isinstance(module, (nnx.Conv, nnx.Linear, nnx.BatchNorm)):
-            module.dtype = jnp.bfloat16
-    return FunctionalModel.from_module(model)
-
-
-def mixed_precision_loss(fm):
-    """loss(params, model_state, batch) -> (fp32 loss, model state cast back to its dtypes)."""
-    import jax
-    import jax.numpy as jnp
-    import optax
-
-    def loss_fn(params, model_state, batch):
-        logits, new_state = fm.apply(params, model_state, batch["image"].astype(jnp.bfloat16), train=True)
-        new_state = jax.tree.map(lambda new, old: new.astype(old.dtype), new_state, model_state)
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), batch["label"]).mean()
-        return loss, new_state
-
-    return loss_fn
-
-
 def bench_jax(name: str, input_shape, classes: int, batch: int, steps: int, warmup: int, repeats: int,
               replicas: int) -> dict:
     """Images/s and FLOPs of the plain JAX step and of jaxsel's BSP step."""
@@ -131,11 +110,12 @@ def bench_jax(name: str, input_shape, classes: int, batch: int, steps: int, warm
     import optax
 
     import jaxsel
+    from jaxsel import precision
     from jaxsel.flops import training_flops
     from jaxsel.models import count_params
 
-    fm = bf16_model(name, input_shape, classes)
-    loss_fn = mixed_precision_loss(fm)
+    fm = precision.build(name, input_shape, classes, dtype="bf16")
+    loss_fn = precision.classification_loss(fm, "bf16")   # the mixed precision `jaxsel bench --dtype bf16` runs
     opt = optax.sgd(0.1, momentum=0.9)
     rng = np.random.default_rng(0)
     host = {"image": rng.standard_normal((batch, *input_shape), dtype=np.float32),
@@ -254,110 +234,221 @@ def torch_resnet(name: str, classes: int, input_shape):
     return model
 
 
-def bench_torch(name: str, input_shape, classes: int, batch: int, steps: int, warmup: int, repeats: int,
-                compile_model: bool) -> dict:
+#: torch.compile modes of the anchor, best first: max-autotune (Triton autotuning, and CUDA
+#: graphs on a GPU), then the default mode as the fallback row; "eager" with --no-compile.
+TORCH_MODES = ("max-autotune", "default")
+#: the modes whose inductor backend captures the step in CUDA graphs (on a GPU)
+CUDA_GRAPH_MODES = ("max-autotune", "reduce-overhead")
+
+
+def anchor_config(mode: str, device: str, fused: bool) -> str:
+    """The anchor's configuration, printed beside its figure."""
+    if mode == "eager":
+        how = "eager (no torch.compile)"
+    else:
+        graphs = ", CUDA graphs" if mode in CUDA_GRAPH_MODES and device == "cuda" else ""
+        how = f"torch.compile(mode={mode!r}, dynamic=False{graphs})"
+    opt = "SGD(momentum=0.9, fused=True)" if fused else "SGD(momentum=0.9, foreach)"
+    return f"{how}, channels_last, bf16 autocast, {opt}, static shapes (one fixed batch), cudnn.benchmark"
+
+
+def dynamo_counts() -> dict:
+    """torch._dynamo's process-wide counters: graphs compiled, recompiles, graph breaks."""
+    from torch._dynamo.utils import counters
+
+    return {"graphs": int(counters["stats"]["unique_graphs"]),
+            "recompiles": int(sum(counters["recompiles"].values())),
+            "graph_breaks": int(sum(counters["graph_break"].values()))}
+
+
+def counts_between(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in after}
+
+
+def fused_sgd(params, device: str):
+    """SGD-momentum with the fused (single-kernel) implementation where this torch has it."""
+    import torch
+
+    params = list(params)
+    if device == "cuda":
+        try:
+            return torch.optim.SGD(params, lr=0.1, momentum=0.9, fused=True), True
+        except (TypeError, RuntimeError):   # an older torch without the fused kernel
+            pass
+    return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True), False
+
+
+def torch_step(model, fwd, opt, x, y, device: str, cuda_graphs: bool):
+    """One training step of the anchor (bf16 autocast, fp32 master weights)."""
+    import torch
+
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        if cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()   # the previous step's graph outputs may be reused
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = loss_fn(fwd(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def bench_torch_mode(name: str, input_shape, classes: int, batch: int, steps: int, warmup: int, repeats: int,
+                     mode: str) -> dict:
+    """Images/s of one anchor configuration; the row fails (with the reason) if dynamo
+    recompiled while it was timed."""
     import torch
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    model = torch_resnet(name, classes, input_shape).to(dev).to(memory_format=torch.channels_last)
-    out = {"torch_version": torch.__version__, "torch_params": sum(p.numel() for p in model.parameters()),
-           "torch_device": torch.cuda.get_device_name() if dev == "cuda" else "cpu"}
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    model = torch_resnet(name, classes, input_shape).to(dev).to(memory_format=torch.channels_last).train()
     h, w, c = input_shape
-    x = torch.randn(batch, c, h, w, device=dev).to(memory_format=torch.channels_last)
+    x = torch.randn(batch, c, h, w, device=dev).to(memory_format=torch.channels_last)   # one fixed batch
     y = torch.randint(0, classes, (batch,), device=dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    fwd = model
-    out["torch_compiled"] = False
-    if compile_model:
-        try:
-            fwd = torch.compile(model)
-            out["torch_compiled"] = True
-        except Exception as e:  # noqa: BLE001 - report and fall back to eager
-            out["torch_compile_error"] = repr(e)
+    opt, fused = fused_sgd(model.parameters(), dev)
+    out = {"mode": mode, "config": anchor_config(mode, dev, fused), "torch_version": torch.__version__,
+           "torch_params": sum(p.numel() for p in model.parameters()),
+           "torch_device": torch.cuda.get_device_name() if dev == "cuda" else "cpu"}
+    fwd = model if mode == "eager" else torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
+    step = torch_step(model, fwd, opt, x, y, dev, mode in CUDA_GRAPH_MODES and dev == "cuda")
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    loss_fn = torch.nn.CrossEntropyLoss()
 
     def run(n):
         for _ in range(n):
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(dev, dtype=torch.bfloat16):
-                loss = loss_fn(fwd(x), y)
-            loss.backward()
-            opt.step()
+            step()
         sync()
 
-    model.train()
+    start = dynamo_counts()
     try:
-        run(warmup)
-    except Exception as e:  # noqa: BLE001 - e.g. no C++ compiler for inductor: retry eager
-        if not out["torch_compiled"]:
-            raise
-        out["torch_compile_error"] = repr(e)[:500]
-        out["torch_compiled"], fwd = False, model
-        run(warmup)
-    out["torch_steps_per_s"] = timed_throughput(run, steps, repeats)
+        run(max(warmup, 3 if mode in CUDA_GRAPH_MODES else 1))   # CUDA graphs record on the 2nd/3rd call
+    except Exception as e:  # noqa: BLE001 - e.g. no C++ compiler for inductor: the row says why
+        out["error"] = f"warm-up failed: {repr(e)[:300]}"
+        return out
+    warm = dynamo_counts()
+    out["steps_per_s"] = timed_throughput(run, steps, repeats)
+    timed = counts_between(warm, dynamo_counts())
+    out["compiles_warmup"], out["compiles_timing"] = counts_between(start, warm), timed
+    out["recompiles"] = warm["recompiles"] - start["recompiles"] + timed["recompiles"]
+    if timed["graphs"] or timed["recompiles"]:
+        out["error"] = (f"recompiled while timed ({timed['graphs']} new graphs, {timed['recompiles']} recompiles): "
+                        f"shapes were not static; figure discarded")
+        out.pop("steps_per_s")
     return out
 
 
 # ----------------------------------------------------------------------------- main
 
+ANCHOR_MODES = ("max-autotune", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "eager")
 
-def measure(name: str, size: str, args) -> dict:
+
+def add_rates(entry: dict, flops: float | None, peak: float | None, images_per_step: int) -> dict:
+    """images/s and MFU (model FLOPs/step x steps/s / peak) of one measured variant."""
+    sps = entry.get("steps_per_s")
+    entry["images_per_s"] = sps * images_per_step if sps else None
+    entry["mfu"] = flops * sps / peak if (sps and flops and peak) else None
+    return entry
+
+
+def measure_jax(name: str, size: str, args) -> dict:
+    """The row of one model: its workload, FLOPs, and the plain JAX and jaxsel variants."""
     cfg = dict(WORKLOADS[name][size])
     if args.batch:
         cfg["batch"] = args.batch
     row = {"model": name, "input_shape": list(cfg["input_shape"]), "classes": cfg["classes"], "batch": cfg["batch"],
-           "replicas": args.replicas}
+           "replicas": args.replicas, "torch": []}
     log(f"{name}: JAX and jaxsel steps, batch {cfg['batch']}, input {cfg['input_shape']}")
-    row.update(bench_jax(name, cfg["input_shape"], cfg["classes"], cfg["batch"], args.steps, args.warmup,
-                         args.repeats, args.replicas))
-    peak = peak_flops(row["device_kind"], args.peak_tflops)
-    flops = row["flops_per_step"]
-    row["peak_flops"] = peak
-    variants = ["jax", "jaxsel"]
-    if not args.no_torch:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            row["torch_skipped"] = "torch is not importable"
-        else:
-            log(f"{name}: PyTorch step ({'eager' if args.no_compile else 'torch.compile'})")
-            row.update(bench_torch(name, cfg["input_shape"], cfg["classes"], cfg["batch"], args.steps,
-                                   args.warmup, args.repeats, not args.no_compile))
-            variants.append("torch")
-    for v in variants:
-        sps = row[f"{v}_steps_per_s"]
-        per_step_images = cfg["batch"] * (args.replicas if v == "jaxsel" else 1)
-        row[f"{v}_images_per_s"] = sps * per_step_images
-        # jaxsel's step runs `replicas` copies of the model; MFU is per device
-        row[f"{v}_mfu"] = flops * sps / peak if (flops and peak) else None
+    measured = bench_jax(name, cfg["input_shape"], cfg["classes"], cfg["batch"], args.steps, args.warmup,
+                         args.repeats, args.replicas)
+    row.update({k: v for k, v in measured.items() if not k.endswith("_steps_per_s")})
+    row["peak_flops"] = peak_flops(row["device_kind"], args.peak_tflops)
+    # jaxsel's step runs `replicas` copies of the model, one per device: MFU is per device
+    for v, images in (("jax", cfg["batch"]), ("jaxsel", cfg["batch"] * args.replicas)):
+        row[v] = add_rates({"steps_per_s": measured[f"{v}_steps_per_s"]}, row["flops_per_step"], row["peak_flops"],
+                           images)
     return row
 
 
+def _fmt(value, spec: str, width: int) -> str:
+    return f"{'n/a':>{width}s}" if value is None else f"{value:{width}{spec}}"
+
+
+HEADER = (f"{'model':9s} {'input':>11s} {'batch':>5s} {'variant':22s} {'images/s':>10s} {'ms/step':>9s} "
+          f"{'GFLOP/step':>10s} {'MFU':>6s}  configuration")
+
+
+def variant_line(row: dict, variant: str, entry: dict, config: str) -> str:
+    shape = "x".join(str(d) for d in row["input_shape"])
+    sps, mfu, flops = entry.get("steps_per_s"), entry.get("mfu"), row.get("flops_per_step")
+    return (f"{row['model']:9s} {shape:>11s} {row['batch']:5d} {variant:22s} {_fmt(entry.get('images_per_s'), '.1f', 10)} "
+            f"{_fmt(1e3 / sps if sps else None, '.2f', 9)} {_fmt(flops / 1e9 if flops else None, '.2f', 10)} "
+            f"{'n/a' if mfu is None else f'{100 * mfu:5.1f}%':>6s}  {config}")
+
+
+def jax_lines(row: dict) -> list[str]:
+    return [variant_line(row, "jax", row["jax"], "plain jitted step, optax SGD-momentum, bf16 compute / fp32 params"),
+            variant_line(row, "jaxsel", row["jaxsel"], f"jaxsel BSP step, {row['replicas']} replica(s), same precision")]
+
+
+def anchor_lines(row: dict, anchor: dict) -> list[str]:
+    """An anchor's figure beside its configuration; a failed anchor says why."""
+    lines = [variant_line(row, f"torch {anchor['mode']}", anchor, anchor["config"])]
+    if "recompiles" in anchor:
+        lines.append(f"{'':9s} dynamo: {anchor['compiles_warmup']['graphs']} graph(s) compiled in warm-up, "
+                     f"{anchor['recompiles']} recompile(s), {anchor['compiles_warmup']['graph_breaks']} graph "
+                     f"break(s); while timed: {anchor['compiles_timing']['graphs']} new graph(s)")
+    if anchor.get("error"):
+        lines.append(f"{'':9s} FAILED: {anchor['error']}")
+    if anchor.get("torch_params") and anchor["torch_params"] != row["params"]:
+        lines.append(f"{'':9s} WARNING: parameter counts differ (jax {row['params']}, torch {anchor['torch_params']})")
+    return lines
+
+
+def best_anchor(row: dict) -> dict | None:
+    done = [a for a in row["torch"] if a.get("images_per_s")]
+    return max(done, key=lambda a: a["images_per_s"]) if done else None
+
+
+def summary_line(row: dict) -> str | None:
+    """jaxsel's BSP step against the best anchor that ran (issue 15's target: >= 1.1x on ResNet-50)."""
+    best = best_anchor(row)
+    if best is None or not row["jaxsel"].get("images_per_s"):
+        return None
+    per_device = row["jaxsel"]["images_per_s"] / row["replicas"]
+    return f"{'':9s} jaxsel BSP / best PyTorch anchor ({best['mode']}): {per_device / best['images_per_s']:.3f}x images/s"
+
+
 def format_table(rows: list[dict]) -> str:
-    head = f"{'model':9s} {'input':>11s} {'batch':>5s} {'variant':7s} {'images/s':>10s} {'ms/step':>9s} " \
-           f"{'GFLOP/step':>10s} {'MFU':>6s}"
-    lines = [head, "-" * len(head)]
+    lines = [HEADER, "-" * len(HEADER)]
     for r in rows:
-        flops = r["flops_per_step"]
-        for v in ("jax", "jaxsel", "torch"):
-            if f"{v}_steps_per_s" not in r:
-                continue
-            mfu = r[f"{v}_mfu"]
-            shape = "x".join(str(d) for d in r["input_shape"])
-            lines.append(f"{r['model']:9s} {shape:>11s} {r['batch']:5d} {v:7s} {r[f'{v}_images_per_s']:10.1f} "
-                         f"{1e3 / r[f'{v}_steps_per_s']:9.2f} {(flops or float('nan')) / 1e9:10.2f} "
-                         f"{'n/a' if mfu is None else f'{100 * mfu:5.1f}%':>6s}")
-        if "torch_skipped" in r:
+        lines += jax_lines(r)
+        for anchor in r["torch"]:
+            lines += anchor_lines(r, anchor)
+        if r.get("torch_skipped"):
             lines.append(f"{'':9s} torch: {r['torch_skipped']}")
-        elif r.get("torch_compile_error"):
-            lines.append(f"{'':9s} torch.compile failed, eager used: {r['torch_compile_error'][:120]}")
-        if r.get("torch_params") and r["torch_params"] != r["params"]:
-            lines.append(f"{'':9s} WARNING: parameter counts differ (jax {r['params']}, torch {r['torch_params']})")
+        summary = summary_line(r)
+        if summary:
+            lines.append(summary)
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def write_json(path: str | None, tiny: bool, rows: list[dict]) -> None:
+    """Rewrite the JSON with every row so far (a time limit loses only the measurement in hand)."""
+    if path and path != "-":
+        with open(path, "w") as f:
+            f.write(json.dumps({"tiny": tiny, "rows": rows}, indent=2, default=float))
+
+
+def torch_missing() -> str | None:
+    import importlib.util
+
+    return None if importlib.util.find_spec("torch") else "torch is not importable"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The options, defaults filled in; a bad option: one line on stderr, SystemExit(2)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tiny", action="store_true", help="toy sizes, to validate the script on a CPU")
     p.add_argument("--models", default="resnet18,resnet50", help="comma-separated: resnet18, resnet50")
@@ -368,17 +459,56 @@ def main(argv=None) -> int:
     p.add_argument("--replicas", type=int, default=1, help="devices for the jaxsel BSP variant")
     p.add_argument("--peak-tflops", type=float, default=None, help="peak bf16 TFLOP/s for MFU if the device is unknown")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
-    p.add_argument("--no-compile", action="store_true", help="run PyTorch eagerly (no torch.compile)")
+    p.add_argument("--torch-modes", default=",".join(TORCH_MODES),
+                   help=f"anchor rows, best first (of: {', '.join(ANCHOR_MODES)})")
+    p.add_argument("--no-compile", action="store_true", help="one eager PyTorch row (same as --torch-modes eager)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON ('-' = stdout)")
     args = p.parse_args(argv)
-    size = "tiny" if args.tiny else "full"
-    args.steps = args.steps or (2 if args.tiny else 50)
+    args.steps = args.steps if args.steps is not None else (2 if args.tiny else 50)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.tiny else 10)
-    args.repeats = args.repeats or (1 if args.tiny else 5)
-    names = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in names if m not in WORKLOADS]
-    if unknown:
-        p.error(f"unknown model(s) {unknown}; choose from {', '.join(WORKLOADS)}")
+    args.repeats = args.repeats if args.repeats is not None else (1 if args.tiny else 5)
+    args.names = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.modes = ["eager"] if args.no_compile else [m.strip() for m in args.torch_modes.split(",") if m.strip()]
+    problem = (f"unknown model(s) {[m for m in args.names if m not in WORKLOADS]}; choose from {', '.join(WORKLOADS)}"
+               if not args.names or any(m not in WORKLOADS for m in args.names) else
+               f"unknown --torch-modes {[m for m in args.modes if m not in ANCHOR_MODES]}; choose from "
+               f"{', '.join(ANCHOR_MODES)}" if not args.modes or any(m not in ANCHOR_MODES for m in args.modes) else
+               next((f"--{k} must be an integer >= {low}, got {getattr(args, k)}" for k, low in
+                     (("steps", 1), ("warmup", 0), ("repeats", 1), ("replicas", 1)) if getattr(args, k) < low), None)
+               or ("--batch must be an integer >= 1" if args.batch is not None and args.batch < 1 else None))
+    if problem:
+        print(f"gpu_throughput: error: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+    return args
+
+
+def run_model(name: str, size: str, args, rows: list[dict]) -> dict:
+    """Measure one model, printing each variant's lines and rewriting the JSON as they come."""
+    row = measure_jax(name, size, args)
+    rows.append(row)
+    print("\n".join(jax_lines(row)), flush=True)
+    write_json(args.json, args.tiny, rows)
+    row["torch_skipped"] = "--no-torch" if args.no_torch else torch_missing()
+    if row["torch_skipped"]:
+        print(f"{'':9s} torch: {row['torch_skipped']}", flush=True)
+        return row
+    for mode in args.modes:
+        log(f"{name}: PyTorch anchor, {mode}")
+        anchor = bench_torch_mode(name, row["input_shape"], row["classes"], row["batch"], args.steps, args.warmup,
+                                  args.repeats, mode)
+        row["torch"].append(add_rates(anchor, row["flops_per_step"], row["peak_flops"], row["batch"]))
+        print("\n".join(anchor_lines(row, anchor)), flush=True)
+        write_json(args.json, args.tiny, rows)
+    if summary_line(row):
+        print(summary_line(row), flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
     if args.replicas > 1:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", str(args.replicas))  # only matters on CPU
 
@@ -388,18 +518,15 @@ def main(argv=None) -> int:
     print(f"device: {dev.device_kind} ({dev.platform}), jax {jax.__version__}, bf16 compute / fp32 params, "
           f"{args.steps} steps x {args.repeats} repeats after {args.warmup} warm-up"
           + (" [TINY: smoke test, not a measurement]" if args.tiny else ""), flush=True)
-    rows = []
-    for name in names:   # each row out as soon as it is measured
-        rows.append(measure(name, size, args))
-        print(format_table(rows[-1:]), flush=True)
-        if args.json and args.json != "-":
-            with open(args.json, "w") as f:
-                f.write(json.dumps({"tiny": args.tiny, "rows": rows}, indent=2, default=float))
+    print(HEADER + "\n" + "-" * len(HEADER), flush=True)
+    rows: list[dict] = []
+    for name in args.names:   # each line out as soon as it is measured
+        run_model(name, "tiny" if args.tiny else "full", args, rows)
     if len(rows) > 1:
         print("\n" + format_table(rows))
     if args.json == "-":
         print(json.dumps({"tiny": args.tiny, "rows": rows}, indent=2, default=float))
-    bad = [r["model"] for r in rows if not all(math.isfinite(r[f"{v}_steps_per_s"]) for v in ("jax", "jaxsel"))]
+    bad = [r["model"] for r in rows if not all(math.isfinite(r[v]["steps_per_s"]) for v in ("jax", "jaxsel"))]
     return 1 if bad else 0
 
 

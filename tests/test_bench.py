@@ -10,11 +10,13 @@ from jaxsel.cli import main
 
 def test_bench_command_tiny(tmp_path, capsys):
     """Packed (8 replicas, 4 on each of 2 devices): the bench's steps and its hand-written
-    baseline both handle packing."""
+    baseline both handle packing; bf16 (mixed precision), the packed row (8 on one device)
+    and the compiled-op counts come back too."""
     out = tmp_path / "bench.json"
-    assert main(["bench", "--size", "tiny", "--replicas", "8", "--devices", "2", "--json", str(out)]) == 0
+    assert main(["bench", "--size", "tiny", "--replicas", "8", "--devices", "2", "--dtype", "bf16", "--hlo",
+                 "--json", str(out)]) == 0
     result = json.loads(out.read_text())
-    for key in bench.RATIOS + bench.INFO_RATIOS:
+    for key in bench.RATIOS + bench.PACKED_RATIOS + bench.INFO_RATIOS:
         value = result["ratios"][key]
         assert isinstance(value, float) and math.isfinite(value) and value > 0, (key, value)
     assert bench.ratios_ok(result)
@@ -23,12 +25,53 @@ def test_bench_command_tiny(tmp_path, capsys):
     assert "bsp_over_minimal" in printed and "replicas=8" in printed and "targets:" in printed
     assert result["layout"] == "8 replicas on 2 x CPU (cpu), 4 per device"
     assert "layout: 8 replicas on 2 x CPU (cpu), 4 per device" in printed
+    assert result["packed_layout"] == "8 replicas on 1 x CPU (cpu), 8 per device" and result["dtype"] == "bf16"
+    assert "packed row layout: 8 replicas on 1 x CPU (cpu), 8 per device" in printed and "dtype=bf16" in printed
+    counts = result["hlo"]
+    assert set(counts) == set(result["median_step_ms"]) and all(c["ops"] >= c["fusions"] > 0 for c in counts.values())
+    # the grad-norm metric is work of its own in the compiled step (the lean BSP step drops it)
+    assert counts["bsp"]["fusions"] > counts["bsp_lean"]["fusions"]
 
 
 def test_bench_command_bad_input_is_one_line(capsys):
-    assert main(["bench", "--size", "tiny", "--repeats", "0"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["jaxsel bench: error: repeats must be an integer >= 1, got 0"]
+    for flags, message in ((["--repeats", "0"], "repeats must be an integer >= 1, got 0"),
+                           (["--dtype", "fp8"], "dtype must be one of fp32, bf16, got 'fp8'"),
+                           (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1")):
+        assert main(["bench", "--size", "tiny", *flags]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"jaxsel bench: error: {message}"]
+
+
+def test_bench_defaults_to_one_replica_per_device_of_the_default_backend():
+    """On a one-GPU host `jaxsel bench` runs one replica on the GPU (`--replicas 8` packs 8 on it)."""
+    from jaxsel.cli import build_parser
+    from jaxsel.parallel import choose_layout
+
+    args = build_parser().parse_args(["bench"])
+    assert args.replicas is None and args.dtype == "fp32" and args.packed == 8
+    layout = choose_layout(args.replicas, devices=1)
+    assert layout.replicas == 1 and layout.per_device == 1 and layout.devices[0].platform == "cpu"
+    assert choose_layout(8, devices=1).per_device == 8
+
+
+def test_hlo_counts_reads_the_entry_computation():
+    text = """HloModule m
+
+%fused_computation (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%p)
+}
+
+ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
+  %a = f32[4]{0} parameter(0)
+  %c = s32[] constant(1)
+  %f = f32[4]{0} fusion(%a), kind=kLoop, calls=%fused_computation
+  %copy = s32[] copy(%c)
+  %all-reduce = f32[4]{0} all-reduce(%f), replica_groups={}, to_apply=%add
+  ROOT %t = (f32[4]{0}, s32[]) tuple(%all-reduce, %copy)
+}
+"""
+    assert bench.hlo_counts(text) == {"fusions": 1, "ops": 3}
 
 
 def test_run_bench_rejects_bad_arguments():
@@ -36,6 +79,8 @@ def test_run_bench_rejects_bad_arguments():
         bench.run_bench(size="huge")
     with pytest.raises(ValueError, match="repeats must be an integer >= 1, got 0"):
         bench.run_bench(size="tiny", repeats=0)
+    with pytest.raises(ValueError, match="dtype must be one of fp32, bf16"):
+        bench.run_bench(size="tiny", dtype="float16")
 
 
 def test_packing_bench_refuses_an_unknown_model():
