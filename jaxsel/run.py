@@ -112,10 +112,7 @@ def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
 
 def strategy_timing(strategy, replicas: int) -> dict:
     """The strategy's cost-model settings (`costmodel.Projector`), as plain JSON values."""
-    timing = strategy.timing(replicas)._asdict()
-    if timing.get("groups") is None:   # one-level methods: the cost model's single-network keywords
-        timing.pop("groups", None)
-    return timing
+    return strategy.timing(replicas)._asdict()
 
 
 def describe_strategy(strategy, name: str) -> str:
