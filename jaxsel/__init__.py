@@ -11,6 +11,7 @@ from .strategies import (
     SSP,
     DiLoCo,
     FedAvg,
+    Hierarchical,
     LocalSGD,
     PostLocalSGD,
     SelSync,

@@ -16,10 +16,19 @@ collectives over a vmap axis inside a shard_map.
 Use these, not `lax.pmean(x, "data")`, in a strategy, trigger or aggregator: a raw mesh
 collective reduces over devices only, so each packed replica would see another value
 (the sync core raises an error when an aggregate still differs across local replicas).
+
+Group collectives (two-level methods): `Groups(axis, G)` in place of the axis makes every
+`replica_*` function reduce within G contiguous blocks of replicas (group g = replicas
+g*s ... (g+1)*s-1, s = N/G), so any aggregator works per group unchanged. A group either
+spans whole devices (s a multiple of k: the local fold, then an `all_gather` among the
+group's devices, folded in group order) or lies inside one device (k a multiple of s:
+purely local, the result batched over the device's replicas). Why gather, not psum: JAX
+(0.10) refuses `psum` with `axis_index_groups` inside a shard_map, and folding the gathered
+values in one fixed order leaves every member of a group bit-identical.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -102,7 +111,9 @@ def _fold(combine, stack):
 
 
 def _two_stage(local_combine, mesh_collective):
-    def reduce(tree, axis: str):
+    def reduce(tree, axis):
+        if isinstance(axis, Groups):
+            return jax.tree.map(lambda x: _group_reduce(local_combine, x, axis), tree)
         return jax.tree.map(lambda x: mesh_collective(_fold(local_combine, local_stack(x)), axis), tree)
     return reduce
 
@@ -112,27 +123,32 @@ _max = _two_stage(jnp.maximum, lax.pmax)
 _min = _two_stage(jnp.minimum, lax.pmin)
 
 
-def replica_sum(tree: Any, axis: str) -> Any:
-    """Sum over all N replicas (identical result on every replica)."""
+def replica_sum(tree: Any, axis) -> Any:
+    """Sum over all N replicas (identical result on every replica), or within each group
+    when `axis` is a `Groups`."""
     return _sum(tree, axis)
 
 
-def replica_mean(tree: Any, axis: str) -> Any:
-    """Mean over all N replicas: the local sum, `psum` over the devices, divided by N."""
+def replica_mean(tree: Any, axis) -> Any:
+    """Mean over all N replicas (or a group's): the local sum, `psum` over the devices, divided by N."""
     n = replica_count(axis)
     return jax.tree.map(lambda x: (x / n).astype(x.dtype), _sum(tree, axis))
 
 
-def replica_max(tree: Any, axis: str) -> Any:
+def replica_max(tree: Any, axis) -> Any:
     return _max(tree, axis)
 
 
-def replica_min(tree: Any, axis: str) -> Any:
+def replica_min(tree: Any, axis) -> Any:
     return _min(tree, axis)
 
 
-def replica_gather(tree: Any, axis: str) -> Any:
-    """Every replica's value, stacked in global replica order: shape (N, *x.shape)."""
+def replica_gather(tree: Any, axis) -> Any:
+    """Every replica's value (a group's, for `Groups`), stacked in global replica order:
+    shape (N, *x.shape), or (N/G, *x.shape) within a group."""
+    if isinstance(axis, Groups):
+        return jax.tree.map(lambda x: _group_gather(x, axis), tree)
+
     def gather(x):
         local = local_stack(x)
         every = lax.all_gather(local, axis)           # (M, k, ...)
@@ -140,16 +156,102 @@ def replica_gather(tree: Any, axis: str) -> Any:
     return jax.tree.map(gather, tree)
 
 
-def replica_count(axis: str) -> int:
-    """N: the devices on `axis` times the replicas each holds."""
+def replica_count(axis) -> int:
+    """N: the devices on `axis` times the replicas each holds (a group's size for `Groups`)."""
+    if isinstance(axis, Groups):
+        return group_layout(axis).size
     return int(lax.axis_size(axis)) * local_count()
 
 
-def replica_index(axis: str, ctx=None) -> jax.Array:
-    """This replica's global index d * k + j (the step passes it in `ctx.replica`)."""
+def replica_index(axis, ctx=None) -> jax.Array:
+    """This replica's global index d * k + j (the step passes it in `ctx.replica`); for
+    `Groups`, its index within its group."""
+    if isinstance(axis, Groups):
+        return replica_index(axis.axis, ctx) % group_layout(axis).size
     index = getattr(ctx, "replica", None)
     if index is not None:
         return index
     if local_count() != 1:
         raise ValueError("replica_index inside a packed step needs the StepContext (ctx.replica)")
     return lax.axis_index(axis)
+
+
+# ------------------------------------------------------------------ groups of replicas
+
+class Groups(NamedTuple):
+    """A reduction scope: `groups` contiguous blocks of the replicas on mesh axis `axis`
+    (group g = replicas g*s ... (g+1)*s-1, s = N / groups). Pass it wherever a collective
+    or an aggregator takes the axis to combine within each group."""
+
+    axis: str
+    groups: int
+
+
+class GroupLayout(NamedTuple):
+    size: int        # s: replicas per group
+    per_device: int  # k: replicas per device
+    devices: int     # M: devices on the axis
+
+
+def group_layout(scope: Groups) -> GroupLayout:
+    """The group size against the packing, checked at trace time (ValueError, one line)."""
+    m, k = int(lax.axis_size(scope.axis)), local_count()
+    n, g = m * k, scope.groups
+    if isinstance(g, bool) or not isinstance(g, int) or g < 1 or n % g:
+        raise ValueError(f"groups={g!r} must be a whole number dividing the {n} replicas")
+    s = n // g
+    if s % k and k % s:
+        raise ValueError(f"groups={g}: a group of {s} replicas neither spans whole devices nor lies inside "
+                         f"one ({k} replicas per device on {m} devices); choose groups so that N/groups is "
+                         f"a multiple or a divisor of {k}")
+    return GroupLayout(s, k, m)
+
+
+def _group_reduce(combine, x, scope: Groups):
+    """combine over the replicas of this replica's group, in group order."""
+    lay = group_layout(scope)
+    if lay.size < lay.per_device:
+        return _within_device(lambda blocks: _fold(combine, jnp.moveaxis(blocks, 1, 0)), x, lay)
+    folded = _fold(combine, local_stack(x))          # this device's replicas
+    span = lay.size // lay.per_device                 # devices per group
+    return folded if span == 1 else _fold(combine, _gather_devices(folded, scope.axis, span, lay.devices))
+
+
+def _group_gather(x, scope: Groups):
+    lay = group_layout(scope)
+    if lay.size < lay.per_device:
+        return _within_device(lambda blocks: blocks, x, lay)
+    local = local_stack(x)                            # (k, ...)
+    span = lay.size // lay.per_device
+    every = local[None] if span == 1 else _gather_devices(local, scope.axis, span, lay.devices)
+    return every.reshape((-1,) + local.shape[1:])     # (span * k, ...) in replica order
+
+
+def _gather_devices(x, axis: str, span: int, devices: int):
+    """x of the `span` consecutive devices of this device's group, stacked: (span, ...)."""
+    if span == devices:
+        return lax.all_gather(x, axis)
+    blocks = [list(range(d, d + span)) for d in range(0, devices, span)]
+    return lax.all_gather(x, axis, axis_index_groups=blocks)
+
+
+def _within_device(per_group, x, lay: GroupLayout):
+    """A group of s replicas inside one device: `per_group(blocks)` maps the (groups, s, ...)
+    blocks of the device's replicas (group order) to one result per group; every replica
+    gets its own group's result (batched over the local replicas)."""
+    s = lay.size
+
+    @custom_vmap
+    def grouped(v):   # unbatched: every replica of the group holds v
+        return per_group(jnp.broadcast_to(v[None, None], (1, s) + jnp.shape(v)))[0]
+
+    @grouped.def_vmap
+    def grouped_rule(axis_size, in_batched, v):
+        if axis_size % s:
+            raise ValueError(f"a group of {s} replicas does not divide the {axis_size} local replicas")
+        if not in_batched[0]:
+            v = jnp.broadcast_to(v[None], (axis_size,) + jnp.shape(v))
+        out = per_group(v.reshape((axis_size // s, s) + v.shape[1:]))
+        return jnp.repeat(out, s, axis=0), True
+
+    return grouped(jnp.asarray(x))

@@ -38,7 +38,8 @@ def add_strategy_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--aggregator", default=None,
                    help="mean, weighted, median, min, max, trimmed:K, random, or a registered one")
     s.add_argument("--opt", action="append", metavar="KEY=VALUE",
-                   help="any other strategy option; trigger.FIELD=VALUE for the 'triggered' strategy")
+                   help="any other strategy option; trigger.FIELD=VALUE for the 'triggered' strategy, "
+                        "inner.FIELD=VALUE / outer.FIELD=VALUE for the levels of 'hierarchical'")
     s.add_argument("--plugin", action="append", metavar="MODULE",
                    help="import MODULE (a name or a .py file) that registers strategies, triggers or aggregators")
 
@@ -51,7 +52,7 @@ def strategy_epilog() -> str:
     width = max(map(len, STRATEGIES))
     for name, cls in STRATEGIES.items():
         opts = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
-                         for k, v in option_defaults(cls).items() if k != "trigger_options")
+                         for k, v in option_defaults(cls).items() if not k.endswith("_options"))
         lines.append(f"  {name:<{width}}  {opts or '(no options)'}")
     return "\n".join(lines)
 
@@ -67,8 +68,13 @@ def options_for(name: str, options: dict) -> dict:
     from .strategies.registry import STRATEGIES
 
     cls = STRATEGIES[name]
-    return {k: v for k, v in options.items()
-            if accepts(cls, k) or (k.startswith("trigger.") and accepts(cls, "trigger_options"))}
+    return {k: v for k, v in options.items() if takes(cls, k)}
+
+
+def takes(cls, key: str) -> bool:
+    """Whether strategy class `cls` takes option `key` (PREFIX.FIELD: through its PREFIX_options)."""
+    prefix, dot, _ = key.partition(".")
+    return accepts(cls, f"{prefix}_options") if dot else accepts(cls, key)
 
 
 def check_options_apply(names: list[str], options: dict) -> None:

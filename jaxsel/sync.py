@@ -162,7 +162,8 @@ def no_sync(vote_bytes: int = 0) -> SyncReport:
 
 def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
-               compress: str | None = None, who: str = "strategy") -> tuple[Any, SyncReport]:
+               compress: str | None = None, who: str = "strategy",
+               groups: int | None = None) -> tuple[Any, SyncReport]:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
     Without `state`/`finish`: returns (aggregate(payload) if decide else payload, report).
@@ -173,6 +174,9 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
     `compress` ("bf16", "int8"; None or "none": off) sends the payload's floating leaves
     compressed (`jaxsel.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
     linear aggregator, and the report counts the compressed bytes.
+    `groups`: the aggregate combines replicas within groups (`collectives.Groups`), so it
+    agrees within a group only and may differ across a device's packed replicas; the
+    decision must still be replicated over all replicas.
     """
     ensure_replicated(decide, ctx.axis, who=who)
     if finish is None:
@@ -183,7 +187,7 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
             raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
                             f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
         aggregate = compression.compressed_aggregate(compress, aggregate)
-    aggregate = _checked(aggregate)
+    aggregate = aggregate if groups else _checked(aggregate)
     if isinstance(decide, (bool, int)):
         out = finish(aggregate(payload), state) if decide else state
         return out, SyncReport(jnp.asarray(bool(decide)), byte_count(nbytes, bool(decide)), byte_count(0))

@@ -2,6 +2,7 @@
 from ..sync import NonReplicatedDecisionError, StepContext, Strategy
 from .bsp import BSP
 from .diloco import DiLoCo
+from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
 from .postlocal import PostLocalSGD
 from .registry import STRATEGIES, build_strategy, register_strategy

@@ -2,7 +2,9 @@
 
 Options are checked against each strategy's dataclass fields (`jaxsel.options`): an
 unknown or inapplicable option is an error naming the valid ones. Options spelled
-`trigger.FIELD` go to the trigger of the generic `triggered` strategy.
+`PREFIX.FIELD` go to what a strategy's `PREFIX_options` field configures: the trigger of
+the generic `triggered` strategy (`trigger.FIELD`), the levels of `hierarchical`
+(`inner.FIELD`, `outer.FIELD`, built by name with the run's facts like any strategy).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from ..options import OptionError, build, option_defaults, option_names
 from ..sync import Strategy
 from .bsp import BSP
 from .diloco import DiLoCo
+from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
 from .postlocal import PostLocalSGD
 from .selsync import SelSync
@@ -36,6 +39,7 @@ STRATEGIES: dict[str, type] = {
     "streamingdiloco": StreamingDiLoCo,   # fragments synchronized at staggered steps
     "superstep": Superstep,
     "triggered": TriggeredStrategy,   # any registered trigger x any aggregator
+    "hierarchical": Hierarchical,     # one strategy within groups of replicas, another across all
 }
 
 
@@ -64,16 +68,41 @@ def build_strategy(name: str, options: dict[str, Any] | None = None, **context) 
     if name not in STRATEGIES:
         raise OptionError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
     cls = STRATEGIES[name]
-    options = dict(options or {})
-    nested = {k.split(".", 1)[1]: options.pop(k) for k in list(options) if k.startswith("trigger.")}
-    if nested:
-        if "trigger_options" not in option_names(cls):
-            raise OptionError(f"strategy {name!r} has no option {', '.join(repr('trigger.' + k) for k in nested)}"
-                              f"; only the 'triggered' strategy takes trigger.FIELD options")
-        options["trigger_options"] = nested
+    options = _nested(cls, name, dict(options or {}))
+    for level in getattr(cls, "levels", ()):   # strategies inside a strategy get the run's facts too
+        spec = options.get(level) or option_defaults(cls).get(level)
+        if isinstance(spec, str) and spec in STRATEGIES:
+            try:
+                options[level] = build_strategy(spec, options.pop(f"{level}_options", None), **context)
+            except OptionError as err:
+                raise OptionError(f"strategy {name!r} {level}: {err}") from None
     try:
-        return build(cls, options, kind="strategy", name=name, context=context)
+        strategy = build(cls, options, kind="strategy", name=name, context=context)
+        if hasattr(strategy, "check_replicas") and context.get("replicas"):
+            strategy.check_replicas(int(context["replicas"]))
+        return strategy
     except OptionError:
         raise
     except ValueError as err:
         raise OptionError(f"strategy {name!r}: {err}") from None
+
+
+def _nested_takers() -> str:
+    """"triggered (trigger.FIELD), hierarchical (inner.FIELD, outer.FIELD)"."""
+    def prefixes(cls):
+        return [f"{k[:-len('_options')]}.FIELD" for k in option_names(cls) if k.endswith("_options")]
+    return ", ".join(f"{n} ({', '.join(prefixes(c))})" for n, c in STRATEGIES.items() if prefixes(c))
+
+
+def _nested(cls, name: str, options: dict) -> dict:
+    """`PREFIX.FIELD` options moved into the `PREFIX_options` dict option."""
+    out = {k: v for k, v in options.items() if "." not in k}
+    nested = [k for k in options if "." in k]
+    wrong = [k for k in nested if f"{k.split('.', 1)[0]}_options" not in option_names(cls)]
+    if wrong:
+        raise OptionError(f"strategy {name!r} has no option {', '.join(map(repr, wrong))}; nested options "
+                          f"go to {_nested_takers()}")
+    for key in nested:
+        prefix, field = key.split(".", 1)
+        out[f"{prefix}_options"] = {**out.get(f"{prefix}_options", {}), field: options[key]}
+    return out

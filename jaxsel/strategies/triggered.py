@@ -54,25 +54,26 @@ def samples_after(mode: str, decide, seen, batch):
 
 
 def sync_before_update(rs, grads, decide, ctx, agg, *, what, model_state=False, opt_state=False,
-                       compress=None):
+                       compress=None, groups=None):
     """Aggregate the gradients or the pre-update parameters (and model/optimizer state)
-    where `decide` holds, sent as `compress`. Returns (replica state, gradients, report)."""
+    where `decide` holds, sent as `compress` (`groups`: `agg` combines within groups, see
+    `sync_where`). Returns (replica state, gradients, report)."""
     payload = Synced(grads=grads if what == "grads" else None,
                      params=rs.params if what == "params" else None,
                      model_state=rs.model_state if model_state else None,
                      opt_state=rs.opt_state if opt_state else None)
     if not any(x is not None for x in payload):
         return rs, grads, no_sync()
-    out, report = sync_where(decide, payload, agg, ctx, compress=compress)
+    out, report = sync_where(decide, payload, agg, ctx, compress=compress, groups=groups)
     rs = rs.replace(**{k: v for k, v in out._asdict().items() if k != "grads" and v is not None})
     return rs, (out.grads if what == "grads" else grads), report
 
 
-def sync_after_update(rs, decide, ctx, agg, *, model_state=False, compress=None):
+def sync_after_update(rs, decide, ctx, agg, *, model_state=False, compress=None, groups=None):
     """Replace the updated parameters (and model state) by their aggregate where `decide`
     holds, sent as `compress`."""
     payload = Synced(params=rs.params, model_state=rs.model_state if model_state else None)
-    out, report = sync_where(decide, payload, agg, ctx, compress=compress)
+    out, report = sync_where(decide, payload, agg, ctx, compress=compress, groups=groups)
     return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {})), report
 
 
@@ -104,27 +105,53 @@ class Triggered(Strategy):
         weighted = self.combiner().uses_sample_weights
         return TriggeredState(self.trigger.init(), jnp.zeros((), jnp.float32) if weighted else None)
 
-    def apply(self, rs, grads, stats, ctx):
-        st: TriggeredState = rs.strategy_state
+    # The step in pieces, so that a two-level strategy (`Hierarchical`) can interleave two
+    # levels' syncs around one optimizer update.
+
+    def decide(self, st: TriggeredState, stats, ctx):
+        """(trigger state, decision replicated over all replicas, trigger metrics)."""
         tstate, decide, tmetrics = self.trigger(st.trigger, stats, ctx.axis)
         ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
-        mode, combiner = self.sync, self.combiner()
-        weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
-        agg = Bound(combiner, ctx.axis, dataclasses.replace(ctx, weight=weight))
-        rs, grads, report = sync_before_update(
-            rs, grads, decide, ctx, agg, what=mode if mode != "model" else None,
-            model_state=self.sync_model_state and mode != "model", opt_state=self.sync_opt_state,
-            compress=self.compress)
-        rs = update(rs, grads, ctx)
-        if mode == "model":
-            rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
-                                          compress=self.compress)
-            report = after if not self.sync_opt_state else report.merge(after)
-        samples = None if st.samples is None else samples_after(mode, decide, st.samples, ctx.weight)
-        rs = rs.replace(strategy_state=TriggeredState(tstate, samples))
+        return tstate, decide, tmetrics
+
+    def aggregate_fn(self, st: TriggeredState, ctx, scope=None) -> Bound:
+        """The aggregate of a sync over `scope`: all replicas (None) or `collectives.Groups`."""
+        weight = ctx.weight if st.samples is None else sample_weight(self.sync, st.samples, ctx.weight)
+        return Bound(self.combiner(), ctx.axis if scope is None else scope, dataclasses.replace(ctx, weight=weight))
+
+    def sync_before(self, rs, grads, decide, ctx, agg, groups=None):
+        """The sync before the optimizer update: gradients or parameters (and extra state)."""
+        mode = self.sync
+        return sync_before_update(rs, grads, decide, ctx, agg, what=mode if mode != "model" else None,
+                                  model_state=self.sync_model_state and mode != "model",
+                                  opt_state=self.sync_opt_state, compress=self.compress, groups=groups)
+
+    def sync_after(self, rs, decide, ctx, agg, report, groups=None):
+        """The sync after the update (sync="model"); `report` is the step's so far."""
+        if self.sync != "model":
+            return rs, report
+        rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
+                                      compress=self.compress, groups=groups)
+        return rs, (after if not self.sync_opt_state else report.merge(after))
+
+    def next_state(self, st: TriggeredState, tstate, decide, ctx) -> TriggeredState:
+        samples = None if st.samples is None else samples_after(self.sync, decide, st.samples, ctx.weight)
+        return TriggeredState(tstate, samples)
+
+    def with_votes(self, report):
+        """`report` with the trigger's vote counted into the payload."""
         vote = byte_count(self.trigger.vote_bytes)
-        report = report._replace(payload_bytes=report.payload_bytes + vote, vote_bytes=vote)
-        return StepResult(rs, report, tmetrics)
+        return report._replace(payload_bytes=report.payload_bytes + vote, vote_bytes=vote)
+
+    def apply(self, rs, grads, stats, ctx):
+        st: TriggeredState = rs.strategy_state
+        tstate, decide, tmetrics = self.decide(st, stats, ctx)
+        agg = self.aggregate_fn(st, ctx)
+        rs, grads, report = self.sync_before(rs, grads, decide, ctx, agg)
+        rs = update(rs, grads, ctx)
+        rs, report = self.sync_after(rs, decide, ctx, agg, report)
+        rs = rs.replace(strategy_state=self.next_state(st, tstate, decide, ctx))
+        return StepResult(rs, self.with_votes(report), tmetrics)
 
     def timing(self, n: int) -> Timing:
         return Timing(collective=compression.collective(self.compress, self.combiner()))

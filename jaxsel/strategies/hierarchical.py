@@ -1,0 +1,165 @@
+"""Hierarchical (two-level) synchronization: PyTorch's HierarchicalModelAverager, generalized
+to any trigger x aggregator per level.
+
+Replicas form G groups of contiguous blocks (group g = replicas g*s ... (g+1)*s-1,
+s = N/G; by default one group per process, so a group is a host's replicas on NVLink).
+Two trigger-based strategies run on one optimizer update: `inner` aggregates within each
+group, `outer` over all replicas, each through its own `sync_where` (its own `lax.cond`),
+in the order the modes ask for (gradients and pre-update parameters before the update,
+post-update parameters after it; the inner level first, so the outer's result stands).
+When both levels fire on a step and sync the same thing (the same sync mode), only the
+outer runs, as HierarchicalModelAverager averages with the largest period dividing the step.
+
+Both decisions stay replicated over *all* replicas: every trigger reduces its votes over
+all replicas (`triggers.any_replica`), the inner level's included, so an inner SelSync
+syncs every group when any replica anywhere votes. That keeps each `lax.cond` a real
+conditional taken alike everywhere (a per-group decision would need a cond per group).
+
+Bytes per level: the step's report counts both levels' payloads and votes
+(`bytes_allreduced`); `synced` is the outer (all-replica) sync. The metrics
+`group_synced` and `group_bytes` (per replica, the inner payload without votes) give the
+group level; the rest crosses groups (`Timing.groups` tells the cost model).
+
+Against HierarchicalModelAverager with periods {p1: group size, p2: world}:
+`Hierarchical(LocalSGD(p1), LocalSGD(p2))` averages after step t (from 0) within groups
+when (t+1) % p1 == 0 and over everyone when (t+1) % p2 == 0; PyTorch counts its steps from
+0 instead (averaging when step % p == 0, so also right after the first step), as
+PeriodicModelAverager does against `LocalSGD` (tests/test_hierarchical.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..collectives import Groups
+from ..sync import StepResult, Strategy, SyncReport, Timing
+from .triggered import Triggered, TriggeredState, update
+
+
+class HierarchicalState(NamedTuple):
+    inner: TriggeredState   # the group level's trigger state (and sample counter)
+    outer: TriggeredState   # the all-replica level's
+
+
+def is_level_strategy(strategy) -> bool:
+    """A plain trigger x sync mode x aggregator strategy (its step is `Triggered.apply`)."""
+    return isinstance(strategy, Triggered) and type(strategy).apply is Triggered.apply
+
+
+def level_names() -> list[str]:
+    """The registered strategies a level may be."""
+    from .registry import STRATEGIES
+
+    return [name for name, cls in STRATEGIES.items()
+            if issubclass(cls, Triggered) and cls.apply is Triggered.apply]
+
+
+def _level(level: str, spec, options: dict):
+    """The level's strategy from a registered name (and its options) or itself."""
+    if isinstance(spec, str):
+        if spec not in level_names():
+            raise ValueError(f"{level}={spec!r} is not a trigger-based strategy; choose one of "
+                             f"{', '.join(level_names())}")
+        from .registry import build_strategy
+
+        spec = build_strategy(spec, options)
+    elif options:
+        raise ValueError(f"{level}_options {sorted(options)} given with a built {level} strategy")
+    if not is_level_strategy(spec):
+        raise ValueError(f"{level} must be a trigger-based strategy ({', '.join(level_names())}), "
+                         f"got {getattr(spec, 'name', type(spec).__name__)}")
+    return spec
+
+
+def _and_not(a, b):
+    """a and not b; static (a Python bool) where the operands are."""
+    if isinstance(b, (bool, int)):
+        return False if b else a
+    if isinstance(a, (bool, int)):
+        return jnp.logical_not(b) if a else False
+    return a & jnp.logical_not(b)
+
+
+def _or(a, b):
+    if isinstance(a, (bool, int)) and isinstance(b, (bool, int)):
+        return bool(a or b)
+    return jnp.logical_or(a, b)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hierarchical(Strategy):
+    """inner: the group level (a strategy or a registered name: bsp, localsgd, fedavg,
+    selsync, superstep, triggered); outer: the all-replica level; groups: G, dividing the
+    replicas (None: one per process). From the CLI: `--opt inner=bsp --opt outer=selsync
+    --opt groups=2 --opt outer.delta=0.2` (LEVEL.FIELD options go to that level)."""
+
+    inner: Any = "bsp"
+    outer: Any = "selsync"
+    groups: int | None = None
+    inner_options: dict = dataclasses.field(default_factory=dict)
+    outer_options: dict = dataclasses.field(default_factory=dict)
+    name: ClassVar[str] = "hierarchical"
+    levels: ClassVar[tuple[str, ...]] = ("inner", "outer")   # fields holding a strategy
+
+    def __post_init__(self):
+        for level in self.levels:
+            object.__setattr__(self, level, _level(level, getattr(self, level), getattr(self, f"{level}_options")))
+            object.__setattr__(self, f"{level}_options", {})
+        g = self.groups
+        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+            raise ValueError(f"groups must be an integer >= 1 (or None: one group per process), got {g!r}")
+
+    def group_count(self) -> int:
+        return jax.process_count() if self.groups is None else int(self.groups)
+
+    def check_replicas(self, n: int) -> None:
+        """A one-line ValueError unless the groups divide the N replicas."""
+        g = self.group_count()
+        if n % g:
+            what = f"groups={g}" if self.groups is not None else f"one group per process ({g} processes)"
+            raise ValueError(f"{what} must divide the {n} replicas (a group is a contiguous block of N/groups)")
+
+    def init(self, params, opt_state, n):
+        self.check_replicas(n)
+        return HierarchicalState(self.inner.init(params, opt_state, n), self.outer.init(params, opt_state, n))
+
+    def apply(self, rs, grads, stats, ctx):
+        st: HierarchicalState = rs.strategy_state
+        inner, outer, g = self.inner, self.outer, self.group_count()
+        i_state, i_fire, i_metrics = inner.decide(st.inner, stats, ctx)
+        o_state, o_fire, o_metrics = outer.decide(st.outer, stats, ctx)
+        same = inner.sync == outer.sync
+        i_sync = _and_not(i_fire, o_fire) if same else i_fire   # the outer level wins
+        i_agg = inner.aggregate_fn(st.inner, ctx, Groups(ctx.axis, g))
+        o_agg = outer.aggregate_fn(st.outer, ctx)
+        rs, grads, i_rep = inner.sync_before(rs, grads, i_sync, ctx, i_agg, groups=g)
+        rs, grads, o_rep = outer.sync_before(rs, grads, o_fire, ctx, o_agg)
+        rs = update(rs, grads, ctx)
+        rs, i_rep = inner.sync_after(rs, i_sync, ctx, i_agg, i_rep, groups=g)
+        rs, o_rep = outer.sync_after(rs, o_fire, ctx, o_agg, o_rep)
+        state = HierarchicalState(inner.next_state(st.inner, i_state, _or(i_sync, o_fire) if same else i_sync, ctx),
+                                  outer.next_state(st.outer, o_state, o_fire, ctx))
+        metrics = {**o_metrics, **{f"group_{k}": v for k, v in i_metrics.items()}}
+        return StepResult(rs.replace(strategy_state=state), self.report(i_rep, o_rep), metrics,
+                          self.group_metrics(i_rep))
+
+    def report(self, i_rep: SyncReport, o_rep: SyncReport) -> SyncReport:
+        """The step's report: synced = the outer sync; bytes = both levels' payloads and votes."""
+        i_all, o_all = self.inner.with_votes(i_rep), self.outer.with_votes(o_rep)
+        return SyncReport(jnp.asarray(o_rep.synced), i_all.payload_bytes + o_all.payload_bytes,
+                          i_all.vote_bytes + o_all.vote_bytes)
+
+    @staticmethod
+    def group_metrics(i_rep: SyncReport) -> dict:
+        """The group level's sync and payload bytes per replica (its votes cross groups)."""
+        return {"group_synced": jnp.asarray(i_rep.synced), "group_bytes": i_rep.payload_bytes}
+
+    def timing(self, n: int) -> Timing:
+        return self.outer.timing(n)._replace(groups=self.group_count())
+
+    def describe(self) -> str:
+        groups = "a group per process" if self.groups is None else f"{self.groups} groups"
+        return f"{self.name}({self.inner.describe()} | {self.outer.describe()}, {groups})"
