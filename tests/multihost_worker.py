@@ -1,8 +1,8 @@
 """One process of the 2-process test job (tests/test_multihost.py starts two of these).
 
 Usage: python tests/multihost_worker.py PORT NUM_PROCESSES PROCESS_ID OUT_DIR
-Trains every registered strategy for a few steps, then a SelSync run that checkpoints,
-and resumes it; process 0 writes the final parameters to OUT_DIR as .npz files.
+Trains a few strategies for a few steps, then a SelSync run that checkpoints, and resumes
+it; process 0 writes the final parameters to OUT_DIR as .npz files.
 """
 import os
 import sys
@@ -24,20 +24,28 @@ STEPS = 4
 #: one of each way a strategy synchronizes: gradient mean every step, a triggered sync of the
 #: pre-update parameters, periodic model averaging (weighted), the staleness ring, and a
 #: sync with work of its own (DiLoCo's outer step). The rest reuse these collectives and
-#: are checked on one process (tests/test_methods.py, tests/test_packing.py).
-MULTIHOST_STRATEGIES = ("bsp", "selsync", "fedavg", "ssp", "diloco")
+#: are checked on one process (tests/test_methods.py, tests/test_packing.py). And a
+#: two-level one with its default groups, one per process (the reference: groups=2 on one
+#: process with 4 devices).
+MULTIHOST_STRATEGIES = ("bsp", "selsync", "fedavg", "ssp", "diloco", "hierarchical")
 
 
-def configs(out: Path):
-    """(name, TrainConfig) pairs; shared with the single-process reference in the test."""
+def configs(out: Path, reference: bool = False):
+    """(name, TrainConfig) pairs; shared with the single-process reference in the test
+    (`reference`: the one-process run of the same job)."""
     from jaxsel.train import TrainConfig
 
     base = TrainConfig(steps=STEPS, batch_size=4, log_every=2, eval_every=STEPS, progress=False,
                        seed=1, replicas=8)
     options = {"selsync": {"window": 2, "delta": 0.05}, "localsgd": {"period": 2},
-               "fedavg": {"period": 2}, "diloco": {"period": 2}}
+               "fedavg": {"period": 2}, "diloco": {"period": 2},
+               # BSP inside each group, averaging over all after step 2: the groups differ at the end
+               "hierarchical": {"inner": "bsp", "outer": "localsgd", "outer.period": 3}}
     for name in MULTIHOST_STRATEGIES:
-        yield name, dataclasses.replace(base, strategy=name, strategy_options=options.get(name, {}))
+        cfg = dataclasses.replace(base, strategy=name, strategy_options=options.get(name, {}))
+        if name == "hierarchical" and reference:
+            cfg = dataclasses.replace(cfg, devices=4, strategy_options={**cfg.strategy_options, "groups": 2})
+        yield name, cfg
     ck = dataclasses.replace(base, strategy="selsync", strategy_options=options["selsync"],
                              checkpoint_dir=str(out / "ck"), checkpoint_every=2)
     yield "ckpt-first", ck

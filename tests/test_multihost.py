@@ -4,7 +4,8 @@
 The 2-process job must train every strategy to the parameters one process with 8
 devices (one replica each) reaches (same seed; float sums may be ordered differently across processes, so
 to float32 rounding), checkpoint and resume across processes, and a process that dies
-must make the other exit with a clear error instead of hanging.
+must make the other exit with a clear error instead of hanging. Its hierarchical run, with
+the default groups (one per process), must match groups=2 on one process with 4 devices.
 """
 import json
 import os
@@ -63,7 +64,7 @@ def test_two_processes_match_one_process(tmp_path):
 
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
-    for name, cfg in configs(ref_dir):
+    for name, cfg in configs(ref_dir, reference=True):
         result = train(cfg)
         ours = flat(jax.device_get(result.state.params))
         theirs = np.load(tmp_path / f"{name}.npz")
@@ -72,6 +73,10 @@ def test_two_processes_match_one_process(tmp_path):
             np.testing.assert_allclose(theirs[key], ours[key], rtol=2e-5, atol=2e-6, err_msg=f"{name} {key}")
         layout = json.loads((tmp_path / f"{name}.json").read_text())["layout"]
         assert layout == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device", (name, layout)
+    hier = np.load(tmp_path / "hierarchical.npz")   # group = process: replicas 0-3 and 4-7
+    assert all(np.array_equal(hier[k][0], hier[k][r]) and np.array_equal(hier[k][4], hier[k][4 + r])
+               for k in hier.files for r in range(4))
+    assert not all(np.allclose(hier[k][0], hier[k][4]) for k in hier.files)
     assert (tmp_path / "ck").is_dir() and (tmp_path / "ck" / "6").is_dir()
 
 

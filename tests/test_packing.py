@@ -44,7 +44,10 @@ def make(name):
                                                                            "aggregator": "median"},
                "syncswitch-online": {"policy": "online", "staleness": 2}, "fedavg-sampled": {"fraction": 0.5},
                "localsgd-trimmed": {"period": 2, "aggregator": "trimmed:2"},
-               "superstep-random": {"aggregator": "random"}}
+               "superstep-random": {"aggregator": "random"},
+               # 4 groups of 2: inside a device on 1 and 2 devices, whole devices on 4 and 8
+               "hierarchical": {"groups": 4, "inner": "localsgd", "inner.period": 2, "inner.aggregator": "median",
+                                "outer": "selsync", "outer.window": 2, "outer.delta": 0.05}}
     return build_strategy(name.split("-")[0], options.get(name, {}), **CONTEXT)
 
 
