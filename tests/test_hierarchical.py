@@ -46,6 +46,8 @@ STRATEGIES = {   # name -> strategy (module level, so runs can be cached by name
     "bsp-selsync": jaxsel.Hierarchical(jaxsel.BSP(), jaxsel.SelSync(window=2, delta=0.7), groups=2),
     "bsp-selsync-4": jaxsel.Hierarchical(jaxsel.BSP(), jaxsel.SelSync(window=2, delta=0.7), groups=4),
     "median-4": jaxsel.Hierarchical(jaxsel.LocalSGD(2, aggregator="median"), jaxsel.LocalSGD(3), groups=4),
+    "int8-bf16-4": jaxsel.Hierarchical(jaxsel.LocalSGD(2, compress="int8"), jaxsel.LocalSGD(3, compress="bf16"),
+                                       groups=4),
 }
 
 
@@ -203,6 +205,24 @@ def test_groups_inside_a_device_and_packed_groups_average_their_own_block():
     synced0 = first - LR * group_mean(sgd_step(first, BATCHES[0]), 2)   # step 0 syncs params (equal)
     np.testing.assert_allclose(thetas[0], synced0, rtol=1e-5, atol=1e-6)
     assert identical_within(thetas[0], 2) and not np.allclose(thetas[0][0], thetas[0][2])
+
+
+def test_compressed_levels_count_their_bytes_and_stay_identical_within_groups():
+    """int8 within 4 groups of 2 (inside a device on 2 devices x 4), bf16 across."""
+    ref, ref_metrics = train("int8-bf16-4", 8)
+    got, metrics = train("int8-bf16-4", 2)
+    assert np.array_equal(got[1], ref[1])   # int8 sums in replica order: the same bits on every layout
+    pre = ref[0] - LR * sgd_step(ref[0].astype(np.float64), BATCHES[1])   # step 1, before the group sync
+    for cols in (slice(0, D), slice(D, D + 1)):   # the tensors w and b: their scale max|x|/127 each
+        scale = np.abs(pre[:, cols]).max(axis=1, keepdims=True) / 127
+        bound = group_mean(scale, 2) / 2 + 1e-6
+        assert np.all(np.abs(ref[1][:, cols] - group_mean(pre[:, cols], 2)) <= bound)
+    assert identical_within(ref[1], 2) and not np.allclose(ref[1][0], ref[1][2])
+    for m in metrics:   # int8: 1 byte per element + a 4-byte scale per tensor; bf16: 2 bytes per element
+        assert int(m["group_bytes"]) == (D + 4 + 1 + 4) * bool(m["group_synced"])
+        assert int(m["bytes_allreduced"]) == int(m["group_bytes"]) + 2 * (D + 1) * bool(m["synced"])
+    assert [int(m["bytes_allreduced"]) for m in metrics] == [int(m["bytes_allreduced"]) for m in ref_metrics]
+    assert "localsgd [int8] (period 2) | localsgd [bf16] (period 3)" in STRATEGIES["int8-bf16-4"].describe()
 
 
 # ------------------------------------------------------------------ options and errors
