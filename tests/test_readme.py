@@ -38,4 +38,6 @@ def test_readme_quick_start_is_two_commands():
     text = README.read_text()
     quick = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [l for l in quick.strip().splitlines() if l.strip()]
-    assert commands == ['pip install -e . && jaxsel compare', 'pip install -e ".[test]" && python -m pytest -q']
+    assert commands == ['pip install -e . && jaxsel compare', 'pip install -e ".[test]" && python -m pytest -q -n 2']
+    ci = (README.parent / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == commands[1].split(" && ")[1], "CI must run README's test command"
