@@ -451,7 +451,8 @@ def cmd_report(args) -> int:
 
     with user_input():
         text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,
-                      compute_s=args.compute_s, out=args.out)
+                      compute_s=args.compute_s, out=args.out, gpus_per_host=args.gpus_per_host,
+                      intra_network=args.intra_network, target=args.target)
     print(text)
     return 0
 
@@ -524,6 +525,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stragglers", default=None, metavar="SPEC", help="straggler model of the projections")
     p.add_argument("--compute-s", type=float, default=None, metavar="SECONDS",
                    help="per-step compute time (default: each run's measured step time)")
+    p.add_argument("--gpus-per-host", type=int, default=1, metavar="K",
+                   help="project onto hosts of K replicas, --networks between them (default 1: one network)")
+    p.add_argument("--intra-network", default="nvlink", metavar="PRESET",
+                   help="network inside a host with --gpus-per-host > 1 (nvlink, pcie, ...)")
+    p.add_argument("--target", type=float, default=None, metavar="ACC",
+                   help="also show each run's projected time to this test accuracy")
     p.add_argument("--out", default=None, help="PNG path (default RUN_DIR/report.png)")
     p.set_defaults(func=cmd_report)
     return parser

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .costmodel import get_network, project_run
+from .costmodel import Cluster, get_network, project_run
 from .numbers import significant
 
 
@@ -64,8 +64,8 @@ def recorded_timing(path: Path) -> dict:
     return dict(json.loads(f.read_text()).get("timing", {})) if f.is_file() else {}
 
 
-def project(run: dict, network: str, stragglers=None, compute_s: float | None = None) -> np.ndarray:
-    """Projected seconds after each logged step of `run` on `network`."""
+def project(run: dict, network, stragglers=None, compute_s: float | None = None) -> np.ndarray:
+    """Projected seconds after each logged step of `run` on `network` (a preset or a Cluster)."""
     recs = run["records"]
     compute = measured_step_times(recs) if compute_s is None else compute_s
     cfg = run["config"]
@@ -79,50 +79,66 @@ def _at_steps(times: np.ndarray, steps: list[int]) -> list[float]:
     return [0.0 if s <= 0 else float(times[min(s, len(times)) - 1]) for s in steps]
 
 
-def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | None = None, out=None) -> str:
-    """Write report.png and report.json beside the runs; return a text table."""
+def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | None = None, out=None, *,
+           gpus_per_host: int = 1, intra_network: str = "nvlink", target: float | None = None) -> str:
+    """Write report.png and report.json beside the runs; return a text table. With
+    `gpus_per_host` > 1 each network joins hosts of that many replicas (`intra_network`
+    inside); with `target`, the table adds each run's projected time to that test accuracy."""
     if compute_s is not None and not compute_s >= 0:
         raise ValueError(f"compute_s must be a number >= 0 (seconds per step), got {compute_s!r}")
+    if target is not None and not 0 < target <= 1:
+        raise ValueError(f"target must be a test accuracy in (0, 1], got {target!r}")
     networks = [get_network(n.strip()).name for n in networks if n.strip()]
+    clusters = {n: Cluster(n, intra_network, gpus_per_host) for n in networks}
     runs = [load_run(p) for p in find_runs(run_dir)]
     runs = [r for r in runs if r["records"]]
     if not runs:
         raise ValueError(f"the runs in {str(run_dir)!r} logged no steps yet")
-    rows = []
-    for r in runs:
-        steps = [e["step"] for e in r["evals"]]
-        r["projected"] = {n: project(r, n, stragglers, compute_s) for n in networks}
-        r["eval_projected"] = {n: _at_steps(t, steps) for n, t in r["projected"].items()}
-        last = r["records"][-1]
-        rows.append({"strategy": r["name"], "steps": len(r["records"]),
-                     "test_accuracy": r["evals"][-1]["test_accuracy"] if r["evals"] else None,
-                     "sync_fraction": float(np.mean([bool(x["synced"]) for x in r["records"]])),
-                     "measured_s": float(last["train_time_s"]),
-                     **{f"projected_s_{n}": float(r["projected"][n][-1]) for n in networks}})
+    rows = [_project_row(r, clusters, stragglers, compute_s, target) for r in runs]
     base = Path(run_dir)
     png = Path(out) if out else base / "report.png"
     _plot(runs, networks, stragglers, png)
     (base / "report.json").write_text(json.dumps({"networks": networks, "stragglers": stragglers,
-                                                  "compute_s": compute_s, "runs": rows}, indent=2))
-    return _table(rows, networks) + f"\n\nwrote {png} and {base / 'report.json'}"
+                                                  "compute_s": compute_s, "gpus_per_host": gpus_per_host,
+                                                  "intra_network": intra_network, "target": target,
+                                                  "runs": rows}, indent=2))
+    where = "" if gpus_per_host == 1 else \
+        f"\nprojected on hosts of {gpus_per_host} replicas ({clusters[networks[0]].intra.name} inside, the network between)"
+    return _table(rows, networks, target) + where + f"\n\nwrote {png} and {base / 'report.json'}"
 
 
-def _table(rows: list[dict], networks: list[str]) -> str:
+def _project_row(r: dict, clusters: dict, stragglers, compute_s, target) -> dict:
+    """One run's table row; also stores its projections on `r` for the plot."""
+    steps = [e["step"] for e in r["evals"]]
+    r["projected"] = {n: project(r, c, stragglers, compute_s) for n, c in clusters.items()}
+    r["eval_projected"] = {n: _at_steps(t, steps) for n, t in r["projected"].items()}
+    hit = next((e for e in r["evals"] if target is not None and e["test_accuracy"] >= target), None)
+    reach = {f"to_target_s_{n}": None if hit is None else _at_steps(r["projected"][n], [hit["step"]])[0]
+             for n in clusters} if target is not None else {}
+    return {"strategy": r["name"], "steps": len(r["records"]),
+            "test_accuracy": r["evals"][-1]["test_accuracy"] if r["evals"] else None,
+            "sync_fraction": float(np.mean([bool(x["synced"]) for x in r["records"]])),
+            "measured_s": float(r["records"][-1]["train_time_s"]),
+            **{f"projected_s_{n}": float(r["projected"][n][-1]) for n in clusters}, **reach}
+
+
+def _table(rows: list[dict], networks: list[str], target: float | None = None) -> str:
     w = max(10, *(len(r["strategy"]) for r in rows))
-    head = f"{'strategy':<{w}} {'test acc':>8} {'sync':>7} {'measured s':>11}" + "".join(
-        f" {'proj. s ' + n:>17}" for n in networks)
+    cols = [(f"projected_s_{n}", f"proj. s {n}") for n in networks]
+    cols += [(f"to_target_s_{n}", f"s to {significant(target)} {n}") for n in networks] if target is not None else []
+    head = f"{'strategy':<{w}} {'test acc':>8} {'sync':>7} {'measured s':>11}" + "".join(f" {h:>19}" for _, h in cols)
     lines = [head, "-" * len(head)]
     bsp = next((r for r in rows if r["strategy"] == "bsp"), None)
     for r in rows:
         line = (f"{r['strategy']:<{w}} {significant(r['test_accuracy']):>8} {significant(r['sync_fraction']):>7} "
                 f"{significant(r['measured_s']):>11}")
-        for n in networks:
-            v = r[f"projected_s_{n}"]
-            ratio = f" ({significant(bsp[f'projected_s_{n}'] / v)}x)" if bsp and bsp is not r and v > 0 else ""
-            line += f" {significant(v) + ratio:>17}"
+        for key, _ in cols:
+            v, b = r[key], (bsp or {}).get(key)
+            ratio = f" ({significant(b / v)}x)" if b and v and bsp is not r else ""
+            line += f" {'never' if v is None else significant(v) + ratio:>19}"
         lines.append(line)
     if bsp:
-        lines.append("(x: BSP's projected time over this run's, same steps)")
+        lines.append("(x: BSP's projected time over this run's; 'never': the target was not reached)")
     return "\n".join(lines)
 
 

@@ -77,6 +77,24 @@ def test_report_command(tmp_path, capsys):
         by["bsp"]["projected_s_1gbe"] - by["bsp"]["measured_s"]
 
 
+def test_report_projects_onto_hosts_and_times_a_target(tmp_path, capsys):
+    """Replayed on 4 hosts of 2 (PCIe inside) with a fixed step time, BSP's log gives the
+    two-level ring formula, and the time to a target is the projection at its first eval."""
+    run(tmp_path / "cmp", "bsp")
+    logged = load_run(tmp_path / "cmp" / "bsp")
+    best = max(logged["evals"], key=lambda e: e["test_accuracy"])
+    argv = ["report", str(tmp_path / "cmp"), "--networks", "1gbe", "--gpus-per-host", "2", "--intra-network",
+            "pcie", "--compute-s", "0.01", "--target", str(best["test_accuracy"])]
+    assert main(argv) == 0
+    assert "s to " in capsys.readouterr().out
+    row = json.loads((tmp_path / "cmp" / "report.json").read_text())["runs"][0]
+    payload = logged["records"][-1]["bytes_allreduced"]
+    ring = lambda n, b, lat: 2 * (n - 1) * lat + 2 * (n - 1) / n * payload / b
+    step = 0.01 + ring(2, 25e9, 10e-6) + ring(4, 1e9 / 8, 100e-6)   # inside a host, then between hosts
+    assert row["projected_s_1gbe"] == pytest.approx(12 * step, rel=1e-12)
+    assert row["to_target_s_1gbe"] == pytest.approx(best["step"] * step, rel=1e-12)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["report", "/no/such/run"], "run dir '/no/such/run' does not exist"),
     (["report", ".", "--networks", "5g"], "unknown network preset '5g'"),
