@@ -12,7 +12,8 @@ with the assumptions it rests on.
 
 A second table projects onto a two-level cluster (default 4 hosts x 8 GPUs, NVLink inside,
 10 GbE between): BSP (hierarchical all-reduce every step), SelSync, and "BSP inside 8-GPU
-hosts, SelSync across 10 GbE" (issue 17's Hierarchical(inner=BSP(), outer=SelSync(...))).
+hosts, SelSync across 10 GbE": a real Hierarchical(inner=BSP(), outer=SelSync(...)) run
+with 2 replica groups, its own sync pattern and accuracy curve.
 
     python experiments/headline_projections.py                 # ~3-5 min on 2 CPU cores
     python experiments/headline_projections.py --quick         # CI-size smoke run, < 60 s
@@ -28,6 +29,7 @@ import os
 import platform
 import statistics
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -42,10 +44,12 @@ PAPER_CLAIMS = {
 #: Straggler models the Sync-Switch pair is projected under (its gain depends on them).
 SYNCSWITCH_STRAGGLERS = ("none", "fixed:factor=2,replicas=0", "transient:probability=0.02,factor=4")
 SENSITIVITY_NETWORKS = ("1gbe", "10gbe", "25gbe")
-#: The two-level cluster table's methods: (key, label); "hierarchical" is composed (see below).
+#: The two-level cluster table's methods: (key, label), each a real run of the same key.
 CLUSTER_METHODS = (("bsp", "BSP (hierarchical all-reduce every step)"), ("selsync", "SelSync"),
                    ("hierarchical", "BSP inside {per_host}-GPU hosts, SelSync across {inter}"))
 TARGET_FRACTIONS = (0.95, 0.98, 1.0)
+#: Replica groups of the Hierarchical(BSP, SelSync) run: they must divide --replicas.
+HIER_GROUPS = 2
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -79,6 +83,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("need --replicas >= 2, --steps >= 20 and 0 < --target-frac <= 1")
     if args.hosts < 1 or args.gpus_per_host < 1:
         p.error("need --hosts >= 1 and --gpus-per-host >= 1")
+    if args.replicas % HIER_GROUPS or (args.hosts * args.gpus_per_host) % HIER_GROUPS:
+        p.error(f"the Hierarchical(BSP, SelSync) run has {HIER_GROUPS} replica groups: --replicas "
+                f"({args.replicas}) and --hosts x --gpus-per-host ({args.hosts * args.gpus_per_host}) must be even")
     return args
 
 
@@ -160,7 +167,8 @@ def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
     wall = time.perf_counter() - t0
     timing = res.timing   # what the run's strategy stated, not a second build of it
     records = [{"synced": bool(r["synced"]), "bytes": int(r["bytes_allreduced"]),
-                "vote": int(r.get("vote_bytes") or 0)} for r in res.records]
+                "vote": int(r.get("vote_bytes") or 0), "group": int(r.get("group_bytes") or 0),
+                "group_synced": bool(r.get("group_synced", False))} for r in res.records]
     evals = [(int(e["step"]), float(e["test_accuracy"])) for e in res.evals]
     synced = sum(r["synced"] for r in records)
     print(f"  {label:<11} final acc {res.final['final_test_accuracy']:.4f}  sync fraction "
@@ -169,7 +177,35 @@ def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
             "lr": cfg.lr, "momentum": cfg.momentum, "records": records, "evals": evals,
             "final_accuracy": float(res.final["final_test_accuracy"]), "sync_fraction": synced / len(records),
             "background": timing.get("background", "async"), "staleness": timing.get("staleness"),
-            "run_wall_s": wall}
+            "groups": timing.get("groups"), "run_wall_s": wall}
+
+
+def real_runs(args, window: int, warmup: int) -> dict:
+    """Every method's run; the Hierarchical one shares SelSync's settings as its outer level,
+    so the cluster table compares the same SelSync with and without BSP inside groups."""
+    mom = dict(lr=0.01, momentum=0.9)      # BSP / SelSync / SSD-SGD / Hierarchical
+    nomom = dict(lr=0.02, momentum=0.0)    # BSP / Sync-Switch: stale gradients + momentum 0.9 diverge
+    selsync = {"delta": 0.3, "window": window, "alpha": 0.01}
+    hier = {"inner": "bsp", "outer": "selsync", "groups": HIER_GROUPS, "outer_options": selsync}
+    return {
+        "bsp": train_run("bsp", "bsp", {}, args, **mom),
+        "selsync": train_run("selsync", "selsync", selsync, args, **mom),
+        "hierarchical": train_run("hierarchical", "hierarchical", hier, args, **mom),
+        "ssdsgd": train_run("ssdsgd", "ssdsgd", {"k": 5, "local_lr_scale": 4.0, "warmup_steps": warmup}, args, **mom),
+        "bsp_m0": train_run("bsp (m=0)", "bsp", {}, args, **nomom),
+        "syncswitch": train_run("syncswitch", "syncswitch", {"policy": "offline", "bsp_fraction": 0.05},
+                                args, **nomom),
+    }
+
+
+def run_summary(run: dict) -> dict:
+    """A run for results.json: its per-step records shrunk to the steps that synced (and, for a
+    two-level run, each step's group-level bytes) so the sync pattern can be checked."""
+    out = {k: v for k, v in run.items() if k != "records"}
+    out["synced_steps"] = [i for i, r in enumerate(run["records"]) if r["synced"]]
+    if run["groups"] is not None:
+        out["group_bytes"] = [r["group"] for r in run["records"]]
+    return out
 
 
 # -------------------------------------------------------------------- projection
@@ -184,15 +220,16 @@ def project(run: dict, small_bytes: int, model_bytes: int, compute_s: float, net
 
     recs = run["records"]
     proj = costmodel.Projector(network, replicas, len(recs), stragglers, seed, background=run["background"],
-                               staleness=run["staleness"], groups=run.get("groups"))
+                               staleness=run["staleness"], groups=run["groups"])
     cumulative = []
     for i, r in enumerate(recs):
-        group = r.get("group", 0)
+        group = r["group"]
         payload = r["bytes"] - r["vote"] - group
         # the MLP moved `payload` = k model-sized trees (grads or params); move k ResNet-101s
         scaled = round(payload / small_bytes * model_bytes)
         cumulative.append(proj.advance(i, r["synced"], scaled, r["vote"], compute_s,
-                                       group_payload=round(group / small_bytes * model_bytes)))
+                                       group_payload=round(group / small_bytes * model_bytes),
+                                       group_synced=r["group_synced"]))
     summary = proj.summary()
     clocks = [float(c) for c in proj.clock]
     if run["background"] == "overlapped":  # every worker also waits for the last collective
@@ -251,19 +288,6 @@ def compare(pair: str, base: dict, other: dict, scenario: dict, args, small_byte
 # ------------------------------------------------------------ two-level cluster
 
 
-def compose_hierarchical(selsync: dict, small_bytes: int, hosts: int) -> dict:
-    """Hierarchical(inner=BSP(), outer=SelSync(...)) with one group per host, composed from
-    the logged patterns until a real run of the strategy exists: every step the group
-    level all-reduces one model-sized tree inside each host (BSP's gradient mean), except
-    where SelSync synced: there the all-replica sync runs instead (the outer level wins
-    when both fire); SelSync's vote stays global every step. The accuracy curve is the
-    SelSync run's (the inner BSP only adds averaging inside a host; not measured here)."""
-    records = [{**r, "bytes": r["bytes"] + (0 if r["synced"] else small_bytes),
-                "group": 0 if r["synced"] else small_bytes} for r in selsync["records"]]
-    return {**selsync, "label": "hierarchical", "records": records, "groups": hosts,
-            "composed_from": "selsync"}
-
-
 def cluster_rows(runs: dict, small_bytes: int, model_bytes: int, compute: tuple, args) -> list[dict]:
     """BSP, SelSync and BSP-inside-hosts/SelSync-across on `args.hosts` x `args.gpus_per_host`:
     projected total, time to the target (target_frac x BSP's final accuracy) and the
@@ -272,12 +296,10 @@ def cluster_rows(runs: dict, small_bytes: int, model_bytes: int, compute: tuple,
 
     cluster = costmodel.Cluster(args.network, args.intra_network, args.gpus_per_host)
     replicas = args.hosts * args.gpus_per_host
-    methods = {"bsp": runs["bsp"], "selsync": runs["selsync"],
-               "hierarchical": compose_hierarchical(runs["selsync"], small_bytes, args.hosts)}
     target = args.target_frac * runs["bsp"]["final_accuracy"]
     rows = []
     for key, label in CLUSTER_METHODS:
-        run = methods[key]
+        run = runs[key]
         p = project(run, small_bytes, model_bytes, compute[1], cluster, replicas, None, args.seed)
         step, tta = time_to_accuracy(run, p["cumulative"], target)
         s = p["summary"]
@@ -287,7 +309,7 @@ def cluster_rows(runs: dict, small_bytes: int, model_bytes: int, compute: tuple,
                      "total_s": s["total"], "steps_to_target": step, "time_to_target_s": tta,
                      "syncs": s["syncs"], "group_syncs": s.get("group_syncs", 0),
                      "breakdown": {k: s[k] for k in ("compute", "communication", "waiting")},
-                     "group_level": s.get("group_level"), "composed": "composed_from" in run})
+                     "group_level": s.get("group_level"), "run_groups": run["groups"]})
     bsp_tta = rows[0]["time_to_target_s"]
     for r in rows:
         r["speedup_vs_bsp"] = ratio(bsp_tta, r["time_to_target_s"])
@@ -299,7 +321,7 @@ def spoken(network: str) -> str:
     return f"{network[:-3]} GbE" if network.endswith("gbe") else network
 
 
-def print_cluster_table(rows: list[dict]) -> None:
+def print_cluster_table(rows: list[dict], note: str) -> None:
     r0 = rows[0]
     print(f"\n{r0['cluster_label']}: {r0['cluster']}")
     w = max(len(r["label"]) for r in rows)
@@ -312,9 +334,7 @@ def print_cluster_table(rows: list[dict]) -> None:
         tta = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.4g}"
         print(f"{r['label']:<{w}} {compute:<22} {r['total_s']:>9.4g} {tta:>9} {fmt_ratio(r['speedup_vs_bsp']):>8} "
               f"{r['breakdown']['communication']:>8.4g} {r['syncs']:>6} {r['group_syncs']:>11}")
-    if any(r["composed"] for r in rows):
-        print("hierarchical row: composed from the SelSync run's sync pattern and accuracy (group-level BSP "
-              "on every step it did not sync); no Hierarchical run yet")
+    print(textwrap.fill(note, 110))
 
 
 # ----------------------------------------------------------------------- output
@@ -394,6 +414,45 @@ def plot(results: dict, path: Path) -> bool:
     return True
 
 
+def assumptions(args, model: dict) -> list[str]:
+    """What every projected figure rests on, written into results.json beside it."""
+    return [
+        "Sync pattern and accuracy curve per step come from real jaxsel runs on digits with an MLP "
+        f"({args.replicas} simulated CPU devices), mapped step-for-step onto ResNet-101 steps.",
+        "Payload: every tree the MLP run moved (gradients or parameters) is replaced by our ResNet-101's "
+        f"exact parameter bytes ({model['param_bytes']:,} B, float32); SelSync's 4-byte vote kept as is.",
+        f"GPU-class compute: XLA FLOP count of our ResNet-101 fwd+bwd at b={args.batch}, 32x32 "
+        f"({model['flops_per_step'] / 1e9:.0f} GFLOP) / {args.gpu_tflops:g} TFLOP/s effective (assumed V100-class)"
+        if args.gpu_step_s is None else f"GPU-class compute: {args.gpu_step_s:g} s/step (given)",
+        "CPU compute: median of the measured steps at the CPU batch, scaled linearly to the projected batch.",
+        "Network: costmodel presets (ring all-reduce; parameter-server push+pull per worker for ASP steps, "
+        "no server congestion); SSD-SGD's per-step all-reduce runs behind the next step (overlapped).",
+        "Throughput: sum over workers of (steps / that worker's own finish time); "
+        "time-to-accuracy: lock-step steps, first evaluation (every 10 steps) at or above the target.",
+        cluster_assumption(args),
+    ]
+
+
+def cluster_assumption(args) -> str:
+    """The cluster table's mapping, the group level's in the cost model's own words (so the
+    note cannot drift from what `Projector` charges)."""
+    from jaxsel import costmodel
+
+    workers, per_group = args.hosts * args.gpus_per_host, args.replicas // HIER_GROUPS
+    cluster = costmodel.Cluster(args.network, args.intra_network, args.gpus_per_host)
+    level = costmodel.group_level(cluster, workers, HIER_GROUPS)
+    return (f"Cluster table: {args.hosts} hosts x {args.gpus_per_host} GPUs; the {args.replicas}-replica runs' "
+            f"sync patterns and accuracy curves mapped step for step onto {workers} workers; all-replica syncs "
+            "pay the hierarchical all-reduce (intra reduce-scatter, inter all-reduce through one link per host, "
+            "intra all-gather). The 'BSP inside hosts, SelSync across' row is a real "
+            f"Hierarchical(inner=BSP, outer=SelSync with the SelSync run's settings, groups={HIER_GROUPS}) run: "
+            f"{HIER_GROUPS} groups of {per_group} replicas, BSP's gradient mean inside each group every step, "
+            "its own outer syncs, votes and accuracy curve. Projected onto "
+            f"{workers} workers its group level is: {level.note}"
+            + (f"; its accuracy is that of {HIER_GROUPS} groups of {per_group}, not of {workers // level.size} "
+               f"groups of {level.size}." if level.size != per_group else "."))
+
+
 # ------------------------------------------------------------------------- main
 
 
@@ -427,17 +486,8 @@ def main(argv=None) -> dict:
           flush=True)
 
     print(f"[2/3] real runs: digits, MLP, {args.replicas} replicas, {args.steps} steps", flush=True)
-    mom = dict(lr=0.01, momentum=0.9)      # BSP / SelSync / SSD-SGD
-    nomom = dict(lr=0.02, momentum=0.0)    # BSP / Sync-Switch: stale gradients + momentum 0.9 diverge
     warmup = max(1, round(0.03 * args.steps))
-    runs = {
-        "bsp": train_run("bsp", "bsp", {}, args, **mom),
-        "selsync": train_run("selsync", "selsync", {"delta": 0.3, "window": window, "alpha": 0.01}, args, **mom),
-        "ssdsgd": train_run("ssdsgd", "ssdsgd", {"k": 5, "local_lr_scale": 4.0, "warmup_steps": warmup}, args, **mom),
-        "bsp_m0": train_run("bsp (m=0)", "bsp", {}, args, **nomom),
-        "syncswitch": train_run("syncswitch", "syncswitch", {"policy": "offline", "bsp_fraction": 0.05},
-                                args, **nomom),
-    }
+    runs = real_runs(args, window, warmup)
     small = {r["bytes"] - r["vote"] for k in ("bsp", "bsp_m0") for r in runs[k]["records"]}
     assert len(small) == 1, f"BSP steps moved different byte counts: {small}"
     small_bytes = small.pop()
@@ -479,29 +529,10 @@ def main(argv=None) -> dict:
         "collectives": {"allreduce_s": ar, "parameter_server_s": ps,
                         "network": costmodel.get_network(args.network).describe()},
         "small_model_bytes": small_bytes,
-        "runs": {k: {kk: v for kk, v in r.items() if kk != "records"} for k, r in runs.items()},
+        "runs": {k: run_summary(r) for k, r in runs.items()},
         "comparisons": comparisons,
         "paper_claims": PAPER_CLAIMS,
-        "assumptions": [
-            "Sync pattern and accuracy curve per step come from real jaxsel runs on digits with an MLP "
-            f"({args.replicas} simulated CPU devices), mapped step-for-step onto ResNet-101 steps.",
-            "Payload: every tree the MLP run moved (gradients or parameters) is replaced by our ResNet-101's "
-            f"exact parameter bytes ({model['param_bytes']:,} B, float32); SelSync's 4-byte vote kept as is.",
-            f"GPU-class compute: XLA FLOP count of our ResNet-101 fwd+bwd at b={args.batch}, 32x32 "
-            f"({flops_step / 1e9:.0f} GFLOP) / {args.gpu_tflops:g} TFLOP/s effective (assumed V100-class)"
-            if args.gpu_step_s is None else f"GPU-class compute: {args.gpu_step_s:g} s/step (given)",
-            "CPU compute: median of the measured steps at the CPU batch, scaled linearly to the projected batch.",
-            "Network: costmodel presets (ring all-reduce; parameter-server push+pull per worker for ASP steps, "
-            "no server congestion); SSD-SGD's per-step all-reduce runs behind the next step (overlapped).",
-            "Throughput: sum over workers of (steps / that worker's own finish time); "
-            "time-to-accuracy: lock-step steps, first evaluation (every 10 steps) at or above the target.",
-            f"Cluster table: {args.hosts} hosts x {args.gpus_per_host} GPUs; the {args.replicas}-replica runs' "
-            f"sync patterns and accuracy curves mapped step for step onto {args.hosts * args.gpus_per_host} "
-            "workers; all-replica syncs pay the hierarchical all-reduce (intra reduce-scatter, inter all-reduce "
-            "through one link per host, intra all-gather); the 'BSP inside hosts, SelSync across' row is "
-            "composed from the SelSync run (group-level BSP all-reduce over the intra network on every step "
-            "SelSync did not sync, SelSync's syncs and votes across all) with SelSync's accuracy curve.",
-        ],
+        "assumptions": assumptions(args, model),
         "cluster_table": cluster,
     }
     for r in comparisons:   # keep the curves of the plotted scenarios only
@@ -513,7 +544,7 @@ def main(argv=None) -> dict:
     (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
     plotted = plot(results, out / "accuracy_vs_projected_time.png")
     print_table(rows)
-    print_cluster_table([r for r in cluster if r["compute"] == "gpu-class"])
+    print_cluster_table([r for r in cluster if r["compute"] == "gpu-class"], results["assumptions"][-1])
     print(f"wrote {out / 'results.json'}" + (f" and {out / 'accuracy_vs_projected_time.png'}" if plotted else "")
           + f" ({results['wall_s']:.0f} s)")
     return results

@@ -1,5 +1,6 @@
-"""experiments/headline_projections.py: the --quick run writes finite, positive ratios,
-and its replay of a run's sync pattern charges ResNet-sized payloads as the cost model says."""
+"""experiments/headline_projections.py: the --quick run writes finite, positive ratios and a
+real Hierarchical(BSP, SelSync) row, and its replay of a run's sync pattern charges
+ResNet-sized payloads as the cost model says."""
 import json
 import math
 import os
@@ -50,16 +51,35 @@ def test_quick_run_writes_finite_positive_ratios(tmp_path):
     # the two-level cluster table: BSP, SelSync and BSP inside hosts / SelSync across, 4 x 8 GPUs
     cluster = [r for r in res["cluster_table"] if r["compute"] == "gpu-class"]
     assert [r["method"] for r in cluster] == ["bsp", "selsync", "hierarchical"]
-    assert cluster[2]["label"] == "BSP inside 8-GPU hosts, SelSync across 10 GbE" and cluster[2]["composed"]
+    assert cluster[2]["label"] == "BSP inside 8-GPU hosts, SelSync across 10 GbE"
     assert all(r["cluster_label"] == "4 hosts x 8 (nvlink inside, 10gbe between)" for r in cluster)
     assert all(positive(r["total_s"]) for r in cluster) and cluster[0]["speedup_vs_bsp"] == 1.0
-    assert cluster[2]["group_syncs"] == 100 - cluster[2]["syncs"] > 0 and cluster[0]["group_syncs"] == 0
-    assert "one group per host" in cluster[2]["group_level"]
+    assert cluster[0]["group_syncs"] == cluster[1]["group_syncs"] == 0
+    check_hierarchical_row(res, cluster[2])
     assert "BSP inside 8-GPU hosts, SelSync across 10 GbE" in proc.stdout
+    assert "groups = hosts of 8" in proc.stdout and "2 groups of 5" in proc.stdout
 
 
-def _run(records, background="async", staleness=None):
-    return {"records": records, "background": background, "staleness": staleness,
+def check_hierarchical_row(res, row):
+    """The row is a real Hierarchical(BSP, SelSync) run: BSP's payload inside its groups on every
+    step the outer level did not sync, its own syncs, and its own evaluations to the target."""
+    run, steps = res["runs"]["hierarchical"], res["settings"]["steps"]
+    assert run["strategy"] == "hierarchical" and run["groups"] == 2 and "bsp | selsync" in run["describe"]
+    assert run["options"]["outer_options"] == res["runs"]["selsync"]["options"]
+    synced = run["synced_steps"]
+    assert synced == sorted(set(synced)) and set(synced) <= set(range(steps)) and len(synced) < steps
+    assert row["syncs"] == len(synced) and run["sync_fraction"] == len(synced) / steps
+    assert len(run["group_bytes"]) == steps
+    assert all(run["group_bytes"][i] == res["small_model_bytes"] for i in set(range(steps)) - set(synced))
+    assert row["group_syncs"] == sum(b > 0 for b in run["group_bytes"]) >= steps - len(synced)
+    assert row["run_groups"] == 2 and "groups = hosts of 8" in row["group_level"]
+    first = next((s for s, a in run["evals"] if a >= row["target_accuracy"]), None)
+    assert row["steps_to_target"] == first
+
+
+def _run(records, background="async", staleness=None, groups=None):
+    records = [{"group": 0, "group_synced": False, **r} for r in records]
+    return {"records": records, "background": background, "staleness": staleness, "groups": groups,
             "evals": [(0, 0.1), (2, 0.5), (4, 0.9)]}
 
 
@@ -77,22 +97,24 @@ def test_replay_scales_payload_to_the_big_model():
     assert hp.time_to_accuracy(_run(recs), out["cumulative"], 0.95) == (None, None)
 
 
-def test_composed_hierarchical_run_on_four_hosts_of_eight():
-    # SelSync-like pattern (vote every step, syncs on steps 0 and 3) composed into BSP
-    # inside each host on the other steps; projected with 10 MB payloads onto 4 x 8.
+def test_hierarchical_run_of_two_groups_on_four_hosts_of_eight():
+    # Hierarchical(BSP, SelSync)-like pattern, 2 groups: BSP inside groups every step, vote
+    # every step, outer syncs on steps 0 and 3. On 4 x 8 the 2 groups (16 of 32 each) do not fit
+    # a host, so the group level is each host's 8 over NVLink.
     small, big, c = 1000, 10_000_000, 0.05
-    recs = [{"synced": s, "bytes": (small if s else 0) + 4, "vote": 4} for s in (True, False, False, True)]
-    hier = hp.compose_hierarchical(_run(recs), small, hosts=4)
-    assert [r["group"] for r in hier["records"]] == [0, small, small, 0] and hier["groups"] == 4
+    recs = [{"synced": s, "bytes": (small if s else 0) + small + 4, "vote": 4, "group": small,
+             "group_synced": True} for s in (True, False, False, True)]
     cluster = cm.Cluster("10gbe", "nvlink", 8)
-    out = hp.project(hier, small, big, c, cluster, 32, None, 0)
+    out = hp.project(_run(recs, groups=2), small, big, c, cluster, 32, None, 0)
     vote, outer = cm.cluster_collective_time(4, 32, cluster), cm.cluster_collective_time(big, 32, cluster)
     inner = cm.allreduce_time(big, 8, "nvlink")
-    assert out["total_s"] == pytest.approx(4 * (c + vote) + 2 * outer + 2 * inner)
-    assert out["summary"]["group_syncs"] == 2 and out["summary"]["syncs"] == 2
+    assert out["total_s"] == pytest.approx(4 * (c + vote + inner) + 2 * outer)
+    assert out["summary"]["group_syncs"] == 4 and out["summary"]["syncs"] == 2
+    assert "groups = hosts of 8" in out["summary"]["group_level"]
     # plain SelSync on the same cluster: no group level
-    plain = hp.project(_run(recs), small, big, c, cluster, 32, None, 0)
-    assert plain["total_s"] == pytest.approx(out["total_s"] - 2 * inner)
+    plain = hp.project(_run([{**r, "bytes": r["bytes"] - small, "group": 0, "group_synced": False} for r in recs]),
+                       small, big, c, cluster, 32, None, 0)
+    assert plain["total_s"] == pytest.approx(out["total_s"] - 4 * inner)
 
 
 def test_replay_async_throughput_sums_each_workers_rate():
@@ -103,3 +125,11 @@ def test_replay_async_throughput_sums_each_workers_rate():
     ps = cm.parameter_server_time(big, "10gbe")
     expected = 5 / (5 * (2 * c + ps)) + 3 * 5 / (5 * (c + ps))
     assert out["steps_per_s"] == pytest.approx(expected)
+
+
+def test_replicas_the_two_groups_cannot_split_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        hp.parse_args(["--replicas", "9"])
+    assert "2 replica groups" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        hp.parse_args(["--hosts", "3", "--gpus-per-host", "3"])
