@@ -103,10 +103,11 @@ def test_period_sets_h_and_describe_names_h_p_alpha():
 
 # ------------------------------------------------------------------ reduction to DiLoCo
 
-def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh):
+@pytest.mark.parametrize("compress", [None, "int8"])
+def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh, compress):
     data = batches(8)
-    _, ref = run(jaxsel.DiLoCo(inner_steps=3), mesh, data)
-    _, got = run(jaxsel.StreamingDiLoCo(inner_steps=3, fragments=1, alpha=1.0), mesh, data)
+    _, ref = run(jaxsel.DiLoCo(inner_steps=3, compress=compress), mesh, data)
+    _, got = run(jaxsel.StreamingDiLoCo(inner_steps=3, fragments=1, alpha=1.0, compress=compress), mesh, data)
     for t, ((a, ma), (b, mb)) in enumerate(zip(ref, got)):
         for x, y in zip(leaves((a.params, a.opt_state, a.strategy_state.global_params)),
                         leaves((b.params, b.opt_state, b.strategy_state.global_params))):

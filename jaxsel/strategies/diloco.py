@@ -34,13 +34,57 @@ from ..triggers import Periodic
 from .triggered import Synced
 
 
+class OuterLoop:
+    """What DiLoCo and Streaming DiLoCo share: the outer SGD on pseudo-gradients, the
+    aggregator and codec of the sync, the global weights as the evaluated model. Subclasses
+    (frozen dataclasses) declare the fields outer_lr, outer_momentum, nesterov, aggregator,
+    compress and inner_steps."""
+
+    def check_outer(self) -> None:
+        if not float(self.outer_lr) > 0.0:
+            raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
+        if not 0.0 <= float(self.outer_momentum) < 1.0:
+            raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
+        object.__setattr__(self, "compress", compression.check_compressible(self.compress, self.combiner()))
+
+    def combiner(self):
+        return get_aggregator(self.aggregator)
+
+    @property
+    def outer(self) -> optax.GradientTransformation:
+        momentum = float(self.outer_momentum) or None
+        return optax.sgd(float(self.outer_lr), momentum=momentum, nesterov=bool(self.nesterov and momentum))
+
+    def sent(self, global_params, params):
+        """What a replica sends: its weights, or (compressed) its pseudo-gradient global - local,
+        the same mean for a linear aggregator."""
+        return jax.tree.map(jnp.subtract, global_params, params) if self.compress else params
+
+    def pseudo_gradient(self, global_params, averaged):
+        """global - mean(local), from what was sent."""
+        return averaged if self.compress else jax.tree.map(jnp.subtract, global_params, averaged)
+
+    def eval_params(self, state):
+        """The global weights are the model; the replicas' weights are its local drafts."""
+        return state.strategy_state.global_params
+
+    def timing(self, n: int) -> Timing:
+        return Timing(collective=compression.collective(self.compress, self.combiner()))
+
+    def tags(self) -> str:
+        """" [median, int8]" for a non-mean aggregator or a codec, else ""."""
+        agg = describe_aggregator(self.combiner())
+        tags = ", ".join(([] if agg == "mean" else [agg]) + compression.describe(self.compress))
+        return f" [{tags}]" if tags else ""
+
+
 class DiLoCoState(NamedTuple):
     global_params: Any   # the outer model (what the run is evaluated on)
     outer_opt: Any       # the outer optimizer's state
 
 
 @dataclasses.dataclass(frozen=True)
-class DiLoCo(Strategy):
+class DiLoCo(OuterLoop, Strategy):
     """inner_steps: H; outer_lr / outer_momentum / nesterov: the outer SGD;
     aggregator: how local weights are combined; sync_model_state: average BatchNorm
     statistics at each outer step."""
@@ -57,21 +101,11 @@ class DiLoCo(Strategy):
 
     def __post_init__(self):
         self.trigger  # validates H >= 1
-        if not float(self.outer_lr) > 0.0:
-            raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
-        if not 0.0 <= float(self.outer_momentum) < 1.0:
-            raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
-        object.__setattr__(self, "compress", compression.check_compressible(self.compress,
-                                                                            get_aggregator(self.aggregator)))
+        self.check_outer()
 
     @property
     def trigger(self) -> Periodic:
         return Periodic(self.inner_steps)
-
-    @property
-    def outer(self) -> optax.GradientTransformation:
-        momentum = float(self.outer_momentum) or None
-        return optax.sgd(float(self.outer_lr), momentum=momentum, nesterov=bool(self.nesterov and momentum))
 
     def init(self, params, opt_state, n):
         return DiLoCoState(params, self.outer.init(params))
@@ -80,7 +114,7 @@ class DiLoCo(Strategy):
         """On a synced step: the outer optimizer on the pseudo-gradient (sent as such when
         compressed, else computed from the averaged weights); replicas restart from it."""
         dstate, _, model_state = state
-        delta = avg.params if self.compress else jax.tree.map(lambda g, a: g - a, dstate.global_params, avg.params)
+        delta = self.pseudo_gradient(dstate.global_params, avg.params)
         updates, outer_opt = self.outer.update(delta, dstate.outer_opt, dstate.global_params)
         global_w = optax.apply_updates(dstate.global_params, updates)
         return DiLoCoState(global_w, outer_opt), global_w, (avg.model_state if self.sync_model_state else model_state)
@@ -88,23 +122,13 @@ class DiLoCo(Strategy):
     def apply(self, rs, grads, stats, ctx):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
         _, decide, _ = self.trigger((), stats, ctx.axis)
-        sent = jax.tree.map(jnp.subtract, rs.strategy_state.global_params, params) if self.compress else params
-        payload = Synced(params=sent, model_state=rs.model_state if self.sync_model_state else None)
+        payload = Synced(params=self.sent(rs.strategy_state.global_params, params), model_state=rs.model_state if self.sync_model_state else None)
         (dstate, params, model_state), report = sync_where(
-            decide, payload, Bound(get_aggregator(self.aggregator), ctx.axis, ctx), ctx,
+            decide, payload, Bound(self.combiner(), ctx.axis, ctx), ctx,
             state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step, compress=self.compress)
         rs = rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
         return StepResult(rs, report)
 
-    def eval_params(self, state):
-        """DiLoCo's model is the global one; the replicas' weights are its local drafts."""
-        return state.strategy_state.global_params
-
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=compression.collective(self.compress, get_aggregator(self.aggregator)))
-
     def describe(self) -> str:
-        agg = describe_aggregator(get_aggregator(self.aggregator))
-        tags = ", ".join(([] if agg == "mean" else [agg]) + compression.describe(self.compress))
-        return (f"{self.name}{f' [{tags}]' if tags else ''} (H={self.inner_steps}, "
+        return (f"{self.name}{self.tags()} (H={self.inner_steps}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

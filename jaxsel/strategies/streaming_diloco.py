@@ -16,7 +16,8 @@ The other fragments stay local. Model state (BatchNorm statistics) is averaged w
 fragment 0, once per round, as DiLoCo averages it. Here the sync is not overlapped with the
 next inner steps (the paper's tau = 0), so the synchronized fragment is fresh and the
 default alpha = 1 replaces it; alpha < 1 keeps part of each replica's own fragment.
-P = 1 with alpha = 1 is exactly DiLoCo.
+P = 1 with alpha = 1 is exactly DiLoCo. With `compress` (bf16, int8) each fragment's sync
+sends its pseudo-gradient compressed, as DiLoCo's does.
 """
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
-from ..aggregate import describe_aggregator, get_aggregator
-from ..sync import StepResult, Strategy, SyncReport, Timing, local_update, sync_where
+from ..aggregate import Bound
+from ..sync import StepResult, Strategy, SyncReport, local_update, sync_where
 from ..triggers import Periodic
+from .diloco import OuterLoop
 from .fragments import check_rule, put, split_leaves, take
 from .triggered import Synced
 
@@ -49,11 +51,11 @@ class FragmentState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class StreamingDiLoCo(Strategy):
+class StreamingDiLoCo(OuterLoop, Strategy):
     """inner_steps: H; fragments: P; alpha: weight of the synchronized fragment in the
     replica's new fragment; fragment_by: "contiguous" or "strided"; outer_lr /
     outer_momentum / nesterov: the outer SGD; aggregator; sync_model_state: average
-    BatchNorm statistics with fragment 0."""
+    BatchNorm statistics with fragment 0; compress: the payload codec (bf16, int8)."""
 
     inner_steps: int = 100
     fragments: int = 2
@@ -64,6 +66,7 @@ class StreamingDiLoCo(Strategy):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     fragment_by: str = "contiguous"
+    compress: str | None = None
     name: ClassVar[str] = "streamingdiloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
@@ -73,12 +76,8 @@ class StreamingDiLoCo(Strategy):
         Periodic(self.inner_steps)  # validates H >= 1
         if not 0.0 < float(self.alpha) <= 1.0:
             raise ValueError(f"alpha must be in (0, 1] (1: replace the fragment, as DiLoCo), got {self.alpha!r}")
-        if not float(self.outer_lr) > 0.0:
-            raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
-        if not 0.0 <= float(self.outer_momentum) < 1.0:
-            raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
+        self.check_outer()
         check_rule(self.fragment_by)
-        get_aggregator(self.aggregator)
 
     @property
     def trigger(self) -> Periodic:
@@ -95,18 +94,13 @@ class StreamingDiLoCo(Strategy):
         """Leaf positions of each fragment (fixed by the parameters' shapes)."""
         return split_leaves([x.size for x in jax.tree.leaves(params)], self.fragments, self.fragment_by)
 
-    @property
-    def outer(self) -> optax.GradientTransformation:
-        momentum = float(self.outer_momentum) or None
-        return optax.sgd(float(self.outer_lr), momentum=momentum, nesterov=bool(self.nesterov and momentum))
-
     def init(self, params, opt_state, n):
         leaves = jax.tree.leaves(params)
         return StreamingDiLoCoState(params, tuple(self.outer.init(take(leaves, f)) for f in self.plan(params)))
 
     def fragment_step(self, avg: Synced, fs: FragmentState) -> FragmentState:
         """On fragment p's sync: its outer step, then the blend into each replica's fragment."""
-        delta = jax.tree.map(lambda g, a: g - a, fs.global_leaves, avg.params)
+        delta = self.pseudo_gradient(fs.global_leaves, avg.params)
         updates, outer_opt = self.outer.update(delta, fs.outer_opt, fs.global_leaves)
         global_leaves = optax.apply_updates(fs.global_leaves, updates)
         local = global_leaves if float(self.alpha) == 1.0 else jax.tree.map(self.blend, global_leaves, fs.local_leaves)
@@ -122,15 +116,16 @@ class StreamingDiLoCo(Strategy):
         local, treedef = jax.tree.flatten(params)
         glob, gdef = jax.tree.flatten(rs.strategy_state.global_params)
         outer_opt, model_state = list(rs.strategy_state.outer_opt), rs.model_state
-        combiner = get_aggregator(self.aggregator)
+        combine = Bound(self.combiner(), ctx.axis, ctx)
         reports = []
         for p, leaves in enumerate(self.plan(params)):
             with_model = p == 0 and self.sync_model_state
-            payload = Synced(params=take(local, leaves), model_state=model_state if with_model else None)
+            payload = Synced(params=self.sent(take(glob, leaves), take(local, leaves)),
+                             model_state=model_state if with_model else None)
             fs, report = sync_where(
-                self.fragment_trigger(p).fires(stats.step), payload, lambda t: combiner(t, ctx.axis, ctx), ctx,
+                self.fragment_trigger(p).fires(stats.step), payload, combine, ctx,
                 state=FragmentState(outer_opt[p], take(glob, leaves), take(local, leaves), model_state),
-                finish=self.fragment_step, who=f"{self.name} fragment {p}")
+                finish=self.fragment_step, compress=self.compress, who=f"{self.name} fragment {p}")
             outer_opt[p], model_state = fs.outer_opt, fs.model_state
             put(glob, leaves, fs.global_leaves)
             put(local, leaves, fs.local_leaves)
@@ -140,15 +135,7 @@ class StreamingDiLoCo(Strategy):
                         model_state=model_state, strategy_state=dstate)
         return StepResult(rs, functools.reduce(SyncReport.merge, reports))
 
-    def eval_params(self, state):
-        """The global weights (every fragment's latest outer step) are the model."""
-        return state.strategy_state.global_params
-
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=get_aggregator(self.aggregator).collective)
-
     def describe(self) -> str:
-        agg = describe_aggregator(get_aggregator(self.aggregator))
-        return (f"{self.name}{'' if agg == 'mean' else f' [{agg}]'} (H={self.inner_steps}, "
+        return (f"{self.name}{self.tags()} (H={self.inner_steps}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")
