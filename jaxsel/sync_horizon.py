@@ -38,15 +38,38 @@ def first_sync_step(trigger) -> int | None:
     return UNKNOWN
 
 
-def never_syncs_warning(strategy, total_steps: int) -> str | None:
-    """One line when `strategy`'s (periodic) synchronization first falls after the run."""
+#: what a two-level method's level never synchronizing means
+LEVEL_CONSEQUENCES = {"inner": "the replicas of a group never average among themselves",
+                      "outer": "the groups never average with each other"}
+
+
+def _first(strategy) -> int | None:
     trigger = getattr(strategy, "trigger", None)
-    first = first_sync_step(trigger) if trigger is not None else UNKNOWN
+    return first_sync_step(trigger) if trigger is not None else UNKNOWN
+
+
+def _beyond(first, total_steps: int) -> str | None:
+    """How the trigger misses the run ("never fires", ...), None when it fires within it."""
     if first == UNKNOWN or (first is not None and first < total_steps):
         return None
+    return "never fires" if first is None else f"first fires after step {first + 1}"
+
+
+def never_syncs_warning(strategy, total_steps: int) -> str | None:
+    """One line when `strategy`'s (periodic) synchronization, or a level's of a two-level
+    method (`levels`), first falls after the run."""
+    desc = strategy.describe() if hasattr(strategy, "describe") else type(strategy).__name__
+    levels = getattr(strategy, "levels", ())
+    if levels:
+        missed = [(lv, _beyond(_first(getattr(strategy, lv)), total_steps)) for lv in levels]
+        parts = [f"the {lv} level's trigger {when}, so {LEVEL_CONSEQUENCES.get(lv, 'it never syncs')}"
+                 for lv, when in missed if when]
+        return (f"jaxsel: warning: {desc}: {'; '.join(parts)} in this {total_steps}-step run; lower that "
+                f"level's period (--opt LEVEL.period=P) or raise --steps") if parts else None
+    when = _beyond(_first(strategy), total_steps)
+    if when is None:
+        return None
     name = getattr(strategy, "name", type(strategy).__name__)
-    desc = strategy.describe() if hasattr(strategy, "describe") else name
-    when = "never fires" if first is None else f"first fires after step {first + 1}"
     what = CONSEQUENCES.get(name, "its periodic averaging never happens")
     return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
             f"{what}; lower its period (--period) or raise --steps")

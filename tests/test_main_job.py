@@ -1,10 +1,11 @@
 """The main job's parts: LR milestones, time-to-accuracy, table numbers, the never-sync
-warning, and why SelSync's Delta_bar rarely reaches delta = 0.3."""
+warning (per level of a two-level method), and why SelSync's Delta_bar rarely reaches delta = 0.3."""
 import math
 
 import numpy as np
 import pytest
 
+import jaxsel
 from jaxsel.config import ConfigError, TrainConfig, check_config
 from jaxsel.lr_schedule import build_lr_schedule, describe_lr_schedule, parse_lr_schedule
 from jaxsel.numbers import significant
@@ -71,6 +72,18 @@ def test_periodic_strategy_longer_than_the_run_warns_in_one_line():
     assert "localsgd" in never_syncs_warning(build_strategy("localsgd", {"period": 300}), 200)
     for name in ("bsp", "selsync", "localsgd"):   # syncing, or data-dependent: no warning
         assert never_syncs_warning(build_strategy(name, {}), 200) is None
+
+
+def test_a_two_level_method_is_warned_per_level():
+    """Hierarchical: each level that would never sync in the run is named, with what it means."""
+    outer_only = jaxsel.Hierarchical(inner=jaxsel.LocalSGD(4), outer=jaxsel.LocalSGD(1000), groups=2)
+    line = never_syncs_warning(outer_only, 200)
+    assert "outer level's trigger first fires after step 1000" in line and "inner level" not in line
+    both = build_strategy("hierarchical", {"inner": "localsgd", "outer": "localsgd",
+                                           "inner.period": 300, "outer.period": 500, "groups": 2})
+    line = never_syncs_warning(both, 200)
+    assert "inner level's trigger first fires after step 300" in line and "after step 500" in line
+    assert never_syncs_warning(jaxsel.Hierarchical(groups=2), 200) is None   # SelSync outer: data-dependent
 
 
 def test_selsync_delta_needs_a_hundredfold_jump_and_no_fall_reaches_it():
