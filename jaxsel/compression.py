@@ -66,10 +66,14 @@ def collective(codec: str | None, aggregator) -> str:
     return "allgather" if check_codec(codec) in GATHERS else aggregator.collective
 
 
-def describe(codec: str | None) -> list[str]:
-    """The label tags a codec adds to a strategy's description ([] without one)."""
-    codec = check_codec(codec)
-    return [] if codec is None else [codec]
+def tags(codec: str | None, aggregator=None) -> str:
+    """What a strategy's description adds for its sync: " [median, int8]" (a non-mean
+    aggregator, then the codec), "" for a mean without a codec."""
+    from .aggregate import describe_aggregator
+
+    names = [] if aggregator is None else [describe_aggregator(aggregator)]
+    names = [n for n in names if n != "mean"] + [c for c in [check_codec(codec)] if c is not None]
+    return f" [{', '.join(names)}]" if names else ""
 
 
 def _floating(x) -> bool:

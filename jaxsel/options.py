@@ -18,9 +18,15 @@ class OptionError(ValueError):
     """A bad option name or value (the CLI reports it as one line, exit code 2)."""
 
 
+def _options(cls) -> list[dataclasses.Field]:
+    """`cls`'s init fields in its constructor's order: positional ones first, then the
+    keyword-only ones (a shared base's options, e.g. DiLoCo's outer loop)."""
+    return sorted((f for f in dataclasses.fields(cls) if f.init), key=lambda f: bool(f.kw_only))
+
+
 def option_names(cls) -> list[str]:
     """The options `cls` declares: its dataclass init fields."""
-    return [f.name for f in dataclasses.fields(cls) if f.init]
+    return [f.name for f in _options(cls)]
 
 
 def accepts(cls, option: str) -> bool:
@@ -31,9 +37,7 @@ def accepts(cls, option: str) -> bool:
 def option_defaults(cls) -> dict[str, Any]:
     """Each option's default (fields without one are left out)."""
     out = {}
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
+    for f in _options(cls):
         if f.default is not dataclasses.MISSING:
             out[f.name] = f.default
         elif f.default_factory is not dataclasses.MISSING:

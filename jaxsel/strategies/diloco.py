@@ -28,17 +28,27 @@ import jax.numpy as jnp
 import optax
 
 from .. import compression
-from ..aggregate import Bound, describe_aggregator, get_aggregator
+from ..aggregate import Bound, get_aggregator
 from ..sync import StepResult, Strategy, Timing, local_update, sync_where
 from ..triggers import Periodic
 from .triggered import Synced
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class OuterLoop:
     """What DiLoCo and Streaming DiLoCo share: the outer SGD on pseudo-gradients, the
-    aggregator and codec of the sync, the global weights as the evaluated model. Subclasses
-    (frozen dataclasses) declare the fields outer_lr, outer_momentum, nesterov, aggregator,
-    compress and inner_steps."""
+    aggregator and codec of the sync, the global weights as the evaluated model. The
+    options are keyword-only, so a subclass's own fields (inner_steps first) keep their
+    positions. outer_lr / outer_momentum / nesterov: the outer SGD; aggregator: how the
+    replicas' payloads combine; sync_model_state: average BatchNorm statistics at a sync;
+    compress: the payload codec (bf16, int8)."""
+
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    nesterov: bool = True
+    aggregator: Any = "mean"
+    sync_model_state: bool = True
+    compress: str | None = None
 
     def check_outer(self) -> None:
         if not float(self.outer_lr) > 0.0:
@@ -71,12 +81,6 @@ class OuterLoop:
     def timing(self, n: int) -> Timing:
         return Timing(collective=compression.collective(self.compress, self.combiner()))
 
-    def tags(self) -> str:
-        """" [median, int8]" for a non-mean aggregator or a codec, else ""."""
-        agg = describe_aggregator(self.combiner())
-        tags = ", ".join(([] if agg == "mean" else [agg]) + compression.describe(self.compress))
-        return f" [{tags}]" if tags else ""
-
 
 class DiLoCoState(NamedTuple):
     global_params: Any   # the outer model (what the run is evaluated on)
@@ -85,17 +89,9 @@ class DiLoCoState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class DiLoCo(OuterLoop, Strategy):
-    """inner_steps: H; outer_lr / outer_momentum / nesterov: the outer SGD;
-    aggregator: how local weights are combined; sync_model_state: average BatchNorm
-    statistics at each outer step."""
+    """inner_steps: H; the outer loop's options (OuterLoop)."""
 
     inner_steps: int = 500
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
-    nesterov: bool = True
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
     name: ClassVar[str] = "diloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
@@ -130,5 +126,5 @@ class DiLoCo(OuterLoop, Strategy):
         return StepResult(rs, report)
 
     def describe(self) -> str:
-        return (f"{self.name}{self.tags()} (H={self.inner_steps}, "
+        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

@@ -77,5 +77,4 @@ class PostLocalSGD(Triggered):
         return Timing(collective=compression.collective(self.compress, self.combiner()))
 
     def describe(self) -> str:
-        tags = compression.describe(self.compress)
-        return f"{self.name}{f' [{tags[0]}]' if tags else ''} (BSP until step {self.switch_step}, then period {self.period})"
+        return f"{self.name}{compression.tags(self.compress)} (BSP until step {self.switch_step}, then period {self.period})"

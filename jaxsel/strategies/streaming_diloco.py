@@ -28,6 +28,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
+from .. import compression
 from ..aggregate import Bound
 from ..sync import StepResult, Strategy, SyncReport, local_update, sync_where
 from ..triggers import Periodic
@@ -53,20 +54,13 @@ class FragmentState(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class StreamingDiLoCo(OuterLoop, Strategy):
     """inner_steps: H; fragments: P; alpha: weight of the synchronized fragment in the
-    replica's new fragment; fragment_by: "contiguous" or "strided"; outer_lr /
-    outer_momentum / nesterov: the outer SGD; aggregator; sync_model_state: average
-    BatchNorm statistics with fragment 0; compress: the payload codec (bf16, int8)."""
+    replica's new fragment; fragment_by: "contiguous" or "strided"; the outer loop's
+    options (OuterLoop; its sync_model_state averages BatchNorm statistics with fragment 0)."""
 
     inner_steps: int = 100
     fragments: int = 2
     alpha: float = 1.0
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
-    nesterov: bool = True
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
     fragment_by: str = "contiguous"
-    compress: str | None = None
     name: ClassVar[str] = "streamingdiloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
@@ -136,6 +130,6 @@ class StreamingDiLoCo(OuterLoop, Strategy):
         return StepResult(rs, functools.reduce(SyncReport.merge, reports))
 
     def describe(self) -> str:
-        return (f"{self.name}{self.tags()} (H={self.inner_steps}, "
+        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

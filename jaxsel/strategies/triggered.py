@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from .. import compression
-from ..aggregate import Aggregator, Bound, describe_aggregator, get_aggregator
+from ..aggregate import Aggregator, Bound, get_aggregator
 from ..sync import StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync, sync_where
 from ..triggers import Trigger, get_trigger
 
@@ -157,9 +157,7 @@ class Triggered(Strategy):
         return Timing(collective=compression.collective(self.compress, self.combiner()))
 
     def describe(self) -> str:
-        agg = describe_aggregator(self.combiner())
-        tags = ([] if agg == "mean" else [agg]) + compression.describe(self.compress)
-        return self.name + (f" [{', '.join(tags)}]" if tags else "")
+        return self.name + compression.tags(self.compress, self.combiner())
 
 
 def check_mode(sync: str) -> None:
