@@ -41,3 +41,7 @@ def test_readme_quick_start_is_two_commands():
     assert commands == ['pip install -e . && jaxsel compare', 'pip install -e ".[test]" && python -m pytest -q -n 2']
     ci = (README.parent / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == commands[1].split(" && ")[1], "CI must run README's test command"
+    main_job = next(i for i, line in enumerate(ci) if 'bash -c "$(quick_start 0)"' in line)
+    assert 'HOME="$home"' in ci[main_job] and "-u JAXSEL_DATA_DIR" in ci[main_job - 1], \
+        "CI must run README's first command in a fresh HOME, without the suite's data dir"
+    assert main_job < len(ci) - 1

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import tensorflow_datasets as tfds
 
-from ..paths import readable_path, undo_created, writable_dir
+from ..paths import readable_path, undo_created
 from .locking import dataset_lock, remove_stale_incomplete
-from .sources import _quiet_tfds, ensure_built, resolve_data_dir, spec_of
+from .sources import _quiet_tfds, ensure_built, ensure_data_dir, resolve_data_dir, spec_of
 
 # what --from points at, per dataset (shown in errors and in `jaxsel datasets`)
 SOURCES = {
@@ -58,8 +58,9 @@ def prepare(name: str, source: str | os.PathLike | None = None, data_dir=None, *
     if source is None:
         raise CannotPrepare(f"preparing {name!r} needs --from PATH: {SOURCES[spec.source_name]}")
     source = readable_path(source, "--from")
-    created = writable_dir(root, "--data-dir", quiet=quiet, parents=data_dir is None)
-    with undo_created(root, created):
+    existed = root.is_dir()
+    ensure_data_dir(root, quiet=quiet)
+    with undo_created(root, not existed):
         return _build(spec.source_name, source, root, progress=progress, quiet=quiet)
 
 

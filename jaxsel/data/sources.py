@@ -5,7 +5,9 @@ TensorFlow is never needed and nothing is downloaded at run time.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,19 +36,36 @@ class DatasetNotPrepared(FileNotFoundError):
 
 @contextlib.contextmanager
 def _quiet_tfds():
-    """Hide TFDS's absl warnings (e.g. 'no dataset_info.json') while we probe a data dir."""
+    """Hide TFDS's absl warnings (e.g. 'no dataset_info.json') while we probe a data dir,
+    and its stdout lines "Downloading and preparing dataset ...": jaxsel downloads
+    nothing and says what it builds in its own words."""
     from absl import logging
 
     level = logging.get_verbosity()
     logging.set_verbosity(logging.ERROR)
     try:
-        yield
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
     finally:
         logging.set_verbosity(level)
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
     return Path(data_dir) if data_dir else DEFAULT_DATA_DIR
+
+
+def ensure_data_dir(data_dir: str | os.PathLike | None, *, quiet: bool = True) -> Path:
+    """Make the data dir a writable directory and return it.
+
+    jaxsel's own default (~/.cache/jaxsel/tfds, or JAXSEL_DATA_DIR) is created with its
+    parents: a new machine has no ~/.cache. A directory the user typed keeps the rule of
+    `jaxsel.paths.writable_dir`: only its last component is created. The default may
+    arrive already resolved (the CLI passes paths on), so it is recognised by value.
+    """
+    root = resolve_data_dir(data_dir)
+    own = root.expanduser().absolute() == DEFAULT_DATA_DIR.expanduser().absolute()
+    writable_dir(root, "--data-dir", quiet=quiet or own, parents=own)
+    return root
 
 
 def spec_of(name: str) -> DatasetSpec:
@@ -75,15 +94,20 @@ def ensure_built(name: str, data_dir: str | os.PathLike | None = None, **options
     that cannot be created or written raises `jaxsel.paths.UnusablePath` (one line).
     """
     root = resolve_data_dir(data_dir)
-    if embedded_builder(name, root, **options).is_prepared():
-        return root
-    writable_dir(root, "--data-dir", parents=data_dir is None)
+    with _quiet_tfds():   # a first look at an empty data dir is no cause for a warning
+        if embedded_builder(name, root, **options).is_prepared():
+            return root
+    ensure_data_dir(root, quiet=False)
     with dataset_lock(root, name, quiet=True):
-        builder = embedded_builder(name, root, **options)   # re-read: another process may have built it
-        if not builder.is_prepared():
-            remove_stale_incomplete(Path(builder.data_dir).parent)
-            tfds.disable_progress_bar()
-            builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+        with _quiet_tfds():   # TFDS would say "downloading": nothing is, it is generated here
+            builder = embedded_builder(name, root, **options)   # re-read: another process may have built it
+            if not builder.is_prepared():
+                print(f"jaxsel: building the embedded dataset {name} (offline, once) in {root}",
+                      file=sys.stderr, flush=True)
+                remove_stale_incomplete(Path(builder.data_dir).parent)
+                tfds.disable_progress_bar()
+                builder.download_and_prepare(
+                    download_config=tfds.download.DownloadConfig(try_download_gcs=False))
     return root
 
 
