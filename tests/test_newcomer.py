@@ -16,7 +16,8 @@ import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: variables the suite (conftest.py) or a developer sets that a newcomer does not have
-DEVELOPER_ONLY = ("JAXSEL_DATA_DIR", "JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "JAX_PLATFORMS", "PYTHONPATH",
+#: (PYTHONPATH stays: conftest points it at this checkout, which is what is under test)
+DEVELOPER_ONLY = ("JAXSEL_DATA_DIR", "JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "JAX_PLATFORMS",
                   "JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
                   "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "MPLCONFIGDIR", "XDG_CACHE_HOME",
                   "XDG_CONFIG_HOME", "TFDS_DATA_DIR")
