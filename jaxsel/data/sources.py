@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -99,11 +98,9 @@ def ensure_built(name: str, data_dir: str | os.PathLike | None = None, **options
             return root
     ensure_data_dir(root, quiet=False)
     with dataset_lock(root, name, quiet=True):
-        with _quiet_tfds():   # TFDS would say "downloading": nothing is, it is generated here
+        with _quiet_tfds():   # TFDS would say "downloading": nothing is, it is generated here, quietly
             builder = embedded_builder(name, root, **options)   # re-read: another process may have built it
             if not builder.is_prepared():
-                print(f"jaxsel: building the embedded dataset {name} (offline, once) in {root}",
-                      file=sys.stderr, flush=True)
                 remove_stale_incomplete(Path(builder.data_dir).parent)
                 tfds.disable_progress_bar()
                 builder.download_and_prepare(
