@@ -250,6 +250,10 @@ class SyncSwitch(Strategy):
         """The asynchronous phase runs like ASP (or SSP with `staleness`)."""
         return Timing(collective=get_aggregator(self.aggregator).collective, staleness=self.staleness)
 
+    def adaptive_sync(self) -> bool:
+        """Online: the straggler monitor decides when to run BSP; offline: a fixed first share."""
+        return self.policy == "online"
+
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness
         when = f"switch at step {self.switch_step}" if self.policy == "offline" else "online stragglers"
