@@ -302,13 +302,17 @@ def _compare(args) -> int:
         layout = _layout(base)
         check_fresh(Path(out))
     created = _ensure_writable(out, default=not args.out)
-    print(f"run directory: {out}", flush=True)
-    print(f"layout: {layout}", flush=True)
-    if args.match_budget and not any(m for _, m in plan):
-        print("--match-budget: no row's sync pattern is adaptive (decided during the run), so no baseline is added")
+
+    def start():   # the directory is ours (locked, fresh): say what runs where
+        print(f"run directory: {out}", flush=True)
+        print(f"layout: {layout}", flush=True)
+        if args.match_budget and not any(m for _, m in plan):
+            print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
+
     started = time.perf_counter()
     with undo_created(out, created):
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
+                              on_start=start,
                               announce=lambda v, seed, i, n: print(f"[{i}/{n}] {v.entry}, seed {seed}", flush=True))
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())

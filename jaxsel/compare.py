@@ -49,15 +49,17 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
 
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
-                   keep_states: bool = False, announce=None) -> Comparison:
+                   keep_states: bool = False, on_start=None, announce=None) -> Comparison:
     """`compare`, returning the runs too (`keep_states`: with each run's final TrainState,
-    one per run in memory). `announce(variant, seed, index, total)` is called before each
-    run."""
+    one per run in memory). `on_start()` is called once the directory is locked and found
+    fresh, `announce(variant, seed, index, total)` before each run."""
     plan = plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
     lock = DirectoryLock(out, "compare directory").acquire()
     try:
         check_fresh(out)
+        if on_start is not None:
+            on_start()
         row_runs = run_rows(base, plan, seeds, out, keep_states, announce)
         rows = results(row_runs, base, target)
         write_json(out / "results.json", rows)

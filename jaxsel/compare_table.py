@@ -61,9 +61,9 @@ def format_table(rows: list[dict]) -> str:
 def legend(rows: list[dict]) -> list[str]:
     if not rows or "target" not in rows[0]:
         return []
-    seeds = len(rows[0].get("per_seed", [None]))
-    over = (f"means over {seeds} seeds ({', '.join(map(str, rows[0]['seeds']))}), test acc ± its standard "
-            f"deviation; each seed's figures in results.json" if seeds > 1 else "one seed")
+    seeds = rows[0].get("seeds", [None])
+    over = (f"means over {len(seeds)} seeds ({', '.join(map(str, seeds))}), test acc ± its standard "
+            f"deviation; each seed's figures in results.json" if len(seeds) > 1 else "one seed")
     net = rows[0].get("project_network", "?")
     return [f"{over}; test acc: the evaluated model (the replica average); replicas' own acc: each replica's own "
             f"model, mean (min-max); target: {rows[0]['target']}; '>tgt': to the first evaluation of the seed-mean "

@@ -32,18 +32,21 @@ def periodic_syncs(steps: int, period: int) -> int:
 
 
 def matched_period(steps: int, target_syncs: float) -> int:
-    """The period P >= 1 whose sync count floor(steps / P) is nearest `target_syncs` (ties:
-    the longer period). P = steps + 1 (no sync) matches a target below 0.5.
+    """The period P >= 1 whose sync count floor(steps / P) is nearest `target_syncs`; of
+    the periods with that count, the one nearest steps / target (the adaptive row's mean
+    spacing). P = steps + 1 (no sync) matches a target below 0.5.
 
     Rounding steps / target instead falls short: a period P syncs floor(steps / P) times,
     so the rounded period often lands one sync low (600 steps, 1.6 syncs: round gives
-    P = 375 and 1 sync, P = 201 gives 2). The counts reachable with an integer period
+    P = 375 and 1 sync, P = 300 gives 2). The counts reachable with an integer period
     are every integer up to about sqrt(2 * steps), then ever sparser: a dense pattern
     cannot be matched within one sync (600 steps, 400 syncs: P = 1 gives 600, P = 2 300)."""
     if not target_syncs > 0:
         return steps + 1
-    longest_above = steps // (math.floor(target_syncs) + 1) + 1   # the first P with floor(steps/P) <= target
-    candidates = [p for p in (longest_above - 1, longest_above) if p >= 1]
+    # floor(steps / P) falls with P: `first` is the shortest period with at most floor(target)
+    # syncs, first - 1 the longest with more; each is its count's period nearest steps / target
+    first = steps // (math.floor(target_syncs) + 1) + 1
+    candidates = [p for p in (first - 1, first) if p >= 1]
     return min(candidates, key=lambda p: (abs(periodic_syncs(steps, p) - target_syncs), -p))
 
 

@@ -178,9 +178,7 @@ def plot_divergence(rows, path: Path) -> None:
     for i, row in enumerate(rows):
         traces = [[(x["step"], x["divergence"]) for x in r.records if x.get("divergence") is not None]
                   for r in row.runs]
-        if traces[0]:
-            band(ax, [s for s, _ in traces[0]], [[d for _, d in t] for t in traces], color=f"C{i}",
-                 label=label(row))
+        band(ax, [s for s, _ in traces[0]], [[d for _, d in t] for t in traces], color=f"C{i}", label=label(row))
     for m in lr_milestones(rows[0]):
         ax.axvline(m, ls=":", color="k", lw=1)
     _finish(fig, ax, path, rows, xlabel="step (dotted: learning-rate milestones)",

@@ -55,8 +55,8 @@ def registered() -> dict:
 
 def _starts_entry(piece: str, previous: str | None) -> bool:
     """Whether a ','-piece starts a new entry rather than continuing a value of the
-    previous entry (which holds one only if its last ':'-segment has a '=')."""
-    if previous is None or "=" not in previous.rsplit(":", 1)[-1]:
+    previous entry (possible only when that entry sets an option)."""
+    if previous is None or "=" not in previous:
         return True
     name = piece.split(":", 1)[0].strip()
     return name in registered()
