@@ -313,7 +313,7 @@ def _compare(args) -> int:
     with undo_created(out, created):
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
                               on_start=start,
-                              announce=lambda v, seed, i, n: print(f"[{i}/{n}] {v.entry}, seed {seed}", flush=True))
+                              announce=lambda text: print(text, flush=True))
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
     print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "

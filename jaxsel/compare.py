@@ -16,6 +16,7 @@ already holds a comparison's results is refused rather than overwritten.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
@@ -52,7 +53,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
                    keep_states: bool = False, on_start=None, announce=None) -> Comparison:
     """`compare`, returning the runs too (`keep_states`: with each run's final TrainState,
     one per run in memory). `on_start()` is called once the directory is locked and found
-    fresh, `announce(variant, seed, index, total)` before each run."""
+    fresh, `announce(text)` with a line of progress before each run."""
     plan = plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
     lock = DirectoryLock(out, "compare directory").acquire()
@@ -88,27 +89,39 @@ def check_fresh(out: Path) -> None:
 
 
 def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> list[RowRuns]:
-    """Each row over the seeds; an adaptive row's matched baseline right after it."""
+    """Each row over the seeds; an adaptive row's matched baseline right after it. A
+    matched row with the configuration of a row already trained (two adaptive rows with
+    as many syncs, or an explicit local SGD row) shares that row's runs: the same
+    configuration and seeds give the same runs, bit for bit."""
     seed_list = list(range(base.seed, base.seed + seeds))
-    total, done = (len(plan) + sum(m for _, m in plan)) * seeds, [0]
+    count = {"done": 0, "total": (len(plan) + sum(m for _, m in plan)) * seeds}
+    say = announce or (lambda text: None)
 
     def tell(variant, seed):
-        done[0] += 1
-        if announce is not None:
-            announce(variant, seed, done[0], total)
+        count["done"] += 1
+        say(f"[{count['done']}/{count['total']}] {variant.entry}, seed {seed}")
+
+    trained: dict[str, RowRuns] = {}
+
+    def train_row(variant, slug):
+        key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
+        if key in trained:
+            count["total"] -= seeds
+            say(f"{variant.entry}: the configuration of {trained[key].variant.entry} above; its runs are reused")
+            return RowRuns(variant, trained[key].slug, trained[key].runs)
+        trained[key] = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
+        return trained[key]
 
     rows: list[RowRuns] = []
-    slugs = unique_slugs([v for v, _ in plan])
-    for (variant, match), slug in zip(plan, slugs):
-        row = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
+    for (variant, match), slug in zip(plan, unique_slugs([v for v, _ in plan])):
+        row = train_row(variant, slug)
         row.label = variant.label(row.runs[0].final["strategy"])
         rows.append(row)
         if match:
             twin = matched_variant(variant, base.steps, mean_syncs(row))
             period = twin.options["period"]
-            matched = run_row(base, twin, seed_list, out, matched_slug(period, slug), keep_states=keep_states,
-                              announce=tell)
-            matched.label, matched.matched_to = matched_label(period, variant.entry), row
+            matched = train_row(twin, matched_slug(period, slug))
+            matched = dataclasses.replace(matched, label=matched_label(period, variant.entry), matched_to=row)
             rows.append(matched)
     return rows
 

@@ -63,7 +63,7 @@ def legend(rows: list[dict]) -> list[str]:
         return []
     seeds = rows[0].get("seeds", [None])
     over = (f"means over {len(seeds)} seeds ({', '.join(map(str, seeds))}), test acc ± its standard "
-            f"deviation; each seed's figures in results.json" if len(seeds) > 1 else "one seed")
+            f"deviation; each seed's figures in results.json" if len(seeds) > 1 else f"seed {seeds[0]}")
     net = rows[0].get("project_network", "?")
     return [f"{over}; test acc: the evaluated model (the replica average); replicas' own acc: each replica's own "
             f"model, mean (min-max); target: {rows[0]['target']}; '>tgt': to the first evaluation of the seed-mean "

@@ -68,8 +68,9 @@ def sync_note(matched: dict, adaptive: dict) -> str:
     """The matched row's own syncs next to the target; when it misses by more than one
     sync, the neighbouring periods' counts show that no integer period comes closer."""
     period, steps = matched["options"]["period"], matched["steps"]
+    over = " (means over seeds)" if len(matched.get("per_seed", [])) > 1 else ""
     line = (f"{matched['strategy']}: {significant(matched['syncs'])} syncs against {adaptive['strategy']}'s "
-            f"{significant(matched['matched_syncs'])} (mean over seeds)")
+            f"{significant(matched['matched_syncs'])}{over}")
     if abs(matched["syncs"] - matched["matched_syncs"]) > 1:
         near = ", ".join(f"period {p}: {periodic_syncs(steps, p)}" for p in (period - 1, period + 1) if p >= 1)
         line += f"; no integer period comes closer ({near})"
