@@ -84,7 +84,7 @@ def check_fresh(out: Path) -> None:
     found = [str(p.relative_to(out)) for p in [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")),
                                                *sorted(out.glob("*/metrics.jsonl"))] if p.is_file()]
     if found:
-        raise ConfigError(f"compare directory {str(out)!r} already holds a comparison's results ({found[0]}"
+        raise ConfigError(f"compare directory {str(out)!r} already holds a comparison ({found[0]}"
                           f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}); choose another --out")
 
 

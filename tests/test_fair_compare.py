@@ -214,7 +214,7 @@ def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
     (out / "results.json").write_text("[]")
     assert main(["compare", "--out", str(out)]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "already holds a comparison's results (results.json)" in captured.err
+    assert captured.out == "" and "already holds a comparison (results.json)" in captured.err
     busy = tmp_path / "busy"
     lock = DirectoryLock(busy, "compare directory").acquire()   # a compare running there
     try:
@@ -243,3 +243,40 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
         sel["syncs_after_warmup"] == np.mean([s["syncs_after_warmup"] for s in sel["per_seed"]])
     lines = (out / "selsync_delta=0.05" / "seed0" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 40 and "delta" in json.loads(lines[-1])
+
+
+def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_path, monkeypatch):
+    """Two adaptive rows with as many syncs get the same matched period: it trains once."""
+    import jaxsel.compare as cmp
+    from jaxsel.seed_grid import RowRuns
+    from jaxsel.train import RunResult
+
+    trained = []
+
+    def fake_run_row(base, variant, seeds, out, slug, keep_states=False, announce=None):
+        trained.append(variant.entry)
+        synced = [{"synced": t < 10} for t in range(100)]   # 10 syncs in 100 steps
+        return RowRuns(variant, slug, [RunResult(base, synced, [], {"strategy": variant.name}, None, variant.name)
+                                       for _ in seeds])
+
+    monkeypatch.setattr(cmp, "run_row", fake_run_row)
+    plan = cmp.plan_rows(TrainConfig(steps=100), "selsync,selsync:delta=0.1", 2, True)
+    said = []
+    rows = cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, False, said.append)
+    assert trained == ["selsync", "localsgd:period=10", "selsync:delta=0.1"]
+    assert [r.label for r in rows] == ["selsync", "localsgd (period 10, matches selsync)", "selsync (delta=0.1)",
+                                       "localsgd (period 10, matches selsync:delta=0.1)"]
+    assert rows[3].runs is rows[1].runs and rows[3].matched_to is rows[2] and rows[1].matched_to is rows[0]
+    assert any("its runs are reused" in line for line in said)
+
+
+def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():
+    """FedAvg's client sampling and Sync-Switch's simulated stragglers follow the run's seed
+    unless their own `seed` is set, so the seeds of a grid differ there too (and Sync-Switch
+    draws the stragglers its cost-model projection charges)."""
+    from jaxsel.run import check_strategy
+
+    cfg = TrainConfig(seed=3, strategy="fedavg", strategy_options={"fraction": 0.5})
+    assert check_strategy(cfg).seed == 3
+    assert check_strategy(dataclasses.replace(cfg, strategy_options={"fraction": 0.5, "seed": 7})).seed == 7
+    assert check_strategy(dataclasses.replace(cfg, strategy="syncswitch", strategy_options={})).seed == 3

@@ -134,7 +134,7 @@ class SyncSwitch(Strategy):
     stragglers: str = "transient:probability=0.02,factor=4"
     seed: int = 0
     name: ClassVar[str] = "syncswitch"
-    context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):
         self.check_choices()
