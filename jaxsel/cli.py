@@ -109,7 +109,9 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
                    help="on-device random crop + flip (auto: the dataset's default)")
     g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
-    g.add_argument("--eval-replicas", choices=("final", "every", "off"), default="final",
+    from .config import EVAL_REPLICAS
+
+    g.add_argument("--eval-replicas", choices=EVAL_REPLICAS, default="final",
                    help="also evaluate each replica's own model (replica_accuracy): at the end, at every evaluation, "
                         "or not")
     g.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")

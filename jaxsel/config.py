@@ -18,6 +18,8 @@ from .options import parse_kv
 
 #: the step counter is an int32 on the device
 MAX_STEPS = 2**31 - 1
+#: when each replica's own model is evaluated too (replica_eval.py)
+EVAL_REPLICAS = ("final", "every", "off")
 
 
 class ConfigError(ValueError):
@@ -179,7 +181,6 @@ def _check_names(cfg: TrainConfig) -> None:
     from .faults import NONFINITE_POLICIES
     from .models import MODEL_REGISTRY
     from .optim import OPTIMIZERS
-    from .replica_eval import EVAL_REPLICAS
     from .strategies.registry import STRATEGIES
 
     if cfg.dataset not in KNOWN:

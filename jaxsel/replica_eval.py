@@ -21,8 +21,6 @@ import numpy as np
 
 from . import distributed
 
-EVAL_REPLICAS = ("final", "every", "off")
-
 
 def replica_weights(state) -> tuple[Any, Any]:
     """Host copies (NumPy, leading replica axis) of every replica's params and model state,
