@@ -107,7 +107,7 @@ def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> 
         key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
         if key in trained:
             count["total"] -= seeds
-            say(f"{variant.entry}: the configuration of {trained[key].variant.entry} above; its runs are reused")
+            say(f"{variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
             return RowRuns(variant, trained[key].slug, trained[key].runs)
         trained[key] = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
         return trained[key]
