@@ -7,6 +7,7 @@ least as accurate for no more cost, and better in one) are joined as the front.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from .plots import pyplot
@@ -28,7 +29,7 @@ def _panel(ax, rows: list[dict], cost, xlabel: str) -> list[str]:
     shown = [(r, c) for r, c in shown if c is not None]
     for r, c in shown:
         ax.errorbar([c], [r["final_test_accuracy"]], yerr=[r.get("final_test_accuracy_std") or 0.0], fmt="o",
-                    capsize=3, color=f"C{rows.index(r)}", label=r["strategy"])
+                    capsize=3, color=f"C{rows.index(r)}")
         ax.annotate(r["strategy"], (c, r["final_test_accuracy"]), textcoords="offset points", xytext=(5, 4),
                     fontsize=7)
     best = front([(c, r["final_test_accuracy"]) for r, c in shown])
@@ -45,12 +46,17 @@ def plot_pareto(rows: list[dict], title: str, path: Path) -> None:
     plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8))
     _panel(a, rows, lambda r: r["bytes_allreduced"] / 1e6, "MB sent per replica (seed mean; symlog)")
-    a.set_xscale("symlog", linthresh=0.1)
+    a.set_xscale("symlog", linthresh=0.1)   # log-like, and 0 MB (a row that never syncs) still shows
+    from matplotlib.ticker import FuncFormatter
+
+    a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     a.set_title("accuracy against communication", fontsize=9)
     never = _panel(b, rows, lambda r: r.get("time_to_target_s"),
                    f"projected wall-clock to the target on {rows[0].get('project_network', '?')} (s)")
-    b.set_title(f"accuracy against time to {rows[0].get('target', 'the target')}"
-                + (f"\nnever reached it: {', '.join(never)}" if never else ""), fontsize=8)
+    b.set_title(textwrap.fill(f"accuracy against time to {rows[0].get('target', 'the target')}", 80), fontsize=8)
+    if never:
+        b.text(0.02, 0.02, textwrap.fill(f"never reached the target: {'; '.join(never)}", 90), fontsize=6,
+               transform=b.transAxes, va="bottom", color="dimgray")
     a.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

@@ -3,9 +3,11 @@ its figures are reported as the mean and the spread over those seeds.
 
 The seed sets the model's initialization, the data order and partition and any sampling,
 and nothing else: run s of a grid is the run a one-seed comparison started at `--seed s`
-would make (tests/test_fair_compare.py checks it bit for bit). The jitted programs do not
-depend on the seed, so with a compilation cache the later seeds of a row reuse the first
-seed's compiled step (`jaxsel compare` turns one on for its own process).
+would make (tests/test_fair_compare.py checks it bit for bit). A row's seeds mostly run
+the same programs (the seed is data to them), so with a compilation cache the later seeds
+load the first seed's compiled step (`jaxsel compare` turns one on for its own process).
+Where the seed is baked into a program (on-device augmentation's key, a strategy's own
+sampling seed) the cache simply misses: it is keyed by the program.
 """
 from __future__ import annotations
 

@@ -56,8 +56,8 @@ def registered() -> dict:
 def _starts_entry(piece: str, previous: str | None) -> bool:
     """Whether a ','-piece starts a new entry rather than continuing a value of the
     previous entry (possible only when that entry sets an option)."""
-    if previous is None or "=" not in previous:
-        return True
+    if previous is None or "=" not in previous or not piece.strip():
+        return True   # (an empty piece is an empty entry, never part of a value)
     name = piece.split(":", 1)[0].strip()
     return name in registered()
 

@@ -50,6 +50,7 @@ def test_entries_split_on_commas_and_colons_only_between_entries_and_options():
     (["--strategies", ""], "names no strategy"),
     (["--strategies", " , "], "names no strategy"),
     (["--strategies", "bsp,,selsync"], "has an empty entry"),
+    (["--strategies", "selsync:delta=0.05,"], "has an empty entry"),
     (["--strategies", "bsp,bsp"], "lists 'bsp' twice"),
     (["--strategies", "selsync,selsync:delta=0.3"], "train the same configuration"),
     (["--strategies", "selsync:delta=0.05,bsp", "--delta", "0.1"], "reaches no row"),
