@@ -281,3 +281,13 @@ def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():
     assert check_strategy(cfg).seed == 3
     assert check_strategy(dataclasses.replace(cfg, strategy_options={"fraction": 0.5, "seed": 7})).seed == 7
     assert check_strategy(dataclasses.replace(cfg, strategy="syncswitch", strategy_options={})).seed == 3
+
+
+def test_report_on_a_grid_names_each_seed_and_calibrates_delta(grid, capsys):
+    out, _, _ = grid
+    assert main(["report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "bsp/seed0" in printed and "selsync_delta=0.05/seed1" in printed
+    assert "delta that would have synced 5% / 10% / 25% / 50% of the steps after the warm-up" in printed
+    line = next(line for line in printed.splitlines() if line.startswith("  selsync_delta=0.05/seed0:"))
+    assert "(33 steps after the warm-up," in line and "a calibration aid, not a prediction" in printed
