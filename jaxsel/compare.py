@@ -94,33 +94,27 @@ def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> 
     as many syncs, or an explicit local SGD row) shares that row's runs: the same
     configuration and seeds give the same runs, bit for bit."""
     seed_list = list(range(base.seed, base.seed + seeds))
-    count = {"done": 0, "total": (len(plan) + sum(m for _, m in plan)) * seeds}
     say = announce or (lambda text: None)
-
-    def tell(variant, seed):
-        count["done"] += 1
-        say(f"[{count['done']}/{count['total']}] {variant.entry}, seed {seed}")
-
     trained: dict[str, RowRuns] = {}
 
-    def train_row(variant, slug):
+    def train_row(variant, slug, where: str):
         key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
         if key in trained:
-            count["total"] -= seeds
-            say(f"{variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
+            say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
             return RowRuns(variant, trained[key].slug, trained[key].runs)
+        tell = lambda v, seed: say(f"{where} {v.entry}, seed {seed} ({seed - base.seed + 1} of {seeds})")
         trained[key] = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
         return trained[key]
 
     rows: list[RowRuns] = []
-    for (variant, match), slug in zip(plan, unique_slugs([v for v, _ in plan])):
-        row = train_row(variant, slug)
+    for i, ((variant, match), slug) in enumerate(zip(plan, unique_slugs([v for v, _ in plan])), 1):
+        row = train_row(variant, slug, f"[entry {i} of {len(plan)}]")
         row.label = variant.label(row.runs[0].final["strategy"])
         rows.append(row)
         if match:
             twin = matched_variant(variant, base.steps, mean_syncs(row))
             period = twin.options["period"]
-            matched = train_row(twin, matched_slug(period, slug))
+            matched = train_row(twin, matched_slug(period, slug), f"[entry {i} of {len(plan)}, matched baseline]")
             matched = dataclasses.replace(matched, label=matched_label(period, variant.entry), matched_to=row)
             rows.append(matched)
     return rows
