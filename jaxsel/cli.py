@@ -109,6 +109,11 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
                    help="on-device random crop + flip (auto: the dataset's default)")
     g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
+    from .config import EVAL_REPLICAS
+
+    g.add_argument("--eval-replicas", choices=EVAL_REPLICAS, default="final",
+                   help="also evaluate each replica's own model (replica_accuracy): at the end, at every evaluation, "
+                        "or not")
     g.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
     g.add_argument("--eval-every", type=int, default=50, help="steps between test evaluations")
     g.add_argument("--log-every", type=int, default=10, help="steps between metric reads (one host round-trip)")
@@ -157,6 +162,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         dataset_options=parse_options(getattr(args, "dataset_opt", None), "--dataset-opt"),
         augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
         eval_examples=getattr(args, "eval_examples", None),
+        eval_replicas=getattr(args, "eval_replicas", "final"),
         project_network=args.project_network, project_stragglers=args.project_stragglers,
         project_intra_network=args.project_intra_network, project_gpus_per_host=args.project_gpus_per_host,
         project_compute_s=args.project_compute_s,
@@ -276,45 +282,47 @@ def _layout(cfg) -> str:
 
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
-    from .compare import PICTURES, compare, format_table
+    from .seed_grid import reuse_compilations
 
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    from .strategies.registry import STRATEGIES
+    with reuse_compilations():   # before anything compiles
+        return _compare(args)
 
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise UsageError(f"unknown strategy {s!r}; choose from {', '.join(STRATEGIES)}")
-    out = args.out or _default_out("compare")
-    import dataclasses
 
+def _compare(args) -> int:
+    from .compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
     from .config import check_config
-    from .run import check_strategy
+    from .paths import undo_created
     from .time_to_accuracy import parse_target
 
-    from .strategy_args import check_options_apply, options_for
-
+    out = args.out or _default_out("compare")
+    match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
-        base = config_from_args(args, strategies[0], None)
-        check_options_apply(strategies, base.strategy_options)
-        for s in strategies:   # every strategy's options checked before the first run starts
-            cfg = dataclasses.replace(base, strategy=s, strategy_options=options_for(s, base.strategy_options))
-            check_config(cfg)
-            check_strategy(cfg)
+        base = config_from_args(args, "bsp", None)   # each row sets its strategy
+        check_config(base)
+        plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = _layout(base)
+        check_fresh(Path(out))
     created = _ensure_writable(out, default=not args.out)
-    print(f"run directory: {out}", flush=True)
-    print(f"layout: {layout}", flush=True)
-    started = time.perf_counter()
-    from .paths import undo_created
 
+    def start():   # the directory is ours (locked, fresh): say what runs where
+        print(f"run directory: {out}", flush=True)
+        print(f"layout: {layout}", flush=True)
+        if args.match_budget and not any(m for _, m in plan):
+            print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
+
+    started = time.perf_counter()
     with undo_created(out, created):
-        rows = compare(base, strategies, out, target=args.target)
-    print()
-    print(f"{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}); "
+        done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
+                              on_start=start,
+                              announce=lambda text: print(text, flush=True))
+    seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
+    options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
+    print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
+          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
+          f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
           f"{layout}; took {time.perf_counter() - started:.0f} s")
-    print(format_table(rows))
+    print(format_table(done.rows))
     print(f"\nwrote {out}/results.json and {', '.join(PICTURES)}")
     return 0
 
@@ -390,6 +398,8 @@ def _print_summary(final: dict) -> None:
     for k, v in final.items():
         if k != "projection":
             shown = significant(v) if isinstance(v, float) else v
+            if isinstance(v, dict) and "per_replica" in v:   # replica_accuracy, replica_loss
+                shown = f"mean {significant(v['mean'])}, min {significant(v['min'])}, max {significant(v['max'])}"
             print(f"{k:>22}: {shown}")
     p = final["projection"]
     print(f"{'projected on':>22}: {p['network']}, stragglers {p['stragglers']} (compute "
@@ -468,7 +478,15 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=HelpFormatter, epilog=strategy_epilog())
     add_training_args(p)
     p.set_defaults(**DEFAULT_TASK)
-    p.add_argument("--strategies", default=DEFAULT_STRATEGIES, help="comma-separated strategy names")
+    p.add_argument("--strategies", default=DEFAULT_STRATEGIES, metavar="ENTRIES",
+                   help="comma-separated entries, each a strategy name or a variant NAME:KEY=VALUE[:KEY=VALUE...] "
+                        "(e.g. bsp,localsgd:period=8,selsync,selsync:delta=0.05); global strategy flags are "
+                        "defaults for every entry that takes them, an entry's own options win")
+    p.add_argument("--seeds", type=int, default=3, metavar="K",
+                   help="train every entry with seeds --seed .. --seed+K-1; tables show mean ± std")
+    p.add_argument("--match-budget", action=argparse.BooleanOptionalAction, default=None,
+                   help="add, for every row whose sync pattern is adaptive (selsync, ...), local SGD with as many "
+                        "syncs, and say whether the row beat it beyond the seed spread (default: on)")
     p.add_argument("--target", default="99%", metavar="ACC|PCT%",
                    help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")

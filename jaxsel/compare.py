@@ -1,10 +1,17 @@
-"""`jaxsel compare`: train several strategies on the same data and seed, side by side.
+"""`jaxsel compare`: train strategies (and variants of one) side by side, over seeds.
 
-Writes results.json (one row per strategy: final accuracy, communication, and
-time-to-accuracy against a target), per-strategy run dirs (metrics.jsonl, evals.json),
-and four pictures: comparison.png (accuracy against step and against bytes),
-accuracy_vs_time.png (against projected wall-clock), sync_timeline.png (which steps
-synchronized, SelSync's Delta_bar against delta) and divergence.png.
+Each `--strategies` entry (`variants.py`: `selsync`, `selsync:delta=0.05`) is a row,
+trained once per seed (`seed_grid.py`) into OUT/<row>/seed<S>/ (metrics.jsonl,
+evals.json, final.json). With `match_budget`, every row whose sync pattern is adaptive
+gets a local-SGD row with as many syncs (`matched_budget.py`), and one sentence says
+whether it beat that baseline beyond the seed spread. Writes results.json (one row per
+variant: means over seeds, the accuracy's std, time-to-accuracy of the seed-mean curve,
+every seed's figures) and five pictures: comparison.png, accuracy_vs_time.png,
+sync_timeline.png, divergence.png (seed means with their spread) and pareto.png
+(accuracy against MB sent and against projected time to target).
+
+The comparison directory is locked as a whole while it runs (runlock.py), and one that
+already holds a comparison's results is refused rather than overwritten.
 """
 from __future__ import annotations
 
@@ -12,48 +19,127 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .config import TrainConfig
-from .numbers import significant
-from .plots import LEGEND_NOTE, plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline
-from .runlog import jsonable, projected_cluster
+from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
+from .config import ConfigError, TrainConfig
+from .matched_budget import is_adaptive, matched_label, matched_slug, matched_variant
+from .pareto import plot_pareto
+from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
+from .runlock import DirectoryLock
+from .runlog import projected_cluster, write_json
+from .seed_grid import RowRuns, mean_std, mean_syncs, row_result, run_row
 from .significance_reach import after_warmup, quiet_note, significance_options
-from .strategy_args import check_options_apply, options_for
-from .time_to_accuracy import DEFAULT_TARGET, resolve_target, speedups, time_to_target
-from .train import RunResult, train
+from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups
+from .variants import Variant, check_variants, parse_strategies
 
-RESULT_KEYS = ("strategy", "final_test_accuracy", "sync_fraction", "bytes_allreduced", "wall_time_s")
-PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png")
+PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png")
 
 
-def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path,
-            target: str = DEFAULT_TARGET) -> list[dict]:
-    """Run each strategy with `base`'s settings; return the rows written to results.json."""
-    check_options_apply(strategies, base.strategy_options)
+@dataclasses.dataclass
+class Comparison:
+    rows: list[dict]           # results.json
+    row_runs: list[RowRuns]    # the runs behind each row
+
+
+def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path, target: str = DEFAULT_TARGET,
+            *, seeds: int = 1, match_budget: bool = False) -> list[dict]:
+    """Run every entry of `strategies` (a `--strategies` text or a list of entries) with
+    `base`'s settings for seeds base.seed .. base.seed + seeds - 1; return the rows
+    written to results.json."""
+    return run_comparison(base, strategies, out_dir, target, seeds=seeds, match_budget=match_budget).rows
+
+
+def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
+                   target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
+                   keep_states: bool = False, on_start=None, announce=None) -> Comparison:
+    """`compare`, returning the runs too (`keep_states`: with each run's final TrainState,
+    one per run in memory). `on_start()` is called once the directory is locked and found
+    fresh, `announce(text)` with a line of progress before each run."""
+    plan = plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    runs: list[RunResult] = []
-    for name in strategies:
-        cfg = dataclasses.replace(base, strategy=name, out_dir=str(out / name),
-                                  strategy_options=options_for(name, base.strategy_options))
-        runs.append(train(cfg))
-    goal = resolve_target(target, {r.config.strategy: r.final["final_test_accuracy"] for r in runs})
-    rows = [result_row(r, goal) for r in runs]
-    speedups(rows)
-    for run, row in zip(runs, rows):
-        row.update(significance_row(run))
-    (out / "results.json").write_text(json.dumps(jsonable(rows), indent=2))
-    write_pictures(runs, goal, network_label(base), out)
+    lock = DirectoryLock(out, "compare directory").acquire()
+    try:
+        check_fresh(out)
+        if on_start is not None:
+            on_start()
+        row_runs = run_rows(base, plan, seeds, out, keep_states, announce)
+        rows = results(row_runs, base, target)
+        write_json(out / "results.json", rows)
+        write_pictures(row_runs, rows, out)
+    finally:
+        lock.release()
+    return Comparison(rows, row_runs)
+
+
+def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
+    """Every entry checked before anything trains: (variant, gets a matched row)."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
+    variants = parse_strategies(strategies)
+    built = check_variants(base, variants)
+    return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]
+
+
+def check_fresh(out: Path) -> None:
+    """A comparison never overwrites another's results (or runs) in its directory."""
+    found = [str(p.relative_to(out)) for p in [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")),
+                                               *sorted(out.glob("*/metrics.jsonl"))] if p.is_file()]
+    if found:
+        raise ConfigError(f"compare directory {str(out)!r} already holds a comparison ({found[0]}"
+                          f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}); choose another --out")
+
+
+def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> list[RowRuns]:
+    """Each row over the seeds; an adaptive row's matched baseline right after it. A
+    matched row with the configuration of a row already trained (two adaptive rows with
+    as many syncs, or an explicit local SGD row) shares that row's runs: the same
+    configuration and seeds give the same runs, bit for bit."""
+    seed_list = list(range(base.seed, base.seed + seeds))
+    say = announce or (lambda text: None)
+    trained: dict[str, RowRuns] = {}
+
+    def train_row(variant, slug, where: str):
+        key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
+        if key in trained:
+            say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
+            return RowRuns(variant, trained[key].slug, trained[key].runs)
+        tell = lambda v, seed: say(f"{where} {v.entry}, seed {seed} ({seed - base.seed + 1} of {seeds})")
+        trained[key] = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
+        return trained[key]
+
+    rows: list[RowRuns] = []
+    for i, ((variant, match), slug) in enumerate(zip(plan, unique_slugs([v for v, _ in plan])), 1):
+        row = train_row(variant, slug, f"[entry {i} of {len(plan)}]")
+        row.label = variant.label(row.runs[0].final["strategy"])
+        rows.append(row)
+        if match:
+            twin = matched_variant(variant, base.steps, mean_syncs(row))
+            period = twin.options["period"]
+            matched = train_row(twin, matched_slug(period, slug), f"[entry {i} of {len(plan)}, matched baseline]")
+            matched = dataclasses.replace(matched, label=matched_label(period, variant.entry), matched_to=row)
+            rows.append(matched)
     return rows
 
 
-def result_row(run: RunResult, goal) -> dict:
-    f = run.final
-    return {**{k: f[k] for k in RESULT_KEYS}, "strategy": run.config.strategy, "label": f["strategy"],
-            "final_test_loss": f["final_test_loss"], "steps": f["steps"], "replicas": f["replicas"],
-            "layout": f["layout"],
-            "projected_time_s": f["projected_time_s"], "project_network": network_label(run.config),
-            "target_accuracy": goal.accuracy, "target": goal.description,
-            **time_to_target(run.evals, goal.accuracy)}
+def unique_slugs(variants: list[Variant]) -> list[str]:
+    """Each row's directory name, made unique where two entries' names clean up alike."""
+    out: list[str] = []
+    for v in variants:
+        slug, n = v.slug(), 2
+        while slug in out:
+            slug, n = f"{v.slug()}-{n}", n + 1
+        out.append(slug)
+    return out
+
+
+def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dict]:
+    """results.json's rows: the target from the seed means, speedups against the plain BSP row."""
+    goal = resolve_target(target, {r.variant.entry: mean_std([x.final["final_test_accuracy"] for x in r.runs])[0]
+                                   for r in row_runs})
+    rows = [row_result(r, goal, network_label(base)) for r in row_runs]
+    speedups(rows, key="entry")
+    for run, row in zip(row_runs, rows):
+        row.update(significance_row(run, row))
+    return rows
 
 
 def network_label(cfg: TrainConfig) -> str:
@@ -63,56 +149,27 @@ def network_label(cfg: TrainConfig) -> str:
     return cluster.label(cfg.replicas) if cluster.two_level else cfg.project_network
 
 
-def significance_row(run: RunResult) -> dict:
-    """For a significance-triggered run: its syncs after warm-up, peak Delta_bar, and why
-    it stayed quiet (`quiet_note`) when it never synchronized after the warm-up."""
-    if not any("delta" in r for r in run.records):
+def significance_row(row: RowRuns, result: dict) -> dict:
+    """For a significance-triggered row: its syncs after warm-up (mean over seeds, each
+    seed's in `per_seed`), the peak Delta_bar over seeds, and why it stayed quiet
+    (`quiet_note`) when no seed synchronized after the warm-up."""
+    if not any("delta" in r for r in row.runs[0].records):
         return {}
-    delta, window, alpha = significance_options(run)
-    stats = after_warmup(run.records, window)
-    return {**stats, "quiet_note": quiet_note(run.final["strategy"], stats, delta, window, alpha)}
+    delta, window, alpha = significance_options(row.runs[0])
+    stats = [after_warmup(run.records, window) for run in row.runs]
+    for seed, s in zip(result["per_seed"], stats):
+        seed["syncs_after_warmup"] = s["syncs_after_warmup"]
+    peaks = [s["max_delta_bar_after_warmup"] for s in stats if s["max_delta_bar_after_warmup"] is not None]
+    agg = {"warmup_steps": stats[0]["warmup_steps"],
+           "syncs_after_warmup": mean_std([s["syncs_after_warmup"] for s in stats])[0],
+           "max_delta_bar_after_warmup": max(peaks) if peaks else None}
+    return {**agg, "quiet_note": quiet_note(row.label, agg, delta, window, alpha)}
 
 
-def write_pictures(runs: list[RunResult], goal, network: str, out: Path) -> None:
-    plot_comparison(runs, out / "comparison.png")
-    plot_accuracy_vs_time(runs, goal, network, out / "accuracy_vs_time.png")
-    plot_sync_timeline(runs, out / "sync_timeline.png")
-    plot_divergence(runs, out / "divergence.png")
-
-
-COLUMNS = (  # header, width, value of a row
-    ("test acc", 8, lambda r: significant(r["final_test_accuracy"])),
-    ("sync frac", 9, lambda r: significant(r["sync_fraction"])),
-    ("MB sent", 8, lambda r: significant(r["bytes_allreduced"] / 1e6)),
-    ("wall s", 7, lambda r: significant(r["wall_time_s"])),
-    ("steps>tgt", 9, lambda r: significant(r.get("steps_to_target"), missing="never")),
-    ("MB>tgt", 7, lambda r: significant(_mb(r.get("bytes_to_target")), missing="never")),
-    ("proj s>tgt", 10, lambda r: significant(r.get("time_to_target_s"), missing="never")),
-    ("vs BSP", 7, lambda r: _speedup(r)),
-)
-
-
-def _mb(nbytes):
-    return None if nbytes is None else nbytes / 1e6
-
-
-def _speedup(row: dict) -> str:
-    if row.get("speedup_vs_bsp") is not None:
-        return significant(row["speedup_vs_bsp"]) + "x"
-    return "never" if row.get("reached_target") is False else "-"
-
-
-def format_table(rows: list[dict]) -> str:
-    """The comparison as text: 4 significant digits; '>tgt' columns are to the target."""
-    w = max([8] + [len(r.get("label", r["strategy"])) for r in rows])
-    head = f"{'strategy':<{w}}" + "".join(f" {h:>{n}}" for h, n, _ in COLUMNS)
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r.get('label', r['strategy']):<{w}}" + "".join(f" {fn(r):>{n}}" for _, n, fn in COLUMNS))
-    if rows and "target" in rows[0]:
-        net = rows[0].get("project_network", "?")
-        lines.append(f"target: {rows[0]['target']}; '>tgt': to the first evaluation at the target; "
-                     f"proj s: projected wall-clock on {net} (compute measured here); vs BSP: BSP's "
-                     f"projected time to target over the row's; MB sent: per replica; {LEGEND_NOTE}")
-    lines += [f"note: {r['quiet_note']}" for r in rows if r.get("quiet_note")]
-    return "\n".join(lines)
+def write_pictures(row_runs: list[RowRuns], rows: list[dict], out: Path) -> None:
+    goal = Target(rows[0]["target_accuracy"], rows[0]["target"])
+    plot_comparison(row_runs, out / "comparison.png")
+    plot_accuracy_vs_time(row_runs, goal, rows[0]["project_network"], out / "accuracy_vs_time.png")
+    plot_sync_timeline(row_runs, out / "sync_timeline.png")
+    plot_divergence(row_runs, out / "divergence.png")
+    plot_pareto(rows, setting(row_runs[0]), out / "pareto.png")

@@ -18,6 +18,8 @@ from .options import parse_kv
 
 #: the step counter is an int32 on the device
 MAX_STEPS = 2**31 - 1
+#: when each replica's own model is evaluated too (replica_eval.py)
+EVAL_REPLICAS = ("final", "every", "off")
 
 
 class ConfigError(ValueError):
@@ -62,6 +64,7 @@ class TrainConfig:
     prefetch: int = 2               # batches placed on the devices ahead of the step
     loader_workers: int = 2         # host threads building batches (decoding big images)
     eval_examples: int | None = None  # evaluate on the first N test examples (None: all)
+    eval_replicas: str = "final"    # each replica's own model too: "final" (at the end), "every" eval, "off"
     # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
     # checkpoint_dir / checkpoint_every / resume is set; the dir defaults to
     # checkpoints/<run> (<run>: out_dir's name, else strategy-dataset-model-seedN)
@@ -192,6 +195,8 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.local_replicas not in ("auto", "vmap", "unroll", "map"):
         raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
+    if cfg.eval_replicas not in EVAL_REPLICAS:
+        raise ConfigError(f"eval_replicas must be one of {', '.join(EVAL_REPLICAS)}, got {cfg.eval_replicas!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
     for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):

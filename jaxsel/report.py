@@ -14,24 +14,27 @@ import numpy as np
 
 from .costmodel import Cluster, get_network, project_run
 from .numbers import significant
+from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
 
 
 def find_runs(run_dir: str | Path) -> list[Path]:
-    """The run itself, or the strategy runs of a `jaxsel compare` dir."""
+    """The run itself, or the runs of a `jaxsel compare` dir (ROW/seedS/, or ROW/ as
+    comparisons wrote them before seeds)."""
     root = Path(run_dir)
     if not root.is_dir():
         raise ValueError(f"run dir {str(root)!r} does not exist; pass a `jaxsel train --out` or `compare --out` dir")
     if (root / "metrics.jsonl").is_file():
         return [root]
-    runs = sorted(p.parent for p in root.glob("*/metrics.jsonl"))
+    runs = sorted(p.parent for p in [*root.glob("*/metrics.jsonl"), *root.glob("*/seed*/metrics.jsonl")])
     if not runs:
         raise ValueError(f"{str(root)!r} holds no metrics.jsonl (nor do its subdirs); pass a run dir "
                          f"written by `jaxsel train` or `jaxsel compare`")
     return runs
 
 
-def load_run(path: Path) -> dict:
-    """config, per-step records, evaluations of one run dir."""
+def load_run(path: Path, root: Path | None = None) -> dict:
+    """config, per-step records, evaluations of one run dir (named by its path under
+    `root`, a comparison's dir, else by its strategy)."""
     records = []
     for line in (path / "metrics.jsonl").read_text().splitlines():
         try:
@@ -40,7 +43,8 @@ def load_run(path: Path) -> dict:
             continue
     config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
     evals = json.loads((path / "evals.json").read_text()) if (path / "evals.json").is_file() else []
-    return {"name": config.get("strategy", path.name), "path": path, "config": config,
+    name = path.relative_to(root).as_posix() if root is not None and path != root else config.get("strategy", path.name)
+    return {"name": name, "path": path, "config": config,
             "records": records, "evals": evals, "timing": recorded_timing(path)}
 
 
@@ -90,7 +94,7 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
         raise ValueError(f"target must be a test accuracy in (0, 1], got {target!r}")
     networks = [get_network(n.strip()).name for n in networks if n.strip()]
     clusters = {n: Cluster(n, intra_network, gpus_per_host) for n in networks}
-    runs = [load_run(p) for p in find_runs(run_dir)]
+    runs = [load_run(p, Path(run_dir)) for p in find_runs(run_dir)]
     runs = [r for r in runs if r["records"]]
     if not runs:
         raise ValueError(f"the runs in {str(run_dir)!r} logged no steps yet")
@@ -104,7 +108,9 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
                                                   "runs": rows}, indent=2))
     where = "" if gpus_per_host == 1 else \
         f"\nprojected on hosts of {gpus_per_host} replicas ({clusters[networks[0]].intra.name} inside, the network between)"
-    return _table(rows, networks, target) + where + f"\n\nwrote {png} and {base / 'report.json'}"
+    lines = [n for n in (calibration_line(r["name"], r["records"]) for r in runs) if n]
+    calibration = "\n".join(["", CALIBRATION_HEAD, *lines, CALIBRATION_CAVEAT]) if lines else ""
+    return _table(rows, networks, target) + where + calibration + f"\n\nwrote {png} and {base / 'report.json'}"
 
 
 def _project_row(r: dict, clusters: dict, stragglers, compute_s, target) -> dict:

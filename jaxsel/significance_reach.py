@@ -90,3 +90,48 @@ def quiet_note(label: str, stats: dict, delta: float, window: int, alpha: float)
             f"{window}, reaching {delta:g} takes a {jump_needed(delta, window, alpha):.3g}x one-step jump of "
             f"the gradient norm (or growth by {delta:.0%} per step for a whole window); a fall to zero "
             f"peaks at {fall_peak(window, alpha):.3g} (sync_timeline.png)")
+
+
+CALIBRATION_FRACTIONS = (0.05, 0.10, 0.25, 0.50)
+
+
+def decision_statistic(records: list[dict]) -> np.ndarray:
+    """Per step after the warm-up (where Delta_bar is defined), the largest Delta_bar over
+    the replicas: the step syncs when it is >= delta, since any replica's vote syncs."""
+    out = []
+    for r in records:
+        values = np.asarray(r.get("delta", np.nan), dtype=float)   # None (JSON null) -> nan
+        if np.any(np.isfinite(values)):
+            out.append(float(np.nanmax(values)))
+    return np.asarray(out)
+
+
+def delta_for_fractions(records: list[dict], fractions=CALIBRATION_FRACTIONS) -> dict[float, float]:
+    """For each fraction f, the delta at which f of the post-warm-up steps of this
+    recorded Delta_bar trace would have synced (the ceil(f * n)-th largest value: exactly
+    that many steps are >= it, barring ties). Empty when the trace has no such step.
+
+    A calibration aid, not a prediction: every sync changes the trajectory, so a run at
+    that delta sees a different Delta_bar after its first sync."""
+    d = np.sort(decision_statistic(records))[::-1]
+    if not len(d):
+        return {}
+    return {f: float(d[max(1, int(np.ceil(f * len(d)))) - 1]) for f in fractions}
+
+
+CALIBRATION_HEAD = ("delta that would have synced 5% / 10% / 25% / 50% of the steps after the warm-up, from "
+                    "each run's recorded Delta_bar (max over replicas):")
+CALIBRATION_CAVEAT = ("(a calibration aid, not a prediction: every sync changes the trajectory, and so the "
+                      "Delta_bar after it)")
+
+
+def calibration_line(name: str, records: list[dict]) -> str | None:
+    """`jaxsel report`'s line for one run: the deltas of `delta_for_fractions` and what
+    the run did after its warm-up (None: no Delta_bar recorded)."""
+    deltas = delta_for_fractions(records)
+    if not deltas:
+        return None
+    later = [r for r in records if np.any(np.isfinite(np.asarray(r.get("delta", np.nan), dtype=float)))]
+    synced = sum(bool(r["synced"]) for r in later)
+    return (f"  {name}: {' / '.join(f'{v:.3g}' for v in deltas.values())} ({len(later)} steps after the "
+            f"warm-up, {synced} synced in this run)")

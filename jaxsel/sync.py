@@ -264,5 +264,11 @@ class Strategy:
     def timing(self, n: int) -> Timing:
         return Timing()
 
+    def adaptive_sync(self) -> bool:
+        """Whether the steps that synchronize are decided during the run (by the data, by
+        step times) rather than fixed in advance by the step count. `jaxsel compare
+        --match-budget` gives such a method a periodic baseline with as many syncs."""
+        return False
+
     def describe(self) -> str:
         return self.name

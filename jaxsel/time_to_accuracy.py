@@ -66,11 +66,11 @@ def time_to_target(evals: list[dict], target: float) -> dict:
             "measured_time_to_target_s": float(hit["train_time_s"])}
 
 
-def speedups(rows: list[dict], baseline: str = "bsp") -> None:
+def speedups(rows: list[dict], baseline: str = "bsp", key: str = "strategy") -> None:
     """Add `speedup_vs_bsp` to each row: BSP's projected time to target over the row's
     (None when either never reached it, BSP did not run, or a time is 0: already at the
-    target before the first step)."""
-    base = next((r for r in rows if r["strategy"] == baseline), None)
+    target before the first step). BSP's row: the one whose `key` is `baseline`."""
+    base = next((r for r in rows if r[key] == baseline), None)
     base_t = base["time_to_target_s"] if base else None
     for r in rows:
         t = r["time_to_target_s"]

@@ -21,6 +21,7 @@ from .checkpoint import Checkpointer, run_identity
 from .config import TrainConfig, agreed_settings, check_config
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
     describe_nonfinite, guard_nonfinite
+from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, evaluation_weights
 from .runlock import lock_run
 from .runlog import RunLog, write_json
@@ -121,7 +122,8 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
         if ckpt is not None:
             ckpt.wait()
             ckpt.close()
-    final = {**log.final(run.description, compile_time, start), "layout": run.layout}
+    final = {**log.final(run.description, compile_time, start), "layout": run.layout,
+             **_replica_figures(run, state, log)}
     if out_dir:
         write_json(out_dir / "evals.json", log.evals)
         write_json(out_dir / "final.json", final)
@@ -166,7 +168,21 @@ def _evaluate(run: Run, state, log: RunLog, step: int) -> None:
     params, model_state = evaluation_weights(state, run.strategy)
     if distributed.is_multiprocess():   # global arrays -> host copies, evaluated by each process
         params, model_state = distributed.to_host((params, model_state))
-    log.add_eval(step, run.evaluate(params, model_state, run.test))
+    result = run.evaluate(params, model_state, run.test)
+    if run.cfg.eval_replicas == "every":
+        result.update(evaluate_replicas(run, state))
+    log.add_eval(step, result)
+
+
+def _replica_figures(run: Run, state, log: RunLog) -> dict:
+    """Each replica's own accuracy at the end of the run (replica_eval.py): evaluated now
+    (eval_replicas "final"), or the last evaluation's ("every")."""
+    keys = ("replica_accuracy", "replica_loss")
+    if run.cfg.eval_replicas == "off":
+        return {}
+    if run.cfg.eval_replicas == "every" and all(k in log.evals[-1] for k in keys):
+        return {k: log.evals[-1][k] for k in keys}
+    return evaluate_replicas(run, state)
 
 
 def _restore(cfg: TrainConfig, run: Run, lead: bool):

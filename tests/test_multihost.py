@@ -71,8 +71,11 @@ def test_two_processes_match_one_process(tmp_path):
         assert sorted(ours) == sorted(theirs.files), name
         for key in ours:
             np.testing.assert_allclose(theirs[key], ours[key], rtol=2e-5, atol=2e-6, err_msg=f"{name} {key}")
-        layout = json.loads((tmp_path / f"{name}.json").read_text())["layout"]
-        assert layout == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device", (name, layout)
+        final = json.loads((tmp_path / f"{name}.json").read_text())
+        assert final["layout"] == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device", (name, final["layout"])
+        # each replica's own model, evaluated from host copies gathered across the processes
+        assert final["replica_accuracy"]["per_replica"] == \
+            pytest.approx(result.final["replica_accuracy"]["per_replica"], abs=0.01), name
     hier = np.load(tmp_path / "hierarchical.npz")   # group = process: replicas 0-3 and 4-7
     assert all(np.array_equal(hier[k][0], hier[k][r]) and np.array_equal(hier[k][4], hier[k][4 + r])
                for k in hier.files for r in range(4))

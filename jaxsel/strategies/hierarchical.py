@@ -160,6 +160,9 @@ class Hierarchical(Strategy):
     def timing(self, n: int) -> Timing:
         return self.outer.timing(n)._replace(groups=self.group_count())
 
+    def adaptive_sync(self) -> bool:
+        return any(getattr(self, level).adaptive_sync() for level in self.levels)
+
     def describe(self) -> str:
         groups = "a group per process" if self.groups is None else f"{self.groups} groups"
         return f"{self.name}({self.inner.describe()} | {self.outer.describe()}, {groups})"

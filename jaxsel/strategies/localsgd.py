@@ -51,6 +51,7 @@ class FedAvg(LocalSGD):
     fraction: float = 1.0
     seed: int = 0
     name: ClassVar[str] = "fedavg"
+    context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # unset: the run's seed
 
     def __post_init__(self):
         if not 0.0 < float(self.fraction) <= 1.0:

@@ -134,7 +134,7 @@ class SyncSwitch(Strategy):
     stragglers: str = "transient:probability=0.02,factor=4"
     seed: int = 0
     name: ClassVar[str] = "syncswitch"
-    context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):
         self.check_choices()
@@ -249,6 +249,10 @@ class SyncSwitch(Strategy):
     def timing(self, n: int) -> Timing:
         """The asynchronous phase runs like ASP (or SSP with `staleness`)."""
         return Timing(collective=get_aggregator(self.aggregator).collective, staleness=self.staleness)
+
+    def adaptive_sync(self) -> bool:
+        """Online: the straggler monitor decides when to run BSP; offline: a fixed first share."""
+        return self.policy == "online"
 
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from .. import compression
 from ..aggregate import Aggregator, Bound, get_aggregator
 from ..sync import StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync, sync_where
+from ..sync_horizon import UNKNOWN, first_sync_step
 from ..triggers import Trigger, get_trigger
 
 SYNC_MODES = ("grads", "params", "model")
@@ -155,6 +156,11 @@ class Triggered(Strategy):
 
     def timing(self, n: int) -> Timing:
         return Timing(collective=compression.collective(self.compress, self.combiner()))
+
+    def adaptive_sync(self) -> bool:
+        """A trigger whose firing steps are not known in advance (SelSync's significance
+        test, a user's trigger) makes the pattern adaptive."""
+        return first_sync_step(self.trigger) == UNKNOWN
 
     def describe(self) -> str:
         return self.name + compression.tags(self.compress, self.combiner())

@@ -1,0 +1,294 @@
+"""Fair comparisons (issue 22): variants of a strategy, seeds, budget-matched baselines,
+each replica's own accuracy, the Pareto picture, and SelSync's delta calibration."""
+import contextlib
+import dataclasses
+import io
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from jaxsel.cli import main
+from jaxsel.compare import run_comparison
+from jaxsel.config import ConfigError, TrainConfig, check_config
+from jaxsel.matched_budget import is_adaptive, matched_period, periodic_syncs, verdict
+from jaxsel.pareto import front
+from jaxsel.significance_reach import delta_for_fractions
+from jaxsel.strategies.registry import build_strategy
+from jaxsel.variants import parse_strategies, split_entries
+
+FAST = ["--steps", "40", "--eval-every", "20", "--window", "4", "--no-progress"]
+
+
+def test_entries_split_on_commas_and_colons_only_between_entries_and_options():
+    assert split_entries("bsp,localsgd:period=8,selsync,selsync:delta=0.05") == \
+        ["bsp", "localsgd:period=8", "selsync", "selsync:delta=0.05"]
+    # values holding ':' and ',' stay whole; a piece that starts with a strategy name starts an entry
+    assert split_entries("selsync:aggregator=trimmed:2,bsp") == ["selsync:aggregator=trimmed:2", "bsp"]
+    assert split_entries("localsgd:aggregator=multikrum:1,3:period=4, bsp") == \
+        ["localsgd:aggregator=multikrum:1,3:period=4", "bsp"]
+    trimmed, plain = parse_strategies("selsync:aggregator=trimmed:2:delta=0.05,bsp")
+    assert trimmed.options == {"aggregator": "trimmed:2", "delta": 0.05} and plain.options == {}
+    assert trimmed.label("ignored") == "selsync (aggregator=trimmed:2, delta=0.05)"
+    assert plain.label("bsp [median]") == "bsp [median]"   # a plain entry keeps the strategy's own description
+    assert trimmed.slug() == "selsync_aggregator=trimmed_2_delta=0.05"
+    period = parse_strategies(["localsgd:period=8"])[0]
+    assert period.options == {"period": 8} and isinstance(period.options["period"], int)
+    # the global flags are defaults for every entry that takes them; an entry's own options win
+    assert parse_strategies("selsync:delta=0.05")[0].effective({"delta": 0.1, "window": 5, "period": 3}) == \
+        {"delta": 0.05, "window": 5}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategies", "selsync:delt=0.05"], "entry 'selsync:delt=0.05': strategy 'selsync' has no option 'delt'"),
+    (["--strategies", "selsync:delta=abc"], "entry 'selsync:delta=abc': strategy 'selsync' option 'delta' must be"),
+    (["--strategies", "localsgd:period=0"], "entry 'localsgd:period=0'"),
+    (["--strategies", "selsync:0.05"], "expected NAME:KEY=VALUE"),
+    (["--strategies", "bsp,nope"], "unknown strategy 'nope'"),
+    (["--strategies", ""], "names no strategy"),
+    (["--strategies", " , "], "names no strategy"),
+    (["--strategies", "bsp,,selsync"], "has an empty entry"),
+    (["--strategies", "selsync:delta=0.05,"], "has an empty entry"),
+    (["--strategies", "bsp,bsp"], "lists 'bsp' twice"),
+    (["--strategies", "selsync,selsync:delta=0.3"], "train the same configuration"),
+    (["--strategies", "selsync:delta=0.05,bsp", "--delta", "0.1"], "reaches no row"),
+    (["--seeds", "0"], "seeds must be an integer >= 1"),
+])
+def test_bad_entries_are_one_line_exit_2_before_anything_trains(tmp_path, capsys, argv, message):
+    out = tmp_path / "cmp"
+    assert main(["compare", *argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxsel compare: error: ") and message in err[0], err
+    assert captured.out == "" and not out.exists()
+
+
+def test_adaptive_methods_are_those_whose_syncs_are_decided_during_the_run():
+    ctx = {"replicas": 8, "total_steps": 600, "steps_per_epoch": 10}
+    adaptive = [("selsync", {}), ("syncswitch", {"policy": "online"}), ("hierarchical", {"groups": 2}),
+                ("triggered", {"trigger": "significance"})]
+    fixed = [("bsp", {}), ("localsgd", {}), ("diloco", {}), ("postlocal", {}), ("syncswitch", {}), ("ssp", {}),
+             ("hierarchical", {"groups": 2, "outer": "localsgd"}), ("ssdsgd", {})]
+    assert all(is_adaptive(build_strategy(n, o, **ctx)) for n, o in adaptive)
+    assert not any(is_adaptive(build_strategy(n, o, **ctx)) for n, o in fixed)
+
+
+def test_matched_period_gives_the_nearest_sync_count():
+    """A sparse pattern is matched within half a sync (so within one); no integer period
+    comes closer than the chosen one, dense patterns included."""
+    for steps in (150, 600, 1000):
+        for tenth in range(0, int(10 * math.sqrt(steps)) + 1):   # sparse: target^2 <= steps
+            target = tenth / 10
+            assert abs(periodic_syncs(steps, matched_period(steps, target)) - target) <= 0.5, (steps, target)
+        for target in (40.5, 123.4, 400.0, steps - 1):
+            best = min(abs(periodic_syncs(steps, p) - target) for p in range(1, steps + 2))
+            assert abs(periodic_syncs(steps, matched_period(steps, target)) - target) == best
+    assert matched_period(600, 49.3) == 12 and matched_period(600, 1.6) == 300   # round(600/1.6) = 375: 1 sync
+    assert matched_period(600, 0) == 601 and periodic_syncs(600, 601) == 0
+    assert periodic_syncs(600, matched_period(600, 400)) in (300, 600)   # a dense pattern misses by > 1
+
+
+def test_verdict_sentences():
+    row = lambda label, acc, std: {"strategy": label, "final_test_accuracy": acc, "final_test_accuracy_std": std,
+                                   "per_seed": [{}] * 3}
+    base = row("localsgd (period 12, matches selsync)", 0.45, 0.01)
+    assert verdict(row("selsync", 0.26, 0.02), base).startswith("selsync did not beat its budget-matched baseline")
+    assert "beat its budget-matched baseline localsgd" in verdict(row("selsync", 0.50, 0.02), base)
+    assert "within the seed spread" in verdict(row("selsync", 0.47, 0.02), base)   # 0.02 <= 0.02 + 0.01
+    assert "no spread to judge by" in verdict(row("selsync", 0.47, None), {**base, "final_test_accuracy_std": None})
+
+
+def test_pareto_front_keeps_the_non_dominated_points():
+    points = [(55.0, 0.59), (1.1, 0.35), (4.5, 0.26), (4.6, 0.46), (30.0, 0.44)]
+    assert front(points) == [1, 3, 0]   # (4.5, 0.26) and (30, 0.44) are dominated
+
+
+def test_delta_calibration_counts_post_warmup_steps():
+    warm = [{"step": t, "synced": True, "delta": [None] * 2} for t in range(5)]
+    later = [{"step": 5 + i, "synced": False, "delta": [v / 2, v]} for i, v in enumerate(np.arange(1, 101) / 100)]
+    deltas = delta_for_fractions(warm + later)
+    maxima = np.arange(1, 101) / 100
+    for f, d in deltas.items():
+        assert np.sum(maxima >= d) == math.ceil(f * 100)   # exactly that share would have synced
+    assert delta_for_fractions(warm) == {}
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """The issue's command, CI-sized: variants, 2 seeds, matched baselines."""
+    out = tmp_path_factory.mktemp("grid") / "cmp"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["compare", "--strategies", "bsp,localsgd:period=8,selsync:delta=0.05", "--seeds", "2",
+                     "--match-budget", *FAST, "--out", str(out)])
+    assert code == 0
+    return out, json.loads((out / "results.json").read_text()), printed.getvalue()
+
+
+def test_grid_rows_follow_the_results_contract(grid):
+    out, rows, _ = grid
+    labels = [r["strategy"] for r in rows]
+    assert labels[:3] == ["bsp", "localsgd (period=8)", "selsync (delta=0.05)"]
+    matched = rows[3]
+    period = matched["options"]["period"]
+    assert labels[3] == f"localsgd (period {period}, matches selsync:delta=0.05)"
+    assert matched["matched_to"] == "selsync (delta=0.05)" and "matched_to" not in rows[2]
+    for r in rows:
+        accs = [s["final_test_accuracy"] for s in r["per_seed"]]
+        assert [s["seed"] for s in r["per_seed"]] == r["seeds"] == [0, 1]
+        assert r["final_test_accuracy"] == pytest.approx(np.mean(accs))
+        assert r["final_test_accuracy_std"] == pytest.approx(np.std(accs, ddof=1))
+        assert r["sync_fraction"] == pytest.approx(np.mean([s["sync_fraction"] for s in r["per_seed"]]))
+        assert r["bytes_allreduced"] == pytest.approx(np.mean([s["bytes_allreduced"] for s in r["per_seed"]]))
+        assert set(r["replica_accuracy"]) == {"mean", "min", "max"} and isinstance(r["options"], dict)
+        assert {"steps_to_target", "time_to_target_s", "speedup_vs_bsp", "reached_target"} <= set(r)
+        assert all({"seed", "final_test_accuracy", "sync_fraction", "bytes_allreduced", "replica_accuracy"}
+                   <= set(s) for s in r["per_seed"])
+    # the matched row syncs floor(steps / P) times, as near the adaptive row's mean as an integer period gets
+    target = np.mean([s["syncs"] for s in rows[2]["per_seed"]])
+    assert matched["matched_syncs"] == target and matched["syncs"] == periodic_syncs(40, period)
+    assert abs(matched["syncs"] - target) == min(abs(periodic_syncs(40, p) - target) for p in range(1, 42))
+    for png in ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png"):
+        assert (out / png).stat().st_size > 10_000, png
+    assert (out / "selsync_delta=0.05" / "seed1" / "metrics.jsonl").is_file()
+
+
+def test_replica_accuracy_equals_the_evaluated_model_right_after_a_sync(grid):
+    """BSP syncs every step, local SGD with period 8 after step 40: the replicas hold one
+    model, so each replica's accuracy is the replica average's."""
+    _, rows, _ = grid
+    for r in rows[:2]:
+        for s in r["per_seed"]:
+            own = s["replica_accuracy"]
+            assert own["min"] == own["max"] == own["mean"] == s["final_test_accuracy"], (r["strategy"], own)
+
+
+def _comparable(run) -> str:
+    timing = ("train_time_s", "projected_time_s", "wall_time_s", "compile_time_s", "projection")
+    strip = lambda d: {k: v for k, v in d.items() if k not in timing}
+    return json.dumps({"records": [strip(r) for r in run.records], "evals": [strip(e) for e in run.evals],
+                       "final": strip(run.final)}, sort_keys=True)   # exact floats; NaN equals NaN
+
+
+def test_a_grid_seed_is_the_lone_run_of_that_seed_bit_for_bit(tmp_path):
+    base = TrainConfig(dataset="mnist1d", partition="label_skew", steps=30, eval_every=15, progress=False,
+                       strategy_options={"window": 3})
+    grid = run_comparison(base, "selsync:delta=0.05", tmp_path / "grid", seeds=2, keep_states=True)
+    lone = run_comparison(dataclasses.replace(base, seed=1), "selsync:delta=0.05", tmp_path / "lone",
+                          keep_states=True)
+    ours, theirs = grid.row_runs[0].runs[1], lone.row_runs[0].runs[0]
+    assert ours.config.seed == theirs.config.seed == 1
+    assert _comparable(ours) == _comparable(theirs)
+    for a, b in zip(jax.tree.leaves(jax.device_get(ours.state)), jax.tree.leaves(jax.device_get(theirs.state))):
+        assert np.array_equal(a, b)
+    assert grid.rows[0]["per_seed"][1]["final_test_accuracy"] == lone.rows[0]["final_test_accuracy"]
+    first = grid.row_runs[0].runs[0]
+    assert any(r["synced"] for r in ours.records[5:])   # it syncs after its warm-up: the decisions are compared too
+    assert first.records[0]["loss"] != ours.records[0]["loss"]   # the seed matters
+
+
+def test_replicas_are_evaluated_one_by_one_packed_and_at_every_evaluation(tmp_path):
+    """Packed (4 replicas per device), local SGD syncing after steps 3 and 6 of 6: at every
+    evaluation (steps 0, 3, 6) the replicas agree with the evaluated model."""
+    out = tmp_path / "run"
+    assert main(["train", "--strategy", "localsgd", "--period", "3", "--steps", "6", "--eval-every", "3",
+                 "--devices", "2", "--eval-replicas", "every", "--no-checkpoint", "--no-progress",
+                 "--out", str(out)]) == 0
+    evals = json.loads((out / "evals.json").read_text())
+    assert [e["step"] for e in evals] == [0, 3, 6]
+    for e in evals:
+        own = e["replica_accuracy"]
+        assert len(own["per_replica"]) == 8 and own["min"] == own["max"] == e["test_accuracy"]
+    final = json.loads((out / "final.json").read_text())
+    assert final["replica_accuracy"] == evals[-1]["replica_accuracy"]
+    with pytest.raises(ConfigError, match="eval_replicas must be one of final, every, off"):
+        check_config(TrainConfig(eval_replicas="sometimes"))
+
+
+def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
+    from jaxsel.runlock import DirectoryLock
+
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / "results.json").write_text("[]")
+    assert main(["compare", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "already holds a comparison (results.json)" in captured.err
+    busy = tmp_path / "busy"
+    lock = DirectoryLock(busy, "compare directory").acquire()   # a compare running there
+    try:
+        assert main(["compare", "--seeds", "1", "--out", str(busy)]) == 2
+    finally:
+        lock.release()
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1 and "is in use by process" in captured.err
+
+
+def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
+    out, rows, printed = grid
+    assert f"run directory: {out}" in printed and "[entry 3 of 3, matched baseline] localsgd:period=" in printed
+    assert "[entry 1 of 3] bsp, seed 1 (2 of 2)" in printed
+    layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
+    assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
+    assert "replicas' own acc" in printed and "proj s>tgt" in printed and "means over 2 seeds (0, 1)" in printed
+    assert "strategy options for every row that takes them: window=4" in printed
+    sentence = [line for line in printed.splitlines() if "its budget-matched baseline localsgd (period" in line]
+    assert len(sentence) == 1 and sentence[0].startswith("selsync (delta=0.05)")
+    assert "the difference of the two mean accuracies exceeds the sum of their standard deviations" in printed
+    by = {r["entry"]: r for r in rows}
+    assert by["bsp"]["sync_fraction"] == 1.0 and by["bsp"]["speedup_vs_bsp"] == 1.0
+    assert by["bsp"]["target_accuracy"] == pytest.approx(0.99 * by["bsp"]["final_test_accuracy"])
+    sel = by["selsync:delta=0.05"]
+    assert sel["warmup_steps"] == 7 and [s["syncs_after_warmup"] for s in sel["per_seed"]] and \
+        sel["syncs_after_warmup"] == np.mean([s["syncs_after_warmup"] for s in sel["per_seed"]])
+    lines = (out / "selsync_delta=0.05" / "seed0" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 40 and "delta" in json.loads(lines[-1])
+
+
+def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_path, monkeypatch):
+    """Two adaptive rows with as many syncs get the same matched period: it trains once."""
+    import jaxsel.compare as cmp
+    from jaxsel.seed_grid import RowRuns
+    from jaxsel.train import RunResult
+
+    trained = []
+
+    def fake_run_row(base, variant, seeds, out, slug, keep_states=False, announce=None):
+        trained.append(variant.entry)
+        synced = [{"synced": t < 10} for t in range(100)]   # 10 syncs in 100 steps
+        return RowRuns(variant, slug, [RunResult(base, synced, [], {"strategy": variant.name}, None, variant.name)
+                                       for _ in seeds])
+
+    monkeypatch.setattr(cmp, "run_row", fake_run_row)
+    plan = cmp.plan_rows(TrainConfig(steps=100), "selsync,selsync:delta=0.1", 2, True)
+    said = []
+    rows = cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, False, said.append)
+    assert trained == ["selsync", "localsgd:period=10", "selsync:delta=0.1"]
+    assert [r.label for r in rows] == ["selsync", "localsgd (period 10, matches selsync)", "selsync (delta=0.1)",
+                                       "localsgd (period 10, matches selsync:delta=0.1)"]
+    assert rows[3].runs is rows[1].runs and rows[3].matched_to is rows[2] and rows[1].matched_to is rows[0]
+    assert any("its runs are reused" in line for line in said)
+
+
+def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():
+    """FedAvg's client sampling and Sync-Switch's simulated stragglers follow the run's seed
+    unless their own `seed` is set, so the seeds of a grid differ there too (and Sync-Switch
+    draws the stragglers its cost-model projection charges)."""
+    from jaxsel.run import check_strategy
+
+    cfg = TrainConfig(seed=3, strategy="fedavg", strategy_options={"fraction": 0.5})
+    assert check_strategy(cfg).seed == 3
+    assert check_strategy(dataclasses.replace(cfg, strategy_options={"fraction": 0.5, "seed": 7})).seed == 7
+    assert check_strategy(dataclasses.replace(cfg, strategy="syncswitch", strategy_options={})).seed == 3
+
+
+def test_report_on_a_grid_names_each_seed_and_calibrates_delta(grid, capsys):
+    out, _, _ = grid
+    assert main(["report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "bsp/seed0" in printed and "selsync_delta=0.05/seed1" in printed
+    assert "delta that would have synced 5% / 10% / 25% / 50% of the steps after the warm-up" in printed
+    line = next(line for line in printed.splitlines() if line.startswith("  selsync_delta=0.05/seed0:"))
+    assert "(33 steps after the warm-up," in line and "a calibration aid, not a prediction" in printed
