@@ -31,6 +31,7 @@ def compare(base: TrainConfig, strategies: list[str], out_dir: str | Path,
     check_options_apply(strategies, base.strategy_options)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
     runs: list[RunResult] = []
     for name in strategies:
         cfg = dataclasses.replace(base, strategy=name, out_dir=str(out / name),
