@@ -47,9 +47,17 @@ class ListSource:
         return [{"image": self.images[k], "label": self.labels[k]} for k in keys]
 
 
-def stream_rate(batches, steps: int, per_step: int, warmup: int = 2, wait=None) -> float:
+def warmup(workers: int, prefetch: int) -> int:
+    """Batches to take before the clock starts: 2, plus every batch the loader may hold
+    ready (each worker's buffer and the one it is building), so the rate is the steady
+    one, not a drained buffer's."""
+    return 2 + workers * (prefetch + 1) + 1
+
+
+def stream_rate(batches, steps: int, per_step: int, warmup: int, wait=None) -> float:
     """Samples/s of one stream of batches after `warmup` batches: worker threads or
-    processes are started and warm before the clock starts (a run pays that once)."""
+    processes are started and warm, and their buffers drained, before the clock starts
+    (a run pays the start once)."""
     for _ in range(warmup):
         next(batches)
     t0 = time.perf_counter()
@@ -87,15 +95,17 @@ def run(replicas: int = 8, batch_size: int = 32, steps: int = 200, examples: int
     mesh = jaxsel.data_mesh(replicas)
     part = seldp(examples, replicas, seed=0)
     transform = make_device_transform(spec, mesh, seed=0, augment=True)
-    per_step, out, n = replicas * batch_size, {}, steps + 2
+    per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
+    n = warm + steps
     for processes in (False, True):
         host = Loader(table, part, batch_size, workers=workers, processes=processes)
-        report(out, f"host, {host.describe()}", stream_rate(host.host_batches(0, n, prefetch), steps, per_step))
+        report(out, f"host, {host.describe()}", stream_rate(host.host_batches(0, n, prefetch), steps, per_step, warm))
     dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch)
-    report(out, "+ device", stream_rate(dev.iterate(0, n, prefetch), steps, per_step,
+    report(out, "+ device", stream_rate(dev.iterate(0, n, prefetch), steps, per_step, warm,
                                         wait=lambda b: jax.block_until_ready(b[1])))
     augmented = ((t, transform(b, np.int32(t))) for t, b in dev.iterate(0, n, prefetch))
-    report(out, "+ augment", stream_rate(augmented, steps, per_step, wait=lambda b: jax.block_until_ready(b[1])))
+    report(out, "+ augment", stream_rate(augmented, steps, per_step, warm,
+                                         wait=lambda b: jax.block_until_ready(b[1])))
     return out
 
 
@@ -148,15 +158,16 @@ def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, st
     mesh = jaxsel.data_mesh(replicas)
     part = seldp(len(table), replicas, seed=0)
     transform = make_device_transform(spec, mesh, seed=0, augment=True)
-    per_step, out, n = replicas * batch_size, {}, steps + 2
+    per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
+    n = warm + steps
     for processes in (False, True):
         for w in sorted({1, workers}):
             host = Loader(table, part, batch_size, workers=w, processes=processes)
             report(out, f"decode, {host.describe()}", stream_rate(host.host_batches(0, n, prefetch), steps,
-                                                                    per_step), "images/s")
+                                                                    per_step, warm), "images/s")
     dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch, processes=True)
     augmented = ((t, transform(b, np.int32(t))) for t, b in dev.iterate(0, n, prefetch))
-    report(out, f"+ augment, {dev.describe()}", stream_rate(augmented, steps, per_step,
+    report(out, f"+ augment, {dev.describe()}", stream_rate(augmented, steps, per_step, warm,
                                                             wait=lambda b: jax.block_until_ready(b[1])), "images/s")
     per_core = out["decode, 1 loader thread"]
     print(f"{workers} threads: {out[f'decode, {workers} loader threads'] / per_core:.2f}x one thread (the GIL); "

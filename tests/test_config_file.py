@@ -130,3 +130,18 @@ def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeyp
     assert {"jaxsel", "git", "python", "packages", "devices", "layout", "command", "cwd"} <= set(env)
     assert {"jax", "jaxlib", "flax", "optax", "orbax-checkpoint"} <= set(env["packages"])
     assert len(env["devices"]) == 8 and env["layout"] == json.loads((b / "config.json").read_text())["layout"]
+
+
+def test_the_readme_config_example_is_a_valid_run(tmp_path):
+    from pathlib import Path
+
+    from jaxsel.config import check_config
+    from jaxsel.run import check_strategy
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", readme, re.S)
+    (tmp_path / "run.toml").write_text(block)
+    cfg = TrainConfig(**load_settings(tmp_path / "run.toml"))
+    check_config(cfg)
+    check_strategy(cfg)
+    assert cfg.strategy_options == {"delta": 0.05, "window": 25} and cfg.model == "resnet18"
