@@ -136,7 +136,7 @@ def write_jpeg_folder(root: Path, count: int, classes: int = 10, seed: int = 0) 
 
 
 def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, steps: int = 20,
-             workers: int = 2, prefetch: int = 2) -> dict[str, float]:
+             workers: int = 2, prefetch: int = 2, repeats: int = 3) -> dict[str, float]:
     """Images/s of JPEG-encoded records: decoded on the host by the threaded loader and by
     Grain worker processes (1 and `workers` of each), then augmented on the devices."""
     import os
@@ -160,11 +160,14 @@ def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, st
     transform = make_device_transform(spec, mesh, seed=0, augment=True)
     per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
     n = warm + steps
-    for processes in (False, True):
-        for w in sorted({1, workers}):
-            host = Loader(table, part, batch_size, workers=w, processes=processes)
-            report(out, f"decode, {host.describe()}", stream_rate(host.host_batches(0, n, prefetch), steps,
-                                                                    per_step, warm), "images/s")
+    loaders = [Loader(table, part, batch_size, workers=w, processes=p) for p in (False, True)
+               for w in sorted({1, workers})]
+    rates: dict[str, list[float]] = {f"decode, {ld.describe()}": [] for ld in loaders}
+    for _ in range(repeats):   # interleaved: a shared machine's load falls on every variant alike
+        for ld in loaders:
+            rates[f"decode, {ld.describe()}"].append(stream_rate(ld.host_batches(0, n, prefetch), steps, per_step, warm))
+    for name, rs in rates.items():
+        report(out, name, float(np.median(rs)), f"images/s  (median of {repeats}; {min(rs):,.0f}-{max(rs):,.0f})")
     dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch, processes=True)
     augmented = ((t, transform(b, np.int32(t))) for t, b in dev.iterate(0, n, prefetch))
     report(out, f"+ augment, {dev.describe()}", stream_rate(augmented, steps, per_step, warm,
@@ -193,6 +196,7 @@ def main(argv=None):
     p.add_argument("--records", action="store_true", help="read per record (random access) instead of in memory")
     p.add_argument("--jpeg", type=int, default=0, metavar="N",
                    help="measure N synthetic 224x224 JPEG records (image-folder route) instead")
+    p.add_argument("--repeats", type=int, default=3, help="--jpeg: interleaved repeats of each loader (medians)")
     p.add_argument("--work-dir", default="/tmp/jaxsel-pipeline-jpeg", help="where --jpeg writes its files")
     args = p.parse_args(argv)
     request_cpu_devices(max(8, args.replicas))
@@ -203,7 +207,7 @@ def main(argv=None):
         print(f"pipeline: {args.replicas} replicas x {args.batch_size} JPEG 224x224 records, "
               f"on {jax.device_count()} x {dev.platform} ({dev.device_kind})", flush=True)
         run_jpeg(args.jpeg, Path(args.work_dir), args.replicas, args.batch_size, args.steps,
-                 args.workers, args.prefetch)
+                 args.workers, args.prefetch, args.repeats)
         return
     source = "per-record source" if args.records else "in-memory arrays"
     print(f"pipeline: {args.replicas} replicas x {args.batch_size} CIFAR-shaped samples, {source}, "

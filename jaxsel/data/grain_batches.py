@@ -13,10 +13,6 @@ from __future__ import annotations
 import signal
 from typing import Callable, Iterator
 
-#: Grain versions this module is written and tested against (pyproject.toml pins the same)
-GRAIN_REQUIREMENT = "grain>=0.2.18,<0.3"
-
-
 def _flags_ready() -> None:
     """Grain 0.2.18 reads an absl flag when its workers start and fails if the program
     never parsed absl flags (google/grain#1355, fixed upstream after 0.2.18). jaxsel
