@@ -10,7 +10,10 @@ so the batches, and therefore a resumed run, are exactly the threaded loader's.
 """
 from __future__ import annotations
 
+import os
 import signal
+import threading
+import time
 from typing import Callable, Iterator
 
 def _flags_ready() -> None:
@@ -26,9 +29,19 @@ def _flags_ready() -> None:
 def _worker_init(*_) -> None:
     """Workers leave SIGINT and SIGTERM to the training process: it stops at a step
     boundary, saves, and closes the workers itself (a worker killed by the same Ctrl-C
-    would fail the batch the run still needs before it saves)."""
+    would fail the batch the run still needs before it saves). And a worker ends when the
+    training process is gone (SIGKILL, the OOM killer): Grain's workers would otherwise
+    wait for it for ever, holding their memory."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
+                     name="jaxsel-exit-with-parent").start()
+
+
+def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    while os.getppid() == parent:   # an orphan is adopted by another process
+        time.sleep(every_s)
+    os._exit(1)
 
 
 def grain_batches(batch: Callable[[int], dict], start: int, stop: int, workers: int,
