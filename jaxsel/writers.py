@@ -24,10 +24,9 @@ from typing import Protocol
 
 import numpy as np
 
-#: optional writers: TrainConfig field -> (module, the pip command that installs it)
-EXTRAS = {"tensorboard": ("tensorboardX", 'pip install "jaxsel[tensorboard]"'),
-          "wandb_project": ("wandb", 'pip install "jaxsel[wandb]"')}
-FLAGS = {"tensorboard": "--tensorboard", "wandb_project": "--wandb"}
+#: optional writers: TrainConfig field -> (its flag, the module it needs, the pip command)
+EXTRAS = {"tensorboard": ("--tensorboard", "tensorboardX", 'pip install "jaxsel[tensorboard]"'),
+          "wandb_project": ("--wandb", "wandb", 'pip install "jaxsel[wandb]"')}
 
 
 class MetricWriter(Protocol):
@@ -43,9 +42,9 @@ class MetricWriter(Protocol):
 
 def missing_extra(cfg) -> str | None:
     """The one-line error for a writer asked for whose package is not installed."""
-    for field, (module, pip) in EXTRAS.items():
+    for field, (flag, module, pip) in EXTRAS.items():
         if getattr(cfg, field, None) and importlib.util.find_spec(module) is None:
-            return f"{FLAGS[field]} needs {module}, which is not installed; {pip}"
+            return f"{flag} needs {module}, which is not installed; {pip}"
     return None
 
 
