@@ -165,7 +165,8 @@ def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, st
     rates: dict[str, list[float]] = {f"decode, {ld.describe()}": [] for ld in loaders}
     for _ in range(repeats):   # interleaved: a shared machine's load falls on every variant alike
         for ld in loaders:
-            rates[f"decode, {ld.describe()}"].append(stream_rate(ld.host_batches(0, n, prefetch), steps, per_step, warm))
+            rate = stream_rate(ld.host_batches(0, n, prefetch), steps, per_step, warm)
+            rates[f"decode, {ld.describe()}"].append(rate)
     for name, rs in rates.items():
         report(out, name, float(np.median(rs)), f"images/s  (median of {repeats}; {min(rs):,.0f}-{max(rs):,.0f})")
     dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch, processes=True)

@@ -29,10 +29,10 @@ def version(package: str) -> str | None:
         return None
 
 
-def git_commit(where: Path | None = None) -> dict | None:
+def git_commit() -> dict | None:
     """{commit, dirty} of the checkout jaxsel is imported from, or None (an installed wheel,
     no git)."""
-    root = where or Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         return None
     try:

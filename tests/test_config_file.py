@@ -124,7 +124,8 @@ def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeyp
     settings = load_settings(a / "config.json")
     assert "out_dir" not in settings and settings["partition_options"] == {"injection": [0.2, 0.5]}
     cfg = TrainConfig(**settings)
-    assert trees_equal(final_state(cfg, tmp_path / "checkpoints" / "a"), final_state(cfg, tmp_path / "checkpoints" / "b"))
+    ckpts = tmp_path / "checkpoints"
+    assert trees_equal(final_state(cfg, ckpts / "a"), final_state(cfg, ckpts / "b"))
     env = json.loads((b / "environment.json").read_text())
     assert env["argv"] == sys.argv and env["cwd"] == str(tmp_path)   # in-process: this process's command line
     assert {"jaxsel", "git", "python", "packages", "devices", "layout", "command", "cwd"} <= set(env)

@@ -1,7 +1,7 @@
 """Batches built in worker processes by Grain, for datasets decoded on the host.
 
-Decoding JPEGs holds the GIL, so the threaded loader stays near one core's rate
-(BENCHMARKS.md, "Input pipeline on JPEG-encoded records"). Here the steps themselves are
+Decoding JPEGs holds the GIL for much of its time, so threads share a core or two however
+many there are (BENCHMARKS.md, "Input pipeline on JPEG-encoded records"). Here the steps themselves are
 a `grain.MapDataset`: element i is the whole batch of step `start + i`, built by the
 loader's own `batch(step)` (partition, SelDP order, injection: a pure function of the
 step) in one of `workers` processes, which reads its records from the ArrayRecord source
@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from typing import Callable, Iterator
+
 
 def _flags_ready() -> None:
     """Grain 0.2.18 reads an absl flag when its workers start and fails if the program
