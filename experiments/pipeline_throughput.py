@@ -4,9 +4,12 @@ CIFAR-shaped mock data (uint8 32x32x3, 10 classes, in memory, or behind a random
 source read with `__getitems__` like a TFDS ArrayRecord source) goes through jaxsel's
 loader, stage by stage, and each stage's samples/s is printed:
 
-  host      index -> gather batches on the host (`workers` threads, `prefetch` ahead)
+  host      index -> gather batches on the host (`workers` threads, then `workers` Grain
+            worker processes, `prefetch` ahead)
   device    + placed on the mesh a step ahead (prefetch_to_device), waited for
   augment   + the on-device random crop / flip / normalise, waited for
+
+Each rate is of one stream after two warm-up batches (threads or worker processes started).
 
     python experiments/pipeline_throughput.py                    # 8 replicas x 32, 200 steps
     python experiments/pipeline_throughput.py --records --workers 4
@@ -14,9 +17,9 @@ loader, stage by stage, and each stage's samples/s is printed:
 
 `--jpeg N` writes N synthetic 224x224 JPEGs as an ImageNet-style image folder, prepares
 them with `jaxsel prepare imagenet2012` (the image-folder route) and reads them back the
-way training does (TFDS data source -> JPEG decode -> loader -> device -> augment), first
-with one worker thread (the per-core rate), then with `--workers`, and says whether
-per-core rate x host cores reaches an accelerator's training rate.
+way training does (TFDS data source -> JPEG decode -> loader -> device -> augment): with
+the threaded loader and with Grain worker processes, 1 and `--workers` of each, and says
+whether per-core rate x host cores reaches an accelerator's training rate.
 """
 from __future__ import annotations
 
@@ -44,6 +47,35 @@ class ListSource:
         return [{"image": self.images[k], "label": self.labels[k]} for k in keys]
 
 
+def warmup(workers: int, prefetch: int) -> int:
+    """Batches to take before the clock starts: 2, plus every batch the loader may hold
+    ready (each worker's buffer and the one it is building), so the rate is the steady
+    one, not a drained buffer's."""
+    return 2 + workers * (prefetch + 1) + 1
+
+
+def stream_rate(batches, steps: int, per_step: int, warmup: int, wait=None) -> float:
+    """Samples/s of one stream of batches after `warmup` batches: worker threads or
+    processes are started and warm, and their buffers drained, before the clock starts
+    (a run pays the start once)."""
+    for _ in range(warmup):
+        next(batches)
+    t0 = time.perf_counter()
+    last = None
+    for _ in range(steps):
+        last = next(batches)
+    if wait is not None:
+        wait(last)
+    rate = steps * per_step / (time.perf_counter() - t0)
+    batches.close()
+    return rate
+
+
+def report(out: dict, name: str, rate: float, unit: str = "samples/s") -> None:
+    out[name] = rate
+    print(f"{name:>34}: {rate:>10,.0f} {unit}", flush=True)
+
+
 def run(replicas: int = 8, batch_size: int = 32, steps: int = 200, examples: int = 50_000,
         workers: int = 2, prefetch: int = 2, records: bool = False) -> dict[str, float]:
     import jax
@@ -63,37 +95,17 @@ def run(replicas: int = 8, batch_size: int = 32, steps: int = 200, examples: int
     mesh = jaxsel.data_mesh(replicas)
     part = seldp(examples, replicas, seed=0)
     transform = make_device_transform(spec, mesh, seed=0, augment=True)
-    per_step = replicas * batch_size
-    out = {}
-
-    def timed(name, consume):
-        consume(2)                               # warm-up: threads, compilation
-        t0 = time.perf_counter()
-        consume(steps)
-        dt = time.perf_counter() - t0
-        out[name] = steps * per_step / dt
-        print(f"{name:>8}: {out[name]:>10,.0f} samples/s  ({steps / dt:,.1f} steps/s)", flush=True)
-
-    host = Loader(table, part, batch_size, workers=workers)
-    timed("host", lambda n: [b for _, b in host.host_batches(0, n, prefetch)])
-
+    per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
+    n = warm + steps
+    for processes in (False, True):
+        host = Loader(table, part, batch_size, workers=workers, processes=processes)
+        report(out, f"host, {host.describe()}", stream_rate(host.host_batches(0, n, prefetch), steps, per_step, warm))
     dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch)
-
-    def device(n):
-        last = None
-        for _, b in dev.iterate(0, n, prefetch):
-            last = b
-        jax.block_until_ready(last)
-
-    timed("device", device)
-
-    def augmented(n):
-        last = None
-        for t, b in dev.iterate(0, n, prefetch):
-            last = transform(b, np.int32(t))
-        jax.block_until_ready(last)
-
-    timed("augment", augmented)
+    report(out, "+ device", stream_rate(dev.iterate(0, n, prefetch), steps, per_step, warm,
+                                        wait=lambda b: jax.block_until_ready(b[1])))
+    augmented = ((t, transform(b, np.int32(t))) for t, b in dev.iterate(0, n, prefetch))
+    report(out, "+ augment", stream_rate(augmented, steps, per_step, warm,
+                                         wait=lambda b: jax.block_until_ready(b[1])))
     return out
 
 
@@ -123,32 +135,10 @@ def write_jpeg_folder(root: Path, count: int, classes: int = 10, seed: int = 0) 
     return root
 
 
-def _decode_share(args) -> int:
-    """One worker process: open the source itself and decode its share of the records."""
-    data_dir, start, stop, chunk = args
-    import tensorflow_datasets as tfds
-
-    source = tfds.data_source("imagenet2012", split="train", data_dir=str(data_dir))
-    for i in range(start, stop, chunk):
-        source.__getitems__(list(range(i, min(i + chunk, stop))))
-    return stop - start
-
-
-def decode_in_processes(data_dir: Path, count: int, processes: int, chunk: int = 32) -> float:
-    """Images/s decoded by `processes` worker processes (what Grain's workers do): no GIL."""
-    import multiprocessing as mp
-
-    shares = [(data_dir, count * k // processes, count * (k + 1) // processes, chunk) for k in range(processes)]
-    with mp.get_context("spawn").Pool(processes) as pool:
-        pool.map(_decode_share, [(data_dir, 0, chunk, chunk)] * processes)   # warm-up: imports
-        t0 = time.perf_counter()
-        done = sum(pool.map(_decode_share, shares))
-        return done / (time.perf_counter() - t0)
-
-
 def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, steps: int = 20,
-             workers: int = 2, prefetch: int = 2) -> dict[str, float]:
-    """Images/s of JPEG-encoded records: decoded on the host, then augmented on the devices."""
+             workers: int = 2, prefetch: int = 2, repeats: int = 3) -> dict[str, float]:
+    """Images/s of JPEG-encoded records: decoded on the host by the threaded loader and by
+    Grain worker processes (1 and `workers` of each), then augmented on the devices."""
     import os
 
     import jax
@@ -168,35 +158,25 @@ def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, st
     mesh = jaxsel.data_mesh(replicas)
     part = seldp(len(table), replicas, seed=0)
     transform = make_device_transform(spec, mesh, seed=0, augment=True)
-    per_step = replicas * batch_size
-    out = {}
-
-    def timed(name, consume):
-        consume(1)
-        t0 = time.perf_counter()
-        consume(steps)
-        out[name] = steps * per_step / (time.perf_counter() - t0)
-        print(f"{name:>24}: {out[name]:>8,.0f} images/s", flush=True)
-
-    for w in sorted({1, workers}):
-        host = Loader(table, part, batch_size, workers=w)
-        timed(f"decode, {w} worker(s)", lambda n: [b for _, b in host.host_batches(0, n, prefetch)])
-    dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch)
-
-    def augmented(n):
-        last = None
-        for t, b in dev.iterate(0, n, prefetch):
-            last = transform(b, np.int32(t))
-        jax.block_until_ready(last)
-
-    timed(f"+ augment, {workers} worker(s)", augmented)
-    for procs in sorted({1, os.cpu_count() or 1}):
-        out[f"decode, {procs} process(es)"] = rate = decode_in_processes(work / f"tfds{count}", count, procs)
-        print(f"{f'decode, {procs} process(es)':>24}: {rate:>8,.0f} images/s", flush=True)
-    per_core = out["decode, 1 worker(s)"]
-    threads = out[f"decode, {workers} worker(s)"] / per_core
-    print(f"threads scale {threads:.2f}x with {workers} workers (the GIL): a threaded loader stays near "
-          f"one core's rate; per-core x cores needs worker processes (Grain)", flush=True)
+    per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
+    n = warm + steps
+    loaders = [Loader(table, part, batch_size, workers=w, processes=p) for p in (False, True)
+               for w in sorted({1, workers})]
+    rates: dict[str, list[float]] = {f"decode, {ld.describe()}": [] for ld in loaders}
+    for _ in range(repeats):   # interleaved: a shared machine's load falls on every variant alike
+        for ld in loaders:
+            rate = stream_rate(ld.host_batches(0, n, prefetch), steps, per_step, warm)
+            rates[f"decode, {ld.describe()}"].append(rate)
+    for name, rs in rates.items():
+        report(out, name, float(np.median(rs)), f"images/s  (median of {repeats}; {min(rs):,.0f}-{max(rs):,.0f})")
+    dev = Loader(table, part, batch_size, mesh=mesh, workers=workers, device_prefetch=prefetch, processes=True)
+    augmented = ((t, transform(b, np.int32(t))) for t, b in dev.iterate(0, n, prefetch))
+    report(out, f"+ augment, {dev.describe()}", stream_rate(augmented, steps, per_step, warm,
+                                                            wait=lambda b: jax.block_until_ready(b[1])), "images/s")
+    per_core = out["decode, 1 loader thread"]
+    print(f"{workers} threads: {out[f'decode, {workers} loader threads'] / per_core:.2f}x one thread (the GIL); "
+          f"{workers} Grain processes: {out[f'decode, {workers} Grain worker processes'] / per_core:.2f}x",
+          flush=True)
     for cores, gpus in ((16, 1), (96, 8)):
         need = H100_RESNET50_IMAGES_S * gpus
         verdict = "enough" if per_core * cores >= need else "NOT enough"
@@ -212,11 +192,12 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=32, help="per replica")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--examples", type=int, default=50_000)
-    p.add_argument("--workers", type=int, default=2, help="host threads building batches")
+    p.add_argument("--workers", type=int, default=2, help="host threads / Grain processes building batches")
     p.add_argument("--prefetch", type=int, default=2)
     p.add_argument("--records", action="store_true", help="read per record (random access) instead of in memory")
     p.add_argument("--jpeg", type=int, default=0, metavar="N",
                    help="measure N synthetic 224x224 JPEG records (image-folder route) instead")
+    p.add_argument("--repeats", type=int, default=3, help="--jpeg: interleaved repeats of each loader (medians)")
     p.add_argument("--work-dir", default="/tmp/jaxsel-pipeline-jpeg", help="where --jpeg writes its files")
     args = p.parse_args(argv)
     request_cpu_devices(max(8, args.replicas))
@@ -227,7 +208,7 @@ def main(argv=None):
         print(f"pipeline: {args.replicas} replicas x {args.batch_size} JPEG 224x224 records, "
               f"on {jax.device_count()} x {dev.platform} ({dev.device_kind})", flush=True)
         run_jpeg(args.jpeg, Path(args.work_dir), args.replicas, args.batch_size, args.steps,
-                 args.workers, args.prefetch)
+                 args.workers, args.prefetch, args.repeats)
         return
     source = "per-record source" if args.records else "in-memory arrays"
     print(f"pipeline: {args.replicas} replicas x {args.batch_size} CIFAR-shaped samples, {source}, "

@@ -48,7 +48,8 @@ IDENTITY = ("replicas", "model", "strategy", "dataset")
 #: (`steps` may grow to extend a run; strategies scheduled by total steps follow the new total)
 NOT_TRAJECTORY = frozenset({
     "steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir", "progress",
-    "prefetch", "loader_workers", "eval_examples", "eval_replicas",
+    "prefetch", "loader", "loader_workers", "eval_examples", "eval_replicas", "tensorboard", "wandb_project",
+    "run_group",
     "checkpoint_dir", "checkpoint_every", "keep", "resume", "nonfinite",
     "project_network", "project_intra_network", "project_gpus_per_host", "project_stragglers", "project_compute_s",
     "platform", "devices", "local_replicas",   # the layout: a checkpoint of 8 replicas on 8 devices resumes on 1 or 2

@@ -114,10 +114,20 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--eval-replicas", choices=EVAL_REPLICAS, default="final",
                    help="also evaluate each replica's own model (replica_accuracy): at the end, at every evaluation, "
                         "or not")
+    g.add_argument("--loader", choices=("auto", "grain", "threads"), default="auto",
+                   help="how batches are built: Grain worker processes or threads (auto: Grain for image sets "
+                        "decoded on the host, e.g. imagenet2012, cars196; threads for in-memory sets)")
+    g.add_argument("--loader-workers", type=int, default=None, metavar="N",
+                   help="Grain worker processes (default: all cores but one) or loader threads (default 2)")
     g.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
     g.add_argument("--eval-every", type=int, default=50, help="steps between test evaluations")
     g.add_argument("--log-every", type=int, default=10, help="steps between metric reads (one host round-trip)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    d = p.add_argument_group("dashboards (written at the metric reads, every --log-every steps)")
+    d.add_argument("--tensorboard", action="store_true",
+                   help='TensorBoard event files in the run directory (pip install "jaxsel[tensorboard]")')
+    d.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help='log to this W&B project; WANDB_MODE=offline writes it locally (pip install "jaxsel[wandb]")')
     c = p.add_argument_group("projected wall-clock (logged as projected_time_s; see `jaxsel report`)")
     c.add_argument("--project-network", default="10gbe",
                    help="network preset of the projection (between hosts with --gpus-per-host > 1): "
@@ -139,6 +149,7 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
 
 def config_from_args(args, strategy: str, out_dir: str | None):
     from .config import TrainConfig, parse_options
+    from .config_file import apply_to_config
     from .strategy_args import options_from_args
 
     options = options_from_args(args)
@@ -149,7 +160,7 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         except ValueError:
             raise UsageError(f"--inject expects ALPHA,BETA (two numbers), got {args.inject!r}") from None
         partition_options["injection"] = (alpha, beta)
-    return TrainConfig(
+    cfg = TrainConfig(
         dataset=args.dataset, model=args.model, strategy=strategy,
         strategy_options={k: v for k, v in options.items() if v is not None},
         replicas=args.replicas, platform=args.platform, devices=args.devices, local_replicas=args.local_replicas,
@@ -163,10 +174,13 @@ def config_from_args(args, strategy: str, out_dir: str | None):
         augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
         eval_examples=getattr(args, "eval_examples", None),
         eval_replicas=getattr(args, "eval_replicas", "final"),
+        loader=args.loader, loader_workers=args.loader_workers,
+        tensorboard=args.tensorboard, wandb_project=args.wandb,
         project_network=args.project_network, project_stragglers=args.project_stragglers,
         project_intra_network=args.project_intra_network, project_gpus_per_host=args.project_gpus_per_host,
         project_compute_s=args.project_compute_s,
     )
+    return apply_to_config(cfg, getattr(args, "config_rest", None))   # --config FILE
 
 
 def _per_replica_batch(args) -> int:
@@ -490,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="99%", metavar="ACC|PCT%",
                    help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="settings from a TOML/JSON/YAML file (TrainConfig fields, strategies, ...); flags typed "
+                        "override it")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("train", help="train one strategy", formatter_class=HelpFormatter,
@@ -500,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--strategy", default="selsync", help=f"one of: {', '.join(STRATEGIES)}")
     p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="settings from a TOML/JSON/YAML file (TrainConfig fields); flags typed override it; "
+                        "RUN_DIR/config.json reproduces that run")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("datasets", help="list known datasets and which are prepared locally")
@@ -568,8 +588,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    multihost_train = args.command == "train" and (args.coordinator or args.distributed == "auto")
     try:
+        if getattr(args, "config", None):
+            _apply_config_file(args, argv)
+        multihost_train = args.command == "train" and (args.coordinator or args.distributed == "auto")
         if multihost_train:
             from .supervisor import available
 
@@ -596,6 +618,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception:  # noqa: BLE001 - a bug: its traceback once, and where to send it
         return _unexpected(args.command)
+
+
+def _apply_config_file(args, argv: list[str]) -> None:
+    """--config FILE: its settings as if typed before the flags (config_file.py)."""
+    from .config_file import apply_to_args, command_keys, explicit_dests, load_settings, subcommand
+
+    training = argparse.ArgumentParser(add_help=False)
+    add_training_args(training)
+    settings = load_settings(args.config, command_keys(subcommand(build_parser(), args.command), training))
+    args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
 
 
 def _unexpected(command: str) -> int:

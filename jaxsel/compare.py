@@ -56,6 +56,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
     fresh, `announce(text)` with a line of progress before each run."""
     plan = plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
+    base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
     lock = DirectoryLock(out, "compare directory").acquire()
     try:
         check_fresh(out)

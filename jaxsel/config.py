@@ -55,6 +55,11 @@ class TrainConfig:
     divergence_every: int | None = None  # default: log_every (an extra model-sized reduction)
     data_dir: str | None = None
     out_dir: str | None = None      # metrics.jsonl and config.json go here when set
+    # live dashboards (writers.py), written at the metric reads: TensorBoard event files in
+    # out_dir, a W&B run in this project; run_group groups the runs of one comparison
+    tensorboard: bool = False
+    wandb_project: str | None = None
+    run_group: str | None = None
     progress: bool = True
     # data pipeline (jaxsel/data): dataset_options: seq_len, in_memory, records_per_window
     # (token/big sets), num_samples/seed (mnist1d); partition_options may hold
@@ -62,7 +67,11 @@ class TrainConfig:
     dataset_options: dict = dataclasses.field(default_factory=dict)
     augment: bool | None = None
     prefetch: int = 2               # batches placed on the devices ahead of the step
-    loader_workers: int = 2         # host threads building batches (decoding big images)
+    # how batches are built (data/loader.py): "grain" worker processes, "threads", or "auto":
+    # grain for image sets decoded on the host (imagenet2012, cars196, image folders),
+    # threads for in-memory and token sets; loader_workers None: grain all cores but one, 2 threads
+    loader: str = "auto"
+    loader_workers: int | None = None
     eval_examples: int | None = None  # evaluate on the first N test examples (None: all)
     eval_replicas: str = "final"    # each replica's own model too: "final" (at the end), "every" eval, "off"
     # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
@@ -101,7 +110,8 @@ class TrainConfig:
 
 
 #: settings each process of a multi-host run may set its own way (paths, host threads)
-PROCESS_LOCAL = frozenset({"data_dir", "out_dir", "checkpoint_dir", "progress", "prefetch", "loader_workers"})
+PROCESS_LOCAL = frozenset({"data_dir", "out_dir", "checkpoint_dir", "progress", "prefetch", "loader",
+                           "loader_workers", "tensorboard", "wandb_project", "run_group"})
 
 
 def agreed_settings(cfg: TrainConfig) -> dict:
@@ -140,6 +150,7 @@ def check_config(cfg: TrainConfig) -> None:
     """Raise ConfigError naming the first bad value and what is allowed."""
     _check_numbers(cfg)
     _check_names(cfg)
+    _check_writers(cfg)
 
 
 def _check_numbers(cfg: TrainConfig) -> None:
@@ -149,7 +160,7 @@ def _check_numbers(cfg: TrainConfig) -> None:
     for name in ("divergence_every", "checkpoint_every", "eval_examples", "devices"):
         _check_int(name, getattr(cfg, name), 1, optional=True)
     _check_int("prefetch", cfg.prefetch, 0)
-    _check_int("loader_workers", cfg.loader_workers, 1)
+    _check_int("loader_workers", cfg.loader_workers, 1, optional=True)
     _check_int("seed", cfg.seed, 0)
     _check_number("lr", cfg.lr, positive=True)
     _check_lr_schedule(cfg.lr_schedule)
@@ -165,6 +176,16 @@ def _check_numbers(cfg: TrainConfig) -> None:
                           f"the projected hosts each hold the same number of replicas")
 
 
+def _check_writers(cfg: TrainConfig) -> None:
+    from .writers import missing_extra
+
+    if cfg.wandb_project is not None and (not isinstance(cfg.wandb_project, str) or not cfg.wandb_project.strip()):
+        raise ConfigError(f"wandb_project (--wandb) must be a W&B project name, got {cfg.wandb_project!r}")
+    missing = missing_extra(cfg)
+    if missing:
+        raise ConfigError(missing)
+
+
 def _check_lr_schedule(spec) -> None:
     from .lr_schedule import parse_lr_schedule
 
@@ -177,6 +198,7 @@ def _check_lr_schedule(spec) -> None:
 def _check_names(cfg: TrainConfig) -> None:
     from .costmodel import get_network, get_stragglers
     from .data.partition import PARTITIONERS
+    from .data.pipeline import LOADERS
     from .data.sources import KNOWN
     from .faults import NONFINITE_POLICIES
     from .models import MODEL_REGISTRY
@@ -197,6 +219,8 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
     if cfg.eval_replicas not in EVAL_REPLICAS:
         raise ConfigError(f"eval_replicas must be one of {', '.join(EVAL_REPLICAS)}, got {cfg.eval_replicas!r}")
+    if cfg.loader not in LOADERS:
+        raise ConfigError(f"loader must be one of {', '.join(LOADERS)}, got {cfg.loader!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
     for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):

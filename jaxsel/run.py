@@ -147,7 +147,9 @@ def check_paths(cfg: TrainConfig) -> None:
     """The filesystem side, checked before any data is read: an explicit data_dir that does
     not exist (an error for a dataset that must be prepared there; embedded datasets are
     built into it, so it is only reported), and a checkpoint dir that already holds another
-    run's checkpoints when not resuming."""
+    run's checkpoints when not resuming; TensorBoard without a run directory to write to."""
+    if cfg.tensorboard and not cfg.out_dir:
+        raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
     if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
         spec = KNOWN.get(cfg.dataset)
         if spec is None or spec.builder is None:

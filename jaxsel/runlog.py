@@ -5,7 +5,8 @@ which fetches a whole window in one transfer (`flush`), checks it for non-finite
 advances the running counters and the projected wall-clock, and appends the rows to
 `metrics.jsonl` (flushed per window, so a killed run loses no written row). The counters
 and evaluations travel in checkpoints (`checkpoint_meta`), so a resumed run continues
-every figure where it stopped.
+every figure where it stopped. The rows also go to the dashboards the run asks for
+(writers.py), at the same reads.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from .costmodel import Cluster, Projector
 from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
+from .writers import MetricWriter, dashboard_writers
 
 
 def jsonable(x):
@@ -79,7 +81,8 @@ class Counters:
 class MetricsFile:
     """metrics.jsonl, appended to and flushed per write. Resuming at step `start` keeps the
     rows of earlier steps and cuts the rest off in place (a cut-off last line too), so the
-    resumed log equals an uninterrupted one and no earlier row is ever rewritten."""
+    resumed log equals an uninterrupted one and no earlier row is ever rewritten.
+    A `writers.MetricWriter`; evaluations go to evals.json (train.py), not here."""
 
     def __init__(self, path: Path, start: int):
         self.path = path
@@ -108,6 +111,9 @@ class MetricsFile:
     def write(self, rows: list[dict]) -> None:
         self.file.write("".join(json.dumps(jsonable(r)) + "\n" for r in rows))
         self.file.flush()
+
+    def write_eval(self, row: dict) -> None:
+        pass
 
     def close(self) -> None:
         self.file.close()
@@ -142,8 +148,16 @@ class RunLog:
         self.window: list[tuple[int, dict]] = []
         self.divergences: dict[int, Any] = {}
         self.skip_run = 0
-        self.file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
-        self.records: list[dict] = list(self.file.earlier) if self.file else []
+        file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
+        self.records: list[dict] = list(file.earlier) if file else []
+        self.writers: list[MetricWriter] = [file] if file else []
+        if lead:
+            try:
+                self.writers += dashboard_writers(cfg, out_dir, start, self.counters.synced_steps,
+                                                  self.counters.bytes_allreduced)
+            except BaseException:
+                self.close()
+                raise
         self.tick()
 
     def tick(self) -> None:
@@ -168,8 +182,8 @@ class RunLog:
             new = new[:bad + 1]
         self._count_and_project(new)
         self.records.extend(new)
-        if self.file:
-            self.file.write(new)
+        for writer in self.writers:
+            writer.write(new)
         self._report(new, t)
         return new[-1] if bad is not None else None
 
@@ -215,6 +229,8 @@ class RunLog:
         c = self.counters
         self.evals.append({"step": step, **result, "train_time_s": c.train_time_s,
                            "projected_time_s": c.projected_time_s, "bytes_allreduced": c.bytes_allreduced})
+        for writer in self.writers:
+            writer.write_eval(self.evals[-1])
 
     def checkpoint_meta(self) -> dict:
         """What a resumed run needs to continue every figure."""
@@ -248,5 +264,5 @@ class RunLog:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        if self.file is not None:
-            self.file.close()
+        for writer in self.writers:
+            writer.close()

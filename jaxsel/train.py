@@ -18,6 +18,7 @@ import jax
 
 from . import distributed, parallel
 from .checkpoint import Checkpointer, run_identity
+from .environment import environment
 from .config import TrainConfig, agreed_settings, check_config
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
     describe_nonfinite, guard_nonfinite
@@ -210,10 +211,12 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool):
 
 
 def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
-    """The run directory with what the run is: its settings and its strategy as built."""
+    """The run directory with what the run is: its settings, its strategy as built and
+    what it runs on (environment.py)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout})
+    write_json(out / "environment.json", environment(run.layout, run.loader.describe()))
     write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})
     return out

@@ -1,9 +1,11 @@
 """Host-side batches: per-replica indices -> one global batch (leading dim replicas*b).
 
 Batches are a pure function of the step (see partition.py and injection.py), so the
-loader has no state to checkpoint. `workers` threads build the next `prefetch` batches
-while the device works (decoding big images releases the GIL); with a `mesh` the loader
-also puts batches on the devices a step ahead (prefetch.py), so `iterate` yields global
+loader has no state to checkpoint. `workers` build the next `prefetch` batches while the
+device works: threads (in-memory tables: a gather, cheap), or, with `processes`, Grain
+worker processes (datasets decoded on the host: JPEG decoding holds the GIL, see
+grain_batches.py); the batches are the same either way. With a `mesh` the loader also
+puts batches on the devices a step ahead (prefetch.py), so `iterate` yields global
 arrays ready for the step.
 """
 from __future__ import annotations
@@ -23,10 +25,11 @@ class Loader:
     def __init__(self, table, partition: Partition, batch_size: int,
                  replica_ids: Sequence[int] | None = None, transform=None,
                  injection: Injection | None = None, mesh=None, workers: int = 1,
-                 device_prefetch: int = 2):
+                 device_prefetch: int = 2, processes: bool = False):
         """`table`: a dict of arrays or anything with `take(indices)` (records.py, text.py).
         `replica_ids`: the replicas this process feeds (multi-host); default all.
-        `transform`: optional host function applied to each batch."""
+        `transform`: optional host function applied to each batch.
+        `processes`: `workers` are Grain worker processes instead of threads."""
         self.table = ArrayTable(table) if isinstance(table, Mapping) else table
         self.partition = partition
         self.batch_size = int(batch_size)
@@ -36,6 +39,16 @@ class Loader:
         self.mesh = mesh
         self.workers = max(1, int(workers))
         self.device_prefetch = int(device_prefetch)
+        self.processes = bool(processes)
+
+    def __getstate__(self) -> dict:
+        """What a worker process gets: everything `batch` needs, not the device mesh."""
+        return {**self.__dict__, "mesh": None}
+
+    def describe(self) -> str:
+        """How batches are built, as a run records it."""
+        kind, plural = ("Grain worker process", "es") if self.processes else ("loader thread", "s")
+        return f"{self.workers} {kind}{plural if self.workers > 1 else ''}"
 
     @property
     def arrays(self):
@@ -62,6 +75,11 @@ class Loader:
 
     def host_batches(self, start: int, stop: int, prefetch: int = 2) -> Iterator[tuple[int, dict]]:
         """(step, host batch) for start <= step < stop, built `prefetch` steps ahead."""
+        if self.processes:
+            from .grain_batches import grain_batches
+
+            yield from grain_batches(self.batch, start, stop, self.workers, prefetch)
+            return
         ahead = max(1, prefetch, self.workers)
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="jaxsel-loader")
         pending: deque = deque()

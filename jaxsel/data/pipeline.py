@@ -9,6 +9,7 @@ dataset's metadata (never by scanning the data).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -25,6 +26,10 @@ from .sources import open_source, read_all, resolve_data_dir, spec_of
 from .text import PixelTokens, TokenWindows
 
 DATASET_OPTIONS = ("seq_len", "in_memory", "records_per_window", "num_samples", "seed")
+#: how batches are built (TrainConfig.loader): see `uses_processes`
+LOADERS = ("auto", "grain", "threads")
+#: threads building in-memory batches when loader_workers is unset
+DEFAULT_THREADS = 2
 
 
 @dataclasses.dataclass
@@ -121,6 +126,26 @@ def eval_split(spec: DatasetSpec, table, limit: int | None = None) -> Mapping:
     return SplitView(table, keys, transform)
 
 
+def decoded_on_host(spec: DatasetSpec, table) -> bool:
+    """Image records read and decoded per batch (imagenet2012, cars196, image folders)."""
+    return spec.kind == "image" and isinstance(table, RecordTable)
+
+
+def uses_processes(loader: str, spec: DatasetSpec, table) -> bool:
+    """Grain worker processes, or threads. `auto`: processes where batches are decoded on
+    the host (decoding holds the GIL: threads stay near one core's rate), threads for
+    in-memory tables, where a batch is a gather and processes only add copies
+    (BENCHMARKS.md, "Input pipeline on JPEG-encoded records")."""
+    return loader == "grain" or (loader == "auto" and decoded_on_host(spec, table))
+
+
+def default_workers(processes: bool) -> int:
+    """All cores this process may use but one (the training loop's) for worker
+    processes; DEFAULT_THREADS threads otherwise."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1) if processes else DEFAULT_THREADS
+
+
 def build_input(cfg, mesh) -> Input:
     """Everything on the data side of a run (cfg: a TrainConfig or anything with its fields)."""
     spec = spec_of(cfg.dataset)
@@ -139,9 +164,11 @@ def build_input(cfg, mesh) -> Input:
                                num_examples=len(train), **popts)
     injection = (Injection.build(partition, labels, cfg.batch_size, *inject, seed=cfg.seed)
                  if inject else None)
+    processes = uses_processes(getattr(cfg, "loader", "auto"), spec, train)
+    workers = getattr(cfg, "loader_workers", None) or default_workers(processes)
     loader = Loader(train, partition, cfg.batch_size, parallel.local_replica_ids(mesh),
-                    injection=injection, mesh=mesh, workers=getattr(cfg, "loader_workers", 1),
-                    device_prefetch=getattr(cfg, "prefetch", 2))
+                    injection=injection, mesh=mesh, workers=workers,
+                    device_prefetch=getattr(cfg, "prefetch", 2), processes=processes)
     shape, classes = input_shape_and_classes(spec, train, cfg.data_dir, options)
     transform = make_device_transform(spec, mesh, cfg.seed, getattr(cfg, "augment", None))
     return Input(spec, loader, eval_split(spec, test, getattr(cfg, "eval_examples", None)),

@@ -1,0 +1,148 @@
+"""Config files: `--config FILE` holds TrainConfig fields (and a command's own options), flags
+typed on the command line override it whatever their value, bad files are one line; a run
+directory's config.json reproduces the run bit for bit, and environment.json says what it
+ran on."""
+import dataclasses
+import json
+import re
+import sys
+
+import pytest
+
+from run_hooks import trees_equal
+
+from jaxsel.checkpoint import Checkpointer
+from jaxsel.cli import _apply_config_file, build_parser, config_from_args
+from jaxsel.cli import main as cli_main
+from jaxsel.config import ConfigError, TrainConfig
+from jaxsel.config_file import explicit_dests, load_settings
+from jaxsel.run import build_run
+
+RUN_TOML = """
+strategy = "selsync"
+steps = 30
+lr = 0.1
+lr_schedule = "milestones"
+progress = false
+prefetch = 3
+[strategy_options]
+window = 3
+delta = 0.4
+[partition_options]
+classes_per_replica = 2
+"""
+
+
+def parsed(argv):
+    """(args, TrainConfig) as `jaxsel` builds them, the config file applied."""
+    args = build_parser().parse_args(argv)
+    if args.config:
+        _apply_config_file(args, argv)
+    return args, config_from_args(args, getattr(args, "strategy", "selsync"), args.out)
+
+
+def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
+    (tmp_path / "run.toml").write_text('partition = "label_skew"\n' + RUN_TOML)
+    _, cfg = parsed(["train", "--config", str(tmp_path / "run.toml"), "--lr=0.05", "--window", "5",
+                     "--lr-sched", "constant"])   # 0.05 and constant are the defaults: typed, they still win
+    assert (cfg.lr, cfg.lr_schedule, cfg.steps, cfg.strategy, cfg.progress, cfg.prefetch) == \
+        (0.05, "constant", 30, "selsync", False, 3)
+    assert cfg.strategy_options == {"window": 5, "delta": 0.4}   # tables merge key by key
+    assert cfg.partition == "label_skew" and cfg.partition_options == {"classes_per_replica": 2}
+    _, cfg = parsed(["train", "--config", str(tmp_path / "run.toml"), "--no-progress", "--partition-opt",
+                     "classes_per_replica=1"])
+    assert cfg.progress is False and cfg.partition_options == {"classes_per_replica": 1} and cfg.lr == 0.1
+    _, plain = parsed(["train"])
+    assert plain == TrainConfig(out_dir=None)   # without --config nothing changes
+
+
+def test_explicit_flags_are_read_from_the_command_line_not_guessed_from_values():
+    argv = ["compare", "--lr", "0.05", "--steps=600", "--intra-network", "nvlink", "--no-progress", "--window", "3"]
+    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project_intra_network", "no_progress", "window"}
+
+
+def test_a_compare_file_sets_the_strategies_and_the_target(tmp_path):
+    (tmp_path / "grid.toml").write_text('strategies = ["bsp", "localsgd"]\ntarget = "0.5"\nsteps = 40\n'
+                                        'dataset = "digits"\n')
+    args, cfg = parsed(["compare", "--config", str(tmp_path / "grid.toml"), "--steps", "20"])
+    assert (args.strategies, args.target, cfg.steps, cfg.dataset) == ("bsp,localsgd", "0.5", 20, "digits")
+    (tmp_path / "bad.toml").write_text("strategy_list = ['bsp']\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'strategy_list'; valid keys: .*strategies.*target"):
+        parsed(["compare", "--config", str(tmp_path / "bad.toml")])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("lrr = 0.1\n", r"unknown key 'lrr'; valid keys: augment, batch_size, .*lr, lr_schedule, "),
+    ('steps = "many"\n', r"steps must be an integer, got 'many'"),
+    ("strategy_options = 3\n", r"strategy_options must be a table of KEY = VALUE, got 3"),
+    ("steps = \n", r"is not valid TOML: "),
+])
+def test_a_bad_file_is_one_line_and_nothing_is_created(text, message, tmp_path, capsys):
+    (tmp_path / "run.toml").write_text(text)
+    assert cli_main(["train", "--config", str(tmp_path / "run.toml"), "--out", str(tmp_path / "out")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("jaxsel train: error: --config ")
+    assert re.search(message, err[0]), err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_yaml_and_json_files_hold_the_same_settings(tmp_path):
+    (tmp_path / "run.yaml").write_text("steps: 30\nstrategy_options:\n  window: 3\nclip_norm: null\n")
+    (tmp_path / "run.json").write_text('{"steps": 30, "strategy_options": {"window": 3}, "clip_norm": null}')
+    assert load_settings(tmp_path / "run.yaml") == load_settings(tmp_path / "run.json") == \
+        {"steps": 30, "strategy_options": {"window": 3}, "clip_norm": None}
+
+
+def final_state(cfg: TrainConfig, checkpoint_dir):
+    run = build_run(dataclasses.replace(cfg, resume=True, checkpoint_dir=str(checkpoint_dir)))
+    ckpt = Checkpointer(checkpoint_dir, run.mesh)
+    try:
+        return ckpt.restore_latest(run.state).state
+    finally:
+        ckpt.close()
+
+
+def without_times(rows):
+    return [{k: v for k, v in r.items() if k not in ("train_time_s", "projected_time_s")} for r in rows]
+
+
+def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # default checkpoint dirs: checkpoints/<run name>
+    (tmp_path / "runs").mkdir()
+    assert cli_main(["train", "--strategy", "selsync", "--window", "3", "--delta", "0.2", "--lr", "0.08",
+                     "--partition", "label_skew", "--inject", "0.2,0.5", "--steps", "12", "--log-every", "4",
+                     "--eval-every", "6", "--checkpoint-every", "6", "--seed", "4", "--no-progress",
+                     "--out", "runs/a"]) == 0
+    assert cli_main(["train", "--config", "runs/a/config.json", "--out", "runs/b"]) == 0
+    a, b = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    rows = [[json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()] for d in (a, b)]
+    assert without_times(rows[0]) == without_times(rows[1]) and len(rows[0]) == 12
+    evals = [json.loads((d / "evals.json").read_text()) for d in (a, b)]
+    assert without_times(evals[0]) == without_times(evals[1])
+    configs = [json.loads((d / "config.json").read_text()) for d in (a, b)]
+    assert {**configs[0], "out_dir": None} == {**configs[1], "out_dir": None}
+    settings = load_settings(a / "config.json")
+    assert "out_dir" not in settings and settings["partition_options"] == {"injection": [0.2, 0.5]}
+    cfg = TrainConfig(**settings)
+    ckpts = tmp_path / "checkpoints"
+    assert trees_equal(final_state(cfg, ckpts / "a"), final_state(cfg, ckpts / "b"))
+    env = json.loads((b / "environment.json").read_text())
+    assert env["argv"] == sys.argv and env["cwd"] == str(tmp_path)   # in-process: this process's command line
+    assert {"jaxsel", "git", "python", "packages", "devices", "layout", "command", "cwd"} <= set(env)
+    assert {"jax", "jaxlib", "flax", "optax", "orbax-checkpoint"} <= set(env["packages"])
+    assert len(env["devices"]) == 8 and env["layout"] == json.loads((b / "config.json").read_text())["layout"]
+
+
+def test_the_readme_config_example_is_a_valid_run(tmp_path):
+    from pathlib import Path
+
+    from jaxsel.config import check_config
+    from jaxsel.run import check_strategy
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", readme, re.S)
+    (tmp_path / "run.toml").write_text(block)
+    cfg = TrainConfig(**load_settings(tmp_path / "run.toml"))
+    check_config(cfg)
+    check_strategy(cfg)
+    assert cfg.strategy_options == {"delta": 0.05, "window": 25} and cfg.model == "resnet18"
