@@ -153,6 +153,19 @@ def existing_steps(directory: str | Path) -> list[int]:
     return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit())
 
 
+def newest_meta(directory: str | Path | None) -> dict:
+    """The meta of the newest checkpoint under `directory` that reads as JSON ({} if none):
+    what a run must know before it is built (a cheap read of Orbax's file, no Orbax)."""
+    for step in reversed(existing_steps(directory) if directory is not None else []):
+        try:
+            meta = json.loads((Path(directory) / str(step) / "meta" / "metadata").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict):
+            return meta
+    return {}
+
+
 def abstract_state(template: Any, mesh) -> Any:
     """Restore target: shape/dtype of `template` (a TrainState of arrays or of
     `jax.eval_shape` results) with the replica axis sharded over the mesh, step replicated."""

@@ -228,7 +228,10 @@ def _supervised_train(args, argv: list[str]) -> int:
     """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
     from . import supervisor
 
+    from .early_stop import check
+
     _check_layout(args)   # usage errors from here, before a child starts
+    check()
     who = (f"process {args.process_id} of {args.num_processes}" if args.process_id is not None
            else "this process")
     return supervisor.supervise([sys.executable, "-m", "jaxsel.cli", *argv], who)
@@ -321,7 +324,7 @@ def cmd_compare(args) -> int:
 
 def _check_train_args(args) -> None:
     """What `jaxsel train` can refuse before JAX starts."""
-    if args.resume and not (args.out or args.checkpoint_dir):
+    if args.resume and args.out is None and args.checkpoint_dir is None:
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
@@ -330,28 +333,38 @@ def _check_train_args(args) -> None:
 
 
 def _train_config(args, out: str):
-    """The TrainConfig of `jaxsel train` (checked once, by `train`), its directories usable."""
+    """The TrainConfig of `jaxsel train` and its layout, every check made (run.check_run):
+    nothing is created or printed before a usage error."""
     import dataclasses
 
-    import jax
+    from .run import check_run, resumed_settings
 
     with user_input():
         cfg = config_from_args(args, args.strategy, out)
+        if not args.no_checkpoint:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir,
+                                      checkpoint_every=args.checkpoint_every, keep=args.keep, resume=args.resume)
+        cfg = resumed_settings(dataclasses.replace(cfg, nonfinite=args.nonfinite))
+        check_run(cfg)
         layout = _layout(cfg)
-    if not args.no_checkpoint:
-        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                                  keep=args.keep, resume=args.resume)
-    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
-    created = []   # directories this run made: removed again if it fails before writing to them
-    if jax.process_index() == 0 and _ensure_writable(out, default=not args.out):
-        created.append(out)
+    return cfg, layout
+
+
+def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
+    """Create the run and checkpoint directories; the ones this run made (removed again if
+    it fails before writing to them)."""
+    created = []
+    if lead and _ensure_writable(cfg.out_dir, default=args.out is None):
+        created.append(cfg.out_dir)
     root = cfg.checkpoint_root()
-    if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=not args.checkpoint_dir):
+    if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=cfg.checkpoint_dir is None):
         created.append(str(root))
-    return cfg, created, layout
+    return created
 
 
 def cmd_train(args) -> int:
+    from . import early_stop
+
     _check_train_args(args)
     watchdog = _start_processes(args)
     import jax
@@ -360,9 +373,11 @@ def cmd_train(args) -> int:
     from .train import train
 
     lead = jax.process_index() == 0
-    out = args.out or _default_out(args.strategy)
+    out = args.out if args.out is not None else _default_out(args.strategy)
     try:
-        cfg, created, layout = _train_config(args, out)
+        cfg, layout = _train_config(args, out)
+        early_stop.check()   # a Ctrl-C so far: stop before anything is created
+        created = _make_run_dirs(cfg, args, lead)
         if lead:
             print(f"run directory: {out}", flush=True)
             print(f"layout: {layout}", flush=True)
@@ -537,16 +552,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    from .early_stop import StartupSignals
+
+    with StartupSignals() as startup:   # first: a Ctrl-C from here on is one line and exit 130
+        return _main(sys.argv[1:] if argv is None else list(argv), startup)
+
+
+def _main(argv: list[str], startup) -> int:
+    from .early_stop import StoppedEarly, check
+
     try:
         from .strategy_args import load_plugins
 
         load_plugins(argv)   # registered names must be known before the parser lists them
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command != "train":
+            startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
+        check()
     except ValueError as err:
         print(f"jaxsel: error: {err}", file=sys.stderr)
         return 2
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    except StoppedEarly as stop:
+        print(f"jaxsel: {stop}", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:   # a second Ctrl-C
+        print("jaxsel: interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -561,14 +593,14 @@ def main(argv: list[str] | None = None) -> int:
     except _user_errors() as err:
         print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except _interrupted() as stop:  # SIGTERM -> 0, SIGINT -> 130, after saving
+    except (_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
         print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
         return stop.exit_code
     except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1
         print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"jaxsel {args.command}: interrupted", file=sys.stderr)
         return 130
     except OSError as err:
         if err.errno not in FS_ERRNOS:
