@@ -195,6 +195,8 @@ def add_run_control_args(p: argparse.ArgumentParser) -> None:
                    help="auto: let jax.distributed detect the cluster (SLURM, Open MPI, TPU, ...)")
     m.add_argument("--peer-timeout", type=float, default=60.0,
                    help="seconds without a heartbeat before a peer counts as dead and this process exits")
+    m.add_argument("--join-timeout", type=float, default=120.0,
+                   help="seconds for every process to join the job; the processes that did not are named")
 
 
 def _start_processes(args):
@@ -213,7 +215,7 @@ def _start_processes(args):
         request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
     with user_input():   # --distributed auto found no cluster
         return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
-                                 peer_timeout=args.peer_timeout)
+                                 peer_timeout=args.peer_timeout, join_timeout=args.join_timeout)
 
 
 def _check_layout(args) -> None:
@@ -221,7 +223,7 @@ def _check_layout(args) -> None:
 
     with user_input():
         check_process_layout(args.coordinator, args.num_processes, args.process_id,
-                             args.distributed == "auto", args.peer_timeout)
+                             args.distributed == "auto", args.peer_timeout, args.join_timeout)
 
 
 def _supervised_train(args, argv: list[str]) -> int:
@@ -345,8 +347,8 @@ def _train_config(args, out: str):
             cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir,
                                       checkpoint_every=args.checkpoint_every, keep=args.keep, resume=args.resume)
         cfg = resumed_settings(dataclasses.replace(cfg, nonfinite=args.nonfinite))
-        check_run(cfg)
         layout = _layout(cfg)
+        check_run(cfg)
     return cfg, layout
 
 

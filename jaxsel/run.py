@@ -28,6 +28,7 @@ from .data.pipeline import build_input
 from .data.sources import KNOWN
 from .lr_schedule import never_fires_warning
 from .models import FunctionalModel, build_model
+from .numbers import byte_size
 from .optim import build_optimizer
 from .paths import writable_dir
 from .runlock import check_unlocked
@@ -227,9 +228,6 @@ def _recorded_checkpoint_dir(out: Path) -> str | None:
     return str(legacy) if existing_steps(legacy) else None
 
 
-GIB = 2**30
-
-
 class Resources(NamedTuple):
     """What a run needs, estimated before anything is allocated or compiled."""
 
@@ -275,21 +273,21 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
     """ConfigError with the figures when the run cannot fit in memory or on disk."""
     devices = mesh.devices.size
     per_device = (need.state + need.batches + need.activations) / devices
-    what = (f"state {need.state / GIB:.2f} GiB over {devices} devices, batches {need.batches / GIB:.2f} GiB, "
-            f"activations >= {need.activations / GIB:.2f} GiB")
+    what = (f"state {byte_size(need.state)} over {devices} devices, batches {byte_size(need.batches)}, "
+            f"activations >= {byte_size(need.activations)}")
     hint = "lower --batch-size, --replicas, --steps or the strategy's window"
     limit = _device_limit(mesh)
     if limit is not None and per_device > limit:
         k = max(1, cfg.replicas // devices)
-        raise ConfigError(f"the run needs about {per_device / GIB:.1f} GiB per device for its {k} replica(s) "
+        raise ConfigError(f"the run needs about {byte_size(per_device)} per device for its {k} replica(s) "
                           f"per device ({what}) but a {mesh.devices.flat[0].device_kind} has "
-                          f"{limit / GIB:.1f} GiB; {hint}, or spread the replicas over more devices")
+                          f"{byte_size(limit)}; {hint}, or spread the replicas over more devices")
     local = len([d for d in mesh.devices.flat if d.process_index == jax.process_index()])
     host = need.host + (per_device * local if limit is None else 0)   # CPU devices live in host memory
     available = _host_available()
     if host > available:
-        raise ConfigError(f"the run needs about {host / GIB:.1f} GiB of host memory ({what}; projection "
-                          f"tables {cfg.steps * cfg.replicas * 8 / GIB:.2f} GiB) but {available / GIB:.1f} GiB "
+        raise ConfigError(f"the run needs about {byte_size(host)} of host memory ({what}; projection "
+                          f"tables {byte_size(cfg.steps * cfg.replicas * 8)}) but {byte_size(available)} "
                           f"is available; {hint}")
     root = cfg.checkpoint_root()
     if root is not None and jax.process_index() == 0:
@@ -298,6 +296,6 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
         probe = next(p for p in [root.absolute(), *root.absolute().parents] if p.exists())
         free = shutil.disk_usage(probe).free
         if disk > free:
-            raise ConfigError(f"checkpoints need about {disk / GIB:.2f} GiB in {str(root)!r} ({cfg.keep} kept "
-                              f"+ 1 being written, {need.state / GIB:.2f} GiB each) but {free / GIB:.2f} GiB "
+            raise ConfigError(f"checkpoints need about {byte_size(disk)} in {str(root)!r} ({cfg.keep} kept "
+                              f"+ 1 being written, {byte_size(need.state)} each) but {byte_size(free)} "
                               f"is free; lower --keep, free space or choose another --checkpoint-dir")

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -93,7 +94,9 @@ def test_sigterm_from_outside_saves_exits_143_and_resumes(tmp_path):
     saved = [line for line in err.splitlines() if "received SIGTERM: stopped after step" in line]
     assert saved and "saved checkpoint at step" in saved[0], err[-2000:]
     step = int(saved[0].split("stopped after step ")[1].split(",")[0])
-    assert existing_steps(tmp_path / "checkpoints" / "run") == [step]   # the default root
+    root = Path(json.loads((tmp_path / "run" / "config.json").read_text())["checkpoint_root"])
+    assert root.parent == tmp_path / "checkpoints" and root.name.startswith("run-")   # the default root
+    assert existing_steps(root) == [step]
     done = subprocess.run(base + ["--steps", str(step + 3), "--resume"], capture_output=True, text=True,
                           timeout=180, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
