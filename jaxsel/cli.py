@@ -573,7 +573,7 @@ def _main(argv: list[str], startup) -> int:
             startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
         check()
     except ValueError as err:
-        print(f"jaxsel: error: {err}", file=sys.stderr)
+        print(f"jaxsel: error: {one_line(err)}", file=sys.stderr)
         return 2
     except StoppedEarly as stop:
         print(f"jaxsel: {stop}", file=sys.stderr)
@@ -593,13 +593,13 @@ def _main(argv: list[str], startup) -> int:
                 return _supervised_train(args, argv)
         return int(args.func(args) or 0)
     except _user_errors() as err:
-        print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
+        print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
     except (_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
         print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
         return stop.exit_code
     except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1
-        print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
+        print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"jaxsel {args.command}: interrupted", file=sys.stderr)
@@ -612,6 +612,12 @@ def _main(argv: list[str], startup) -> int:
         return 2
     except Exception:  # noqa: BLE001 - a bug: its traceback once, and where to send it
         return _unexpected(args.command)
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line: some carry a library's multi-line detail (a tarball
+    that is not one lists every compression tried)."""
+    return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
 
 
 def _unexpected(command: str) -> int:

@@ -123,8 +123,11 @@ class MetricsFile:
         return rows
 
     def write(self, rows: list[dict]) -> None:
-        self.file.write("".join(json.dumps(jsonable(r)) + "\n" for r in rows))
-        self.file.flush()
+        try:
+            self.file.write("".join(json.dumps(jsonable(r)) + "\n" for r in rows))
+            self.file.flush()
+        except OSError as err:   # a full disk: say which file
+            raise OSError(err.errno, err.strerror, str(self.path)) from None
 
     def close(self) -> None:
         self.file.close()
