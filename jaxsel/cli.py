@@ -355,12 +355,15 @@ def _train_config(args, out: str):
 def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
     """Create the run and checkpoint directories; the ones this run made (removed again if
     it fails before writing to them)."""
+    from .paths import undo_created
+
     created = []
     if lead and _ensure_writable(cfg.out_dir, default=args.out is None):
         created.append(cfg.out_dir)
     root = cfg.checkpoint_root()
-    if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=cfg.checkpoint_dir is None):
-        created.append(str(root))
+    with undo_created(cfg.out_dir, bool(created)):   # a checkpoint dir that cannot be made: no run dir either
+        if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=cfg.checkpoint_dir is None):
+            created.append(str(root))
     return created
 
 

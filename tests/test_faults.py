@@ -103,3 +103,30 @@ def test_sigterm_from_outside_saves_exits_143_and_resumes(tmp_path):
     assert f"resumed_from_step: {step}" in done.stdout
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == list(range(step + 3))
+
+
+@pytest.mark.parametrize("after", [0.1, 0.3, 0.6, 1.0])
+def test_ctrl_c_early_in_start_up_is_one_line_and_exit_130(tmp_path, after):
+    """A Python launcher (a shell's background jobs ignore SIGINT) sends Ctrl-C `after`
+    seconds into `jaxsel train`: exit 130 and one line, never a traceback nor a swallowed
+    interrupt ("Exception ignored") that lets the run train in full afterwards. Before any
+    jaxsel code runs (the interpreter still starting, on a busy machine), Python's own
+    handling applies: death by the signal, a traceback that shows no jaxsel frame."""
+    proc = subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "bsp", "--steps", "1000000",
+                             "--log-every", "5", "--no-progress", "--out", "run"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)   # a run that trained on would time out here
+    if proc.returncode == -signal.SIGINT:
+        assert "jaxsel" not in err and out == "", err
+    else:
+        assert proc.returncode == 130, err[-2000:]
+        assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
+        lines = err.strip().splitlines()
+        assert "received SIGINT" in lines[-1], err[-2000:]
+        if "while starting up" in lines[-1]:   # before the run was set up: one line, nothing made
+            assert len(lines) == 1 and out == "", err
+            assert list(tmp_path.iterdir()) == []
+    log = tmp_path / "run" / "metrics.jsonl"
+    assert not log.exists() or log.read_text() == ""   # not one step trained
