@@ -230,7 +230,7 @@ class Checkpointer:
         self._writing: int | None = None   # the step of the save in flight
         self._failed: CheckpointWriteError | None = None
         _mute_closed_loop_noise()
-        _ORBAX_THREAD_ERRORS.install()
+        _drop_write_failure_logs()
 
     def all_steps(self) -> list[int]:
         return sorted(self.manager.all_steps())
@@ -348,15 +348,13 @@ class Checkpointer:
         except Exception as err:  # noqa: BLE001 - a failed write already reported (or being reported)
             if write_problem(err) is None:
                 raise
-        finally:
-            _ORBAX_THREAD_ERRORS.remove()
 
 
 #: failures of a write the user can fix: a full disk, a quota, a read-only or forbidden directory
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
-def write_problem(err: BaseException) -> str | None:
+def write_problem(err: BaseException | str) -> str | None:
     """"No space left on device: FILE" for a failed write the user can fix (Orbax reports the
     OS error inside tensorstore's message), else None (a bug: its traceback stays)."""
     text = str(err)
@@ -371,32 +369,25 @@ def write_problem(err: BaseException) -> str | None:
     return os.strerror(code) + (f": {path}" if path else "")
 
 
-class _OrbaxThreadErrors(logging.Filter):
-    """Orbax logs each failure of its background save threads (with traceback) from every
-    thread that sees it, about 290 lines for one full disk; the save's error reaches the
-    training loop anyway (`Checkpointer._write_errors`), which says it in one line."""
-
-    def __init__(self):
-        super().__init__()
-        self.users = 0
+class _WriteFailureLogs(logging.Filter):
+    """A failed write (a full disk, ...) is logged with its traceback by every Orbax save
+    thread that sees it, and once more by asyncio for each future nobody read ("exception
+    was never retrieved", even at exit): about 290 lines for one full disk. The training
+    loop gets the same error (`Checkpointer._write_errors`) and says it in one line, so
+    exactly those records are dropped; any other error is logged as before."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from_orbax = f"{os.sep}orbax{os.sep}" in record.pathname
-        return not (from_orbax and record.levelno >= logging.ERROR and record.exc_info is not None
-                    or from_orbax and "raised an exception" in record.getMessage())
-
-    def install(self) -> None:
-        if self.users == 0:
-            logging.getLogger("absl").addFilter(self)
-        self.users += 1
-
-    def remove(self) -> None:
-        self.users = max(0, self.users - 1)
-        if self.users == 0:
-            logging.getLogger("absl").removeFilter(self)
+        err = record.exc_info[1] if record.exc_info else None
+        return write_problem(err if err is not None else record.getMessage()) is None
 
 
-_ORBAX_THREAD_ERRORS = _OrbaxThreadErrors()
+def _drop_write_failure_logs() -> None:
+    for name in ("absl", "asyncio"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _WriteFailureLogs) for f in logger.filters):
+            logger.addFilter(_WriteFailureLogs())
+
+
 _NOISE_MUTED = False
 
 

@@ -228,12 +228,10 @@ def _check_layout(args) -> None:
 
 def _supervised_train(args, argv: list[str]) -> int:
     """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
-    from . import supervisor
-
-    from .early_stop import check
+    from . import early_stop, supervisor
 
     _check_layout(args)   # usage errors from here, before a child starts
-    check()
+    early_stop.check()
     who = (f"process {args.process_id} of {args.num_processes}" if args.process_id is not None
            else "this process")
     return supervisor.supervise([sys.executable, "-m", "jaxsel.cli", *argv], who)

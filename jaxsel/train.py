@@ -122,8 +122,10 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
     finally:
         log.close()
         if ckpt is not None:
-            ckpt.wait()
-            ckpt.close()
+            try:
+                ckpt.wait()
+            finally:
+                ckpt.close()
     final = {**log.final(run.description, compile_time, start), "layout": run.layout}
     if out_dir:
         write_json(out_dir / "evals.json", log.evals)
