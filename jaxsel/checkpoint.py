@@ -48,10 +48,11 @@ FORMAT = 1
 #: settings that make a checkpoint belong to another run: a clear error, never a silent mix
 IDENTITY = ("replicas", "model", "strategy", "dataset")
 #: settings that do not change the trajectory (free to differ on resume)
-#: (`steps` may grow to extend a run; strategies scheduled by total steps follow the new total)
+#: (`steps` may grow to extend a run; strategies scheduled by total steps follow the new total,
+#: fractional LR milestones keep the first run's length, `lr_schedule_steps`, recorded in the meta)
 NOT_TRAJECTORY = frozenset({
-    "steps", "lr_schedule_steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir", "progress",
-    "prefetch", "loader_workers", "eval_examples",
+    "steps", "lr_schedule_steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir",
+    "progress", "prefetch", "loader_workers", "eval_examples",
     "checkpoint_dir", "checkpoint_every", "keep", "resume", "nonfinite",
     "project_network", "project_intra_network", "project_gpus_per_host", "project_stragglers", "project_compute_s",
     "platform", "devices", "local_replicas",   # the layout: a checkpoint of 8 replicas on 8 devices resumes on 1 or 2
@@ -151,14 +152,14 @@ def check_identity(saved: dict, current: dict, where: str) -> None:
         if not diff:   # the same settings, spelt differently (`--aggregator mean`, the default)
             return
         raise CheckpointMismatch(
-            f"checkpoint {where} was written with other settings ({diff or 'config hash differs'}); "
+            f"checkpoint {where} was written with other settings ({diff}); "
             f"resume with the original settings, or start a fresh run in another --checkpoint-dir")
 
 
 def _spelt_out(config: dict) -> dict:
     """A trajectory config with every strategy option at its value, one entry each (the
-    strategy's default where none was given), and the LR schedule as (kind, milestones, gamma), so a default and
-    the same value given explicitly compare equal."""
+    strategy's default where none was given), and the LR schedule as (kind, milestones,
+    gamma): a default and the same value given explicitly compare equal."""
     from .lr_schedule import parse_lr_schedule
     from .options import option_defaults
     from .strategies.registry import STRATEGIES

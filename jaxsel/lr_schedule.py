@@ -77,7 +77,7 @@ def describe_lr_schedule(spec: str, total_steps: int | None = None) -> str:
 
 def scheduled_lr(spec: str, lr: float, total_steps: int | None):
     """`count -> learning rate` of optimizer update number `count` (0-based), as the schedule
-    `build_lr_schedule` makes gives it (`lr` times GAMMA per milestone reached), in plain
+    of `build_lr_schedule` gives it (`lr` times GAMMA per milestone reached), in plain
     Python: the run log records it per step without a device call."""
     kind, milestones, gamma = parse_lr_schedule(spec)
     steps = milestone_steps(milestones, total_steps) if kind != "constant" else []

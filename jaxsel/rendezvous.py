@@ -40,7 +40,8 @@ def _lead(host: str, port: int, n: int, deadline: float, where: str) -> None:
     except OSError as err:
         why = os.strerror(err.errno) if err.errno else str(err)
         raise JoinError(f"process 0 cannot listen on port {port} ({why}): another process 0 of this job is there "
-                        f"(--process-id 0 given twice?), or another program; choose a free --coordinator port") from None
+                        f"(--process-id 0 given twice?), or another program; choose a free --coordinator "
+                        f"port") from None
     joined: dict[int, socket.socket] = {}
     callers: list[socket.socket] = []   # everyone who checked in, answered alike
     try:

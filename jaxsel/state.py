@@ -64,7 +64,10 @@ def check_strategy_state(state: TrainState, strategy, where: str, optimizer=None
             raise TypeError(f"{where}: the state's optimizer state is {_layout(state.opt_state)}, but this "
                             f"optimizer keeps {_layout(expected)}: build the state with init_state(params, "
                             f"optimizer, ...) for the same optimizer")
-    n = int(np.shape(jax.tree.leaves(state.params)[0])[0])
+    leaves = jax.tree.leaves(state.params)
+    if not leaves:   # no parameters: nothing a strategy could keep per parameter
+        return
+    n = int(np.shape(leaves[0])[0])
     expected = jax.eval_shape(lambda p, o: strategy.init(p, o, n), params, one(state.opt_state))
     if jax.tree.structure(expected) != jax.tree.structure(one(state.strategy_state)):
         raise TypeError(f"{where}: the state's strategy state is {_layout(state.strategy_state)}, but "

@@ -119,6 +119,8 @@ class TrainStep:
         return self.jitted.lower(state, batch, *args, **kwargs)
 
     def __getattr__(self, name: str):
+        if name == "jitted":   # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.jitted, name)
 
 

@@ -203,7 +203,8 @@ def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
     """A run built with other LR milestones than its checkpoint's (a run built before the
     checkpoint's length was known, `resumed_settings`) must not continue silently."""
     recorded, length = meta.get("lr_schedule_steps"), run.cfg.lr_schedule_length
-    if recorded is not None and int(recorded) != length and any(m < 1 for m in parse_lr_schedule(run.cfg.lr_schedule)[1]):
+    fractional = any(m < 1 for m in parse_lr_schedule(run.cfg.lr_schedule)[1])
+    if recorded is not None and int(recorded) != length and fractional:
         ckpt.close()
         raise CheckpointMismatch(f"checkpoint in {ckpt.directory} was written by a run whose fractional "
                                  f"--lr-schedule milestones refer to {recorded} steps, this run's to {length}; "

@@ -111,7 +111,8 @@ def test_a_usage_error_leaves_no_default_folders_behind(args, tmp_path, monkeypa
 
 
 PLUGINS = [
-    ("raises.py", "raise RuntimeError('plugin broke\\nsecond line')\n", "failed while loading: RuntimeError: plugin broke"),
+    ("raises.py", "raise RuntimeError('plugin broke\\nsecond line')\n",
+     "failed while loading: RuntimeError: plugin broke"),
     ("syntax.py", "x = (\n", "failed while loading: SyntaxError: '(' was never closed"),
     ("", None, "--plugin needs a module name or a .py file, got ''"),
 ]
