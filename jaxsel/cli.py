@@ -360,7 +360,7 @@ def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
         created.append(cfg.out_dir)
     root = cfg.checkpoint_root()
     with undo_created(cfg.out_dir, bool(created)):   # a checkpoint dir that cannot be made: no run dir either
-        if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=cfg.checkpoint_dir is None):
+        if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=args.checkpoint_dir is None):
             created.append(str(root))
     return created
 
