@@ -111,17 +111,17 @@ def test_ctrl_c_early_in_start_up_is_one_line_and_exit_130(tmp_path, after):
     seconds into `jaxsel train`: exit 130 and one line, never a traceback nor a swallowed
     interrupt ("Exception ignored") that lets the run train in full afterwards. Before any
     jaxsel code runs (the interpreter still starting, on a busy machine), Python's own
-    handling applies: death by the signal, a traceback that shows no jaxsel frame."""
+    handling applies: death by the signal, or a traceback that shows no jaxsel frame."""
     proc = subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "bsp", "--steps", "1000000",
                              "--log-every", "5", "--no-progress", "--out", "run"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(after)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)   # a run that trained on would time out here
-    if proc.returncode == -signal.SIGINT:
-        assert "/jaxsel/" not in err and out == "", err   # no frame of the package
+    if proc.returncode != 130:   # the interpreter was still starting (site, .pth files): Python's doing
+        assert proc.returncode != 0 and "/jaxsel/" not in err and out == "", err   # no frame of the package
+        assert list(tmp_path.iterdir()) == []
     else:
-        assert proc.returncode == 130, err[-2000:]
         assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
         lines = err.strip().splitlines()
         assert "received SIGINT" in lines[-1], err[-2000:]
