@@ -9,6 +9,7 @@ over the mesh axis, so an aggregator never needs to know how replicas are laid o
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, ClassVar
 
 import jax
@@ -39,6 +40,10 @@ class Aggregator:
 
     def __call__(self, tree: Any, axis: str, ctx) -> Any:
         raise NotImplementedError
+
+    def check_replicas(self, n: int) -> None:
+        """ValueError if this aggregator cannot combine `n` replicas (checked when a run's
+        strategy is built, before anything compiles)."""
 
     @property
     def name(self) -> str:
@@ -106,10 +111,18 @@ class TrimmedMean(Aggregator):
     k: int = 1
     collective: ClassVar[str] = "allgather"
 
+    def __post_init__(self):
+        if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k < 0:
+            raise ValueError(f"trimmed mean needs an integer K >= 0 in 'trimmed:K', got {self.k!r}")
+
+    def check_replicas(self, n: int) -> None:
+        if not 2 * self.k < n:
+            raise ValueError(f"aggregator 'trimmed:{self.k}' drops {self.k} highest and {self.k} lowest of "
+                             f"{n} replicas, leaving none: K must be in 0..{(n - 1) // 2}")
+
     def __call__(self, tree, axis, ctx=None):
         n = replica_count(axis)
-        if not (0 <= self.k and 2 * self.k < n):
-            raise ValueError(f"trimmed mean k={self.k} needs 0 <= k and 2k < replicas={n}")
+        self.check_replicas(n)
 
         def trim(x):
             s = jnp.sort(replica_gather(x, axis), axis=0)
@@ -138,12 +151,14 @@ class WeightedMean(Aggregator):
     def uses_sample_weights(self) -> bool:
         return self.weights is None
 
+    def check_replicas(self, n: int) -> None:
+        if self.weights is not None and len(self.weights) != n:
+            raise ValueError(f"weighted mean has {len(self.weights)} weights for {n} replicas")
+
     def replica_weight(self, axis: str, ctx) -> jax.Array:
         """This replica's weight (fixed, or `ctx.weight`)."""
         if self.weights is not None:
-            n = replica_count(axis)
-            if len(self.weights) != n:
-                raise ValueError(f"weighted mean has {len(self.weights)} weights for {n} replicas")
+            self.check_replicas(replica_count(axis))
             return jnp.asarray(self.weights, jnp.float32)[replica_index(axis, ctx)]
         if ctx is None or getattr(ctx, "weight", None) is None:
             raise ValueError("weighted mean without fixed weights needs a StepContext carrying `weight`")
@@ -258,10 +273,10 @@ def get_aggregator(spec: str | Aggregator) -> Aggregator:
     """An aggregator from its name ("mean", "median", "trimmed:2", ...) or itself."""
     if isinstance(spec, Aggregator):
         return spec
-    name, _, arg = str(spec).partition(":")
+    name, colon, arg = str(spec).partition(":")
     if name not in AGGREGATORS:
         raise ValueError(f"unknown aggregator {spec!r}; choose one of {', '.join(AGGREGATORS)}")
-    if arg:
+    if colon:
         if name != "trimmed":
             raise ValueError(f"aggregator {name!r} takes no argument (got {spec!r}); only trimmed:K does")
         try:

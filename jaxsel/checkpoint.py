@@ -21,9 +21,12 @@ aside as `corrupt-<step>-<time>`, and the previous one is used; none good is an 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
+import os
+import re
 import sys
 import threading
 import time
@@ -45,11 +48,12 @@ FORMAT = 1
 #: settings that make a checkpoint belong to another run: a clear error, never a silent mix
 IDENTITY = ("replicas", "model", "strategy", "dataset")
 #: settings that do not change the trajectory (free to differ on resume)
-#: (`steps` may grow to extend a run; strategies scheduled by total steps follow the new total)
+#: (`steps` may grow to extend a run; strategies scheduled by total steps follow the new total,
+#: fractional LR milestones keep the first run's length, `lr_schedule_steps`, recorded in the meta)
 NOT_TRAJECTORY = frozenset({
-    "steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir", "progress",
-    "prefetch", "loader", "loader_workers", "eval_examples", "eval_replicas", "tensorboard", "wandb_project",
-    "run_group",
+    "steps", "lr_schedule_steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir",
+    "progress", "prefetch", "loader", "loader_workers", "eval_examples", "eval_replicas", "tensorboard",
+    "wandb_project", "run_group",
     "checkpoint_dir", "checkpoint_every", "keep", "resume", "nonfinite",
     "project_network", "project_intra_network", "project_gpus_per_host", "project_stragglers", "project_compute_s",
     "platform", "devices", "local_replicas",   # the layout: a checkpoint of 8 replicas on 8 devices resumes on 1 or 2
@@ -62,6 +66,11 @@ class CheckpointMismatch(ValueError):
 
 class CheckpointError(RuntimeError):
     """Checkpoints exist but none can be read."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written for a reason the user can fix (a full disk, a
+    quota, a read-only or forbidden directory): one line, exit code 2."""
 
 
 class CorruptCheckpoint(RuntimeError):
@@ -138,12 +147,34 @@ def check_identity(saved: dict, current: dict, where: str) -> None:
                 f"has {key}={current.get(key)!r}; resume with the same {key}, or start a fresh "
                 f"run in another --checkpoint-dir")
     if saved.get("config_hash") != current.get("config_hash"):
-        old, new = saved.get("config", {}), current.get("config", {})
+        old, new = _spelt_out(saved.get("config", {})), _spelt_out(current.get("config", {}))
         diff = ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}"
                          for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
+        if not diff:   # the same settings, spelt differently (`--aggregator mean`, the default)
+            return
         raise CheckpointMismatch(
-            f"checkpoint {where} was written with other settings ({diff or 'config hash differs'}); "
+            f"checkpoint {where} was written with other settings ({diff}); "
             f"resume with the original settings, or start a fresh run in another --checkpoint-dir")
+
+
+def _spelt_out(config: dict) -> dict:
+    """A trajectory config with every strategy option at its value, one entry each (the
+    strategy's default where none was given), and the LR schedule as (kind, milestones,
+    gamma): a default and the same value given explicitly compare equal."""
+    from .lr_schedule import parse_lr_schedule
+    from .options import option_defaults
+    from .strategies.registry import STRATEGIES
+
+    out = dict(config)
+    cls = STRATEGIES.get(out.get("strategy"))
+    defaults = json.loads(json.dumps(option_defaults(cls), sort_keys=True, default=str)) if cls else {}
+    for key, value in {**defaults, **(out.pop("strategy_options", None) or {})}.items():
+        out[f"strategy_options.{key}"] = value   # one entry per option: a difference names it
+    try:
+        out["lr_schedule"] = list(parse_lr_schedule(out.get("lr_schedule", "constant")))
+    except ValueError:
+        pass
+    return out
 
 
 def existing_steps(directory: str | Path) -> list[int]:
@@ -152,6 +183,19 @@ def existing_steps(directory: str | Path) -> list[int]:
     if not root.is_dir():
         return []
     return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def newest_meta(directory: str | Path | None) -> dict:
+    """The meta of the newest checkpoint under `directory` that reads as JSON ({} if none):
+    what a run must know before it is built (a cheap read of Orbax's file, no Orbax)."""
+    for step in reversed(existing_steps(directory) if directory is not None else []):
+        try:
+            meta = json.loads((Path(directory) / str(step) / "meta" / "metadata").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict):
+            return meta
+    return {}
 
 
 def abstract_state(template: Any, mesh) -> Any:
@@ -185,6 +229,10 @@ class Checkpointer:
             cleanup_tmp_directories=True,
         )
         self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=("state", "meta"))
+        self._writing: int | None = None   # the step of the save in flight
+        self._failed: CheckpointWriteError | None = None
+        _mute_closed_loop_noise()
+        _drop_write_failure_logs()
 
     def all_steps(self) -> list[int]:
         return sorted(self.manager.all_steps())
@@ -197,8 +245,31 @@ class Checkpointer:
         meta = {"format": FORMAT, "step": int(step), "data_position": int(step),
                 "processes": jax.process_count(), "jax": jax.__version__,
                 "checksum": state_checksum(state), **meta}
-        self.manager.save(int(step), args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+        with self._write_errors(int(step)):   # a failure of the save before this one surfaces here
+            self.manager.save(int(step), args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+        self._writing = int(step)
+
+    @contextmanager
+    def _write_errors(self, step: int):
+        """A save that fails on a full disk (or a quota, a read-only directory, missing rights)
+        becomes one CheckpointWriteError naming the step, the file and the checkpoint kept."""
+        try:
+            yield
+        except Exception as err:  # noqa: BLE001 - Orbax raises assorted types for a failed write
+            problem = write_problem(err)
+            if problem is None:
+                raise
+            if self._failed is not None:   # the same failure again (waiting after the failed save)
+                raise self._failed from None
+            failed = self._writing if self._writing is not None else step
+            good = [s for s in existing_steps(self.directory) if s < failed]
+            kept = (f"the checkpoint of step {good[-1]} in {self.directory} is intact" if good
+                    else f"no earlier checkpoint in {self.directory}")
+            self._failed = CheckpointWriteError(
+                f"the checkpoint of step {failed} could not be written ({problem}); {kept}; make room (or fix "
+                f"the directory), then continue with --resume")
+            raise self._failed from None
 
     def read_meta(self, step: int) -> dict:
         return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
@@ -269,10 +340,54 @@ class Checkpointer:
 
     def wait(self) -> None:
         """Block until pending asynchronous saves are on disk."""
-        self.manager.wait_until_finished()
+        with self._write_errors(self._writing or 0):
+            self.manager.wait_until_finished()
+        self._writing = None
 
     def close(self) -> None:
-        self.manager.close()
+        try:
+            self.manager.close()
+        except Exception as err:  # noqa: BLE001 - a failed write already reported (or being reported)
+            if write_problem(err) is None:
+                raise
+
+
+#: failures of a write the user can fix: a full disk, a quota, a read-only or forbidden directory
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def write_problem(err: BaseException | str) -> str | None:
+    """"No space left on device: FILE" for a failed write the user can fix (Orbax reports the
+    OS error inside tensorstore's message), else None (a bug: its traceback stays)."""
+    text = str(err)
+    code = getattr(err, "errno", None)
+    found = re.search(r"os_error_code='(\d+)'", text) or re.search(r"\[Errno (\d+)\]", text)
+    if code is None and found:
+        code = int(found.group(1))
+    if code not in WRITE_ERRNOS:
+        return None
+    where = re.search(r'(?:Failed writing|local file): "([^"]+)"', text)
+    path = getattr(err, "filename", None) or (where.group(1) if where else None)
+    return os.strerror(code) + (f": {path}" if path else "")
+
+
+class _WriteFailureLogs(logging.Filter):
+    """A failed write (a full disk, ...) is logged with its traceback by every Orbax save
+    thread that sees it, and once more by asyncio for each future nobody read ("exception
+    was never retrieved", even at exit): about 290 lines for one full disk. The training
+    loop gets the same error (`Checkpointer._write_errors`) and says it in one line, so
+    exactly those records are dropped; any other error is logged as before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        return write_problem(err if err is not None else record.getMessage()) is None
+
+
+def _drop_write_failure_logs() -> None:
+    for name in ("absl", "asyncio"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _WriteFailureLogs) for f in logger.filters):
+            logger.addFilter(_WriteFailureLogs())
 
 
 _NOISE_MUTED = False

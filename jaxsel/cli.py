@@ -215,6 +215,8 @@ def add_run_control_args(p: argparse.ArgumentParser) -> None:
                    help="auto: let jax.distributed detect the cluster (SLURM, Open MPI, TPU, ...)")
     m.add_argument("--peer-timeout", type=float, default=60.0,
                    help="seconds without a heartbeat before a peer counts as dead and this process exits")
+    m.add_argument("--join-timeout", type=float, default=120.0,
+                   help="seconds for every process to join the job; the processes that did not are named")
 
 
 def _start_processes(args):
@@ -233,7 +235,7 @@ def _start_processes(args):
         request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
     with user_input():   # --distributed auto found no cluster
         return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
-                                 peer_timeout=args.peer_timeout)
+                                 peer_timeout=args.peer_timeout, join_timeout=args.join_timeout)
 
 
 def _check_layout(args) -> None:
@@ -241,14 +243,15 @@ def _check_layout(args) -> None:
 
     with user_input():
         check_process_layout(args.coordinator, args.num_processes, args.process_id,
-                             args.distributed == "auto", args.peer_timeout)
+                             args.distributed == "auto", args.peer_timeout, args.join_timeout)
 
 
 def _supervised_train(args, argv: list[str]) -> int:
     """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
-    from . import supervisor
+    from . import early_stop, supervisor
 
     _check_layout(args)   # usage errors from here, before a child starts
+    early_stop.check()
     who = (f"process {args.process_id} of {args.num_processes}" if args.process_id is not None
            else "this process")
     return supervisor.supervise([sys.executable, "-m", "jaxsel.cli", *argv], who)
@@ -343,7 +346,7 @@ def _compare(args) -> int:
 
 def _check_train_args(args) -> None:
     """What `jaxsel train` can refuse before JAX starts."""
-    if args.resume and not (args.out or args.checkpoint_dir):
+    if args.resume and args.out is None and args.checkpoint_dir is None:
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
@@ -352,28 +355,41 @@ def _check_train_args(args) -> None:
 
 
 def _train_config(args, out: str):
-    """The TrainConfig of `jaxsel train` (checked once, by `train`), its directories usable."""
+    """The TrainConfig of `jaxsel train` and its layout, every check made (run.check_run):
+    nothing is created or printed before a usage error."""
     import dataclasses
 
-    import jax
+    from .run import check_run, resumed_settings
 
     with user_input():
         cfg = config_from_args(args, args.strategy, out)
+        if not args.no_checkpoint:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir,
+                                      checkpoint_every=args.checkpoint_every, keep=args.keep, resume=args.resume)
+        cfg = resumed_settings(dataclasses.replace(cfg, nonfinite=args.nonfinite))
         layout = _layout(cfg)
-    if not args.no_checkpoint:
-        cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                                  keep=args.keep, resume=args.resume)
-    cfg = dataclasses.replace(cfg, nonfinite=args.nonfinite)
-    created = []   # directories this run made: removed again if it fails before writing to them
-    if jax.process_index() == 0 and _ensure_writable(out, default=not args.out):
-        created.append(out)
+        check_run(cfg)
+    return cfg, layout
+
+
+def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
+    """Create the run and checkpoint directories; the ones this run made (removed again if
+    it fails before writing to them)."""
+    from .paths import undo_created
+
+    created = []
+    if lead and _ensure_writable(cfg.out_dir, default=args.out is None):
+        created.append(cfg.out_dir)
     root = cfg.checkpoint_root()
-    if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=not args.checkpoint_dir):
-        created.append(str(root))
-    return cfg, created, layout
+    with undo_created(cfg.out_dir, bool(created)):   # a checkpoint dir that cannot be made: no run dir either
+        if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=args.checkpoint_dir is None):
+            created.append(str(root))
+    return created
 
 
 def cmd_train(args) -> int:
+    from . import early_stop
+
     _check_train_args(args)
     watchdog = _start_processes(args)
     import jax
@@ -382,9 +398,11 @@ def cmd_train(args) -> int:
     from .train import train
 
     lead = jax.process_index() == 0
-    out = args.out or _default_out(args.strategy)
+    out = args.out if args.out is not None else _default_out(args.strategy)
     try:
-        cfg, created, layout = _train_config(args, out)
+        cfg, layout = _train_config(args, out)
+        early_stop.check()   # a Ctrl-C so far: stop before anything is created
+        created = _make_run_dirs(cfg, args, lead)
         if lead:
             print(f"run directory: {out}", flush=True)
             print(f"layout: {layout}", flush=True)
@@ -575,16 +593,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    from .early_stop import StartupSignals
+
+    with StartupSignals() as startup:   # first: a Ctrl-C from here on is one line and exit 130
+        return _main(sys.argv[1:] if argv is None else list(argv), startup)
+
+
+def _main(argv: list[str], startup) -> int:
+    from .early_stop import StoppedEarly, check
+
     try:
         from .strategy_args import load_plugins
 
         load_plugins(argv)   # registered names must be known before the parser lists them
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command != "train":
+            startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
+        check()
     except ValueError as err:
-        print(f"jaxsel: error: {err}", file=sys.stderr)
+        print(f"jaxsel: error: {one_line(err)}", file=sys.stderr)
         return 2
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    except StoppedEarly as stop:
+        print(f"jaxsel: {stop}", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:   # a second Ctrl-C
+        print("jaxsel: interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -599,16 +634,16 @@ def main(argv: list[str] | None = None) -> int:
                 return _supervised_train(args, argv)
         return int(args.func(args) or 0)
     except _user_errors() as err:
-        print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
+        print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except _interrupted() as stop:  # SIGTERM -> 0, SIGINT -> 130, after saving
+    except (_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
         print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
         return stop.exit_code
     except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1
-        print(f"jaxsel {args.command}: error: {err}", file=sys.stderr)
+        print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"jaxsel {args.command}: interrupted", file=sys.stderr)
         return 130
     except OSError as err:
         if err.errno not in FS_ERRNOS:
@@ -628,6 +663,12 @@ def _apply_config_file(args, argv: list[str]) -> None:
     add_training_args(training)
     settings = load_settings(args.config, command_keys(subcommand(build_parser(), args.command), training))
     args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line: some carry a library's multi-line detail (a tarball
+    that is not one lists every compression tried)."""
+    return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
 
 
 def _unexpected(command: str) -> int:

@@ -9,6 +9,7 @@ the strategy, its trigger and aggregator own those rules.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from .options import parse_kv
 MAX_STEPS = 2**31 - 1
 #: when each replica's own model is evaluated too (replica_eval.py)
 EVAL_REPLICAS = ("final", "every", "off")
+#: JAX's PRNG keys hold 32 bits of a seed: larger seeds would alias smaller ones
+MAX_SEED = 2**32 - 1
 
 
 class ConfigError(ValueError):
@@ -44,6 +47,9 @@ class TrainConfig:
     optimizer: str = "sgd"
     lr: float = 0.05
     lr_schedule: str = "constant"   # or "milestones[:M1,M2][@GAMMA]" (lr_schedule.py)
+    # the run length fractional milestones refer to (None: `steps`); a resumed run keeps the
+    # length its checkpoints record, so `--resume --steps` past the end never moves them
+    lr_schedule_steps: int | None = None
     momentum: float = 0.9
     weight_decay: float = 0.0
     clip_norm: float | None = None
@@ -76,7 +82,7 @@ class TrainConfig:
     eval_replicas: str = "final"    # each replica's own model too: "final" (at the end), "every" eval, "off"
     # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
     # checkpoint_dir / checkpoint_every / resume is set; the dir defaults to
-    # checkpoints/<run> (<run>: out_dir's name, else strategy-dataset-model-seedN)
+    # checkpoints/<run> (`default_checkpoint_name`: unique per out_dir)
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None  # steps between asynchronous saves (None: only at the end / on a signal)
     keep: int = 3                   # newest checkpoints kept
@@ -100,13 +106,27 @@ class TrainConfig:
             return None
         if self.checkpoint_dir:
             return Path(self.checkpoint_dir)
-        name = Path(self.out_dir).name if self.out_dir else \
-            f"{self.strategy}-{self.dataset}-{self.model}-seed{self.seed}"
-        return Path("checkpoints") / name
+        return Path("checkpoints") / default_checkpoint_name(self)
+
+    @property
+    def lr_schedule_length(self) -> int:
+        """The run length fractional LR milestones refer to."""
+        return self.lr_schedule_steps or self.steps
 
     def validate(self) -> None:
         """Raise ConfigError naming the first bad value (see `check_config`)."""
         check_config(self)
+
+
+def default_checkpoint_name(cfg: TrainConfig) -> str:
+    """checkpoints/<this> of a run without --checkpoint-dir: the run directory's name and 8
+    hex digits of its resolved path (`--out a/x` and `--out b/x` never share a folder; the
+    same directory spelt differently, `x` or `./x`, keeps its own); without a run
+    directory, the run's strategy, dataset, model and seed."""
+    if not cfg.out_dir:
+        return f"{cfg.strategy}-{cfg.dataset}-{cfg.model}-seed{cfg.seed}"
+    out = Path(cfg.out_dir).expanduser().resolve()
+    return f"{out.name}-{hashlib.sha256(str(out).encode()).hexdigest()[:8]}"
 
 
 #: settings each process of a multi-host run may set its own way (paths, host threads)
@@ -149,8 +169,11 @@ def _check_number(name: str, v, *, positive: bool, optional: bool = False, unit:
 def check_config(cfg: TrainConfig) -> None:
     """Raise ConfigError naming the first bad value and what is allowed."""
     _check_numbers(cfg)
+    _check_texts(cfg)
     _check_names(cfg)
     _check_writers(cfg)
+    _check_data(cfg)
+    _check_projection(cfg)
 
 
 def _check_numbers(cfg: TrainConfig) -> None:
@@ -161,10 +184,14 @@ def _check_numbers(cfg: TrainConfig) -> None:
         _check_int(name, getattr(cfg, name), 1, optional=True)
     _check_int("prefetch", cfg.prefetch, 0)
     _check_int("loader_workers", cfg.loader_workers, 1, optional=True)
-    _check_int("seed", cfg.seed, 0)
+    _check_int("seed", cfg.seed, 0, MAX_SEED)
     _check_number("lr", cfg.lr, positive=True)
     _check_lr_schedule(cfg.lr_schedule)
+    _check_int("lr_schedule_steps", cfg.lr_schedule_steps, 1, MAX_STEPS, optional=True)
     _check_number("momentum", cfg.momentum, positive=False)
+    if not cfg.momentum < 1:
+        raise ConfigError(f"momentum must be in [0, 1) (a momentum of 1 or more never forgets a gradient "
+                          f"and diverges), got {cfg.momentum!r}")
     _check_number("weight_decay", cfg.weight_decay, positive=False)
     _check_number("clip_norm", cfg.clip_norm, positive=True, optional=True)
     _check_number("project_compute_s", cfg.project_compute_s, positive=False, optional=True,
@@ -186,6 +213,19 @@ def _check_writers(cfg: TrainConfig) -> None:
         raise ConfigError(missing)
 
 
+#: settings naming a path or a platform, and their flags: empty is an error, never the default
+TEXTS = {"out_dir": "--out", "checkpoint_dir": "--checkpoint-dir", "data_dir": "--data-dir",
+         "platform": "--platform"}
+
+
+def _check_texts(cfg: TrainConfig) -> None:
+    for name, flag in TEXTS.items():
+        value = getattr(cfg, name)
+        if value is not None and not (isinstance(value, (str, Path)) and str(value).strip()):
+            raise ConfigError(f"{name} ({flag}) must be a non-empty {'name' if name == 'platform' else 'path'}, "
+                              f"got {value!r}; leave it out for the default")
+
+
 def _check_lr_schedule(spec) -> None:
     from .lr_schedule import parse_lr_schedule
 
@@ -196,7 +236,6 @@ def _check_lr_schedule(spec) -> None:
 
 
 def _check_names(cfg: TrainConfig) -> None:
-    from .costmodel import get_network, get_stragglers
     from .data.partition import PARTITIONERS
     from .data.pipeline import LOADERS
     from .data.sources import KNOWN
@@ -223,13 +262,39 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"loader must be one of {', '.join(LOADERS)}, got {cfg.loader!r}")
     if cfg.nonfinite not in NONFINITE_POLICIES:
         raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
+
+
+def _check_projection(cfg: TrainConfig) -> None:
+    """The projected cluster's networks, and straggler models that fit this run's replicas."""
+    from .costmodel import get_network
+    from .stragglers import straggler_factors
+
     for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):
         try:
             get_network(getattr(cfg, name))
         except ValueError as err:
             raise ConfigError(f"{name} ({flag}): {err}") from None
     try:
-        get_stragglers(cfg.project_stragglers)
+        straggler_factors(cfg.project_stragglers, 1, cfg.replicas, cfg.seed)   # one step: every check
+    except ValueError as err:
+        raise ConfigError(f"project_stragglers (--project-stragglers): {err}") from None
+
+
+def _check_data(cfg: TrainConfig) -> None:
+    """Dataset options, the partitioner's options and data injection, before any data is read."""
+    from .data.injection import check_injection
+    from .data.partition import check_partition_options
+    from .data.pipeline import check_dataset_options
+    from .data.sources import KNOWN
+
+    spec = KNOWN[cfg.dataset]
+    options = dict(cfg.partition_options or {})
+    injection = options.pop("injection", None)
+    try:
+        check_dataset_options(spec, dict(cfg.dataset_options or {}))
+        check_partition_options(cfg.partition, options, cfg.replicas, spec.num_classes)
+        if injection is not None:
+            check_injection(cfg.partition, injection)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

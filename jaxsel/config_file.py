@@ -26,8 +26,9 @@ from typing import Iterable
 from .config import ConfigError, TrainConfig
 from .options import OptionError, coerce
 
-#: what a run directory's config.json records beside the settings (not settings)
-RECORDED = frozenset({"layout"})
+#: what a run directory's config.json records beside the settings (not settings): where the
+#: replicas ran and where its checkpoints went
+RECORDED = frozenset({"layout", "checkpoint_root"})
 #: where a recorded run lived: a reproduction does not take these
 RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
 #: fields whose flag has another name: field -> the flag's dest

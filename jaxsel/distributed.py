@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from . import rendezvous
 from .supervisor import EXIT_PEER_LOST
 
 PREFIX = "jaxsel/"
@@ -54,11 +55,13 @@ def parse_address(address: str) -> tuple[str, int]:
 
 
 def check_process_layout(coordinator: str | None, num_processes: int | None, process_id: int | None,
-                         auto: bool = False, peer_timeout: float | None = None) -> None:
+                         auto: bool = False, peer_timeout: float | None = None,
+                         join_timeout: float | None = None) -> None:
     """Raise ValueError for an incomplete or inconsistent process layout (before JAX starts)."""
-    if peer_timeout is not None and not (math.isfinite(peer_timeout) and 0 < peer_timeout <= MAX_PEER_TIMEOUT_S):
-        raise ValueError(f"--peer-timeout must be a finite number of seconds in (0, {MAX_PEER_TIMEOUT_S:.0f}], "
-                         f"got {peer_timeout!r}")
+    for flag, value in (("--peer-timeout", peer_timeout), ("--join-timeout", join_timeout)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_PEER_TIMEOUT_S):
+            raise ValueError(f"{flag} must be a finite number of seconds in (0, {MAX_PEER_TIMEOUT_S:.0f}], "
+                             f"got {value!r}")
     explicit = (coordinator, num_processes, process_id)
     if auto and any(v is not None for v in explicit):
         raise ValueError("--distributed auto detects the cluster itself; drop --coordinator/"
@@ -77,12 +80,16 @@ def check_process_layout(coordinator: str | None, num_processes: int | None, pro
 
 def start(coordinator: str | None = None, num_processes: int | None = None,
           process_id: int | None = None, *, auto: bool = False, peer_timeout: float = 60.0,
-          init_timeout: int = 120) -> "Watchdog | None":
+          join_timeout: float = 120.0) -> "Watchdog | None":
     """Join the job (explicit layout, or the cluster's own detection with `auto`) and start
-    the peer watchdog. Must run before anything initialises JAX's backends."""
-    check_process_layout(coordinator, num_processes, process_id, auto, peer_timeout)
+    the peer watchdog. Must run before anything initialises JAX's backends. Every process
+    must join within `join_timeout` seconds (rendezvous.py: who did not is named)."""
+    check_process_layout(coordinator, num_processes, process_id, auto, peer_timeout, join_timeout)
+    if not auto and num_processes > 1:
+        rendezvous.join(coordinator, num_processes, process_id, join_timeout)
+    init_timeout = max(1, math.ceil(join_timeout))
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    kwargs = dict(initialization_timeout=int(init_timeout),
+    kwargs = dict(initialization_timeout=init_timeout,
                   heartbeat_timeout_seconds=int(peer_timeout) + 30,
                   shutdown_timeout_seconds=int(peer_timeout) + 30)
     try:

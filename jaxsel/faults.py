@@ -19,7 +19,8 @@ checkpoint and leave with `TrainingInterrupted` (the CLI exits 128 + the signal'
 as a shell reports a process ended by it: 143 for SIGTERM, 130 for SIGINT, so a scheduler
 never takes an interrupted run for a finished one). The handlers are installed before the
 run is built, so a signal during start-up (data, compilation) stops the run too, at its
-first step, with nothing new to save. A second Ctrl-C aborts at once.
+first step, with nothing new to save; one the command received even earlier, before JAX
+was imported (early_stop.py), is taken over. A second Ctrl-C aborts at once.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+
+from . import early_stop
 
 NONFINITE_POLICIES = ("stop", "skip")
 MAX_CONSECUTIVE_SKIPS = 50
@@ -110,6 +113,7 @@ class StopSignals:
                   f"and saving a checkpoint (Ctrl-C again aborts)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> "StopSignals":
+        self.signum = early_stop.pending()   # received while the command started up: stop at once
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.getsignal(sig)

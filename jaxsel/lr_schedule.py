@@ -22,22 +22,22 @@ DEFAULT_GAMMA = 0.1
 def parse_lr_schedule(spec: str) -> tuple[str, tuple[float, ...], float]:
     """(kind, milestones, gamma) of a spec; a ValueError names what is allowed."""
     allowed = ("lr_schedule must be 'constant' or 'milestones[:M1,M2,...][@GAMMA]' (M < 1: fraction "
-               f"of the run, M >= 1: step; GAMMA > 0), got {spec!r}")
+               f"of the run, M >= 1: step; each M once; GAMMA > 0), got {spec!r}")
     if not isinstance(spec, str):
         raise ValueError(allowed)
-    kind, _, rest = spec.strip().partition(":")
-    if kind == "constant" and not rest:
+    kind, colon, rest = spec.strip().partition(":")
+    if kind == "constant" and not colon:
         return "constant", (), 1.0
-    if kind != "milestones":
+    points, at, gamma = rest.partition("@")
+    if kind != "milestones" or (colon and not points) or (at and not gamma):   # "milestones:", "...@"
         raise ValueError(allowed)
-    points, _, gamma = rest.partition("@")
     try:
         milestones = tuple(float(m) for m in points.split(",")) if points else DEFAULT_MILESTONES
         factor = float(gamma) if gamma else DEFAULT_GAMMA
     except ValueError:
         raise ValueError(allowed) from None
     ok = all(math.isfinite(m) and m > 0 and (m < 1 or m == int(m)) for m in milestones)
-    if not (ok and math.isfinite(factor) and factor > 0):
+    if not (ok and len(set(milestones)) == len(milestones) and math.isfinite(factor) and factor > 0):
         raise ValueError(allowed)
     return "milestones", milestones, factor
 
@@ -73,3 +73,23 @@ def describe_lr_schedule(spec: str, total_steps: int | None = None) -> str:
         return "constant lr"
     steps = milestone_steps(milestones, total_steps)
     return f"lr x{gamma:g} at steps {', '.join(str(s) for s in steps)}"
+
+
+def scheduled_lr(spec: str, lr: float, total_steps: int | None):
+    """`count -> learning rate` of optimizer update number `count` (0-based), as the schedule
+    of `build_lr_schedule` gives it (`lr` times GAMMA per milestone reached), in plain
+    Python: the run log records it per step without a device call."""
+    kind, milestones, gamma = parse_lr_schedule(spec)
+    steps = milestone_steps(milestones, total_steps) if kind != "constant" else []
+    return lambda count: float(lr) * gamma ** sum(count >= s for s in steps)
+
+
+def never_fires_warning(spec: str, total_steps: int | None, steps: int) -> str | None:
+    """A warning line when milestones lie at or past the run's end (`steps`), where they never
+    change the learning rate (None when every milestone fires)."""
+    kind, milestones, _ = parse_lr_schedule(spec)
+    late = [s for s in milestone_steps(milestones, total_steps) if s >= steps] if kind != "constant" else []
+    if not late:
+        return None
+    return (f"jaxsel: warning: --lr-schedule {spec}: milestone step(s) {', '.join(map(str, late))} lie at or past "
+            f"this {steps}-step run's end and never change the learning rate")

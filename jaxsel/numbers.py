@@ -12,3 +12,12 @@ def significant(x, digits: int = 4, missing: str = "-") -> str:
     if abs(value) >= 10 ** digits and math.isfinite(value):
         return str(int(value))
     return f"{value:.{digits}g}"
+
+
+def byte_size(n: float) -> str:
+    """`n` bytes for a message in the largest unit it fills: "2.50 GiB", "12.3 MiB", "0.9 KiB",
+    "12 bytes" ("0.00 GiB" says nothing)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{int(n)} bytes"

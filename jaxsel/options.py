@@ -100,7 +100,8 @@ def coerce(value, hint, what: str):
         ok, out = _try(typ, value)
         if ok:
             return out
-    kinds = " or ".join({bool: "true/false", int: "an integer", float: "a number", str: "a word"}[t] for t in plain)
+    kinds = " or ".join({bool: "true/false", int: "an integer", float: "a finite number", str: "a word"}[t]
+                        for t in plain)
     raise OptionError(f"{what} must be {kinds}, got {value!r}")
 
 
@@ -131,17 +132,20 @@ def _try(typ, value):
             out = float(value)
         except (TypeError, ValueError):
             return False, None
-        return (True, out) if not math.isnan(out) else (False, None)
+        return (True, out) if math.isfinite(out) else (False, None)
     return (True, value) if isinstance(value, str) else (False, None)
 
 
 def parse_kv(pairs: list[str] | None, flag: str = "--opt") -> dict[str, Any]:
-    """`key=value` pairs -> dict, numbers and true/false parsed (later pairs win)."""
+    """`key=value` pairs -> dict, numbers and true/false parsed; a key given twice is an
+    error (which value was meant cannot be known)."""
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise OptionError(f"{flag} expects key=value, got {pair!r}")
+        if key in out:
+            raise OptionError(f"{flag} {key} is given twice ({key}={out[key]!r} and {pair!r}); give it once")
         out[key] = parse_value(raw)
     return out
 

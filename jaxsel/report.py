@@ -15,6 +15,7 @@ import numpy as np
 from .costmodel import Cluster, get_network, project_run
 from .numbers import significant
 from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
+from .paths import writable_dir
 
 
 def find_runs(run_dir: str | Path) -> list[Path]:
@@ -41,8 +42,8 @@ def load_run(path: Path, root: Path | None = None) -> dict:
             records.append(json.loads(line))
         except json.JSONDecodeError:   # a line cut off by an interruption
             continue
-    config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
-    evals = json.loads((path / "evals.json").read_text()) if (path / "evals.json").is_file() else []
+    config = read_json(path / "config.json", {})
+    evals = read_json(path / "evals.json", [])
     name = path.relative_to(root).as_posix() if root is not None and path != root else config.get("strategy", path.name)
     return {"name": name, "path": path, "config": config,
             "records": records, "evals": evals, "timing": recorded_timing(path)}
@@ -64,8 +65,22 @@ def measured_step_times(records: list[dict]) -> np.ndarray:
 def recorded_timing(path: Path) -> dict:
     """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
     runs written before it was recorded are projected with the cost model's defaults."""
-    f = path / "strategy.json"
-    return dict(json.loads(f.read_text()).get("timing", {})) if f.is_file() else {}
+    return dict(read_json(path / "strategy.json", {}).get("timing", {}))
+
+
+def read_json(path: Path, empty):
+    """A run file's JSON (`empty` when the file is absent, of the same type); a damaged one is
+    a ValueError naming the file and what is wrong."""
+    if not path.is_file():
+        return empty
+    try:
+        value = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); restore it or remove it from the run dir") from None
+    if not isinstance(value, type(empty)):
+        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not the {type(empty).__name__} a run "
+                         f"writes there; restore it or remove it from the run dir")
+    return value
 
 
 def project(run: dict, network, stragglers=None, compute_s: float | None = None) -> np.ndarray:
@@ -92,6 +107,8 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
         raise ValueError(f"compute_s must be a number >= 0 (seconds per step), got {compute_s!r}")
     if target is not None and not 0 < target <= 1:
         raise ValueError(f"target must be a test accuracy in (0, 1], got {target!r}")
+    if out:   # only the file's folder is created, and only its last component (paths.writable_dir)
+        writable_dir(Path(out).parent, "--out")
     networks = [get_network(n.strip()).name for n in networks if n.strip()]
     clusters = {n: Cluster(n, intra_network, gpus_per_host) for n in networks}
     runs = [load_run(p, Path(run_dir)) for p in find_runs(run_dir)]
@@ -169,6 +186,5 @@ def _plot(runs: list[dict], networks: list[str], stragglers, path: Path) -> None
                                                   f"workers{extra}")
     axes[0].legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

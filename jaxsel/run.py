@@ -8,8 +8,10 @@ to the strategy layer beyond building it are `strategy_timing`, `describe_strate
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,14 +21,17 @@ import numpy as np
 import optax
 
 from . import distributed, parallel
-from .checkpoint import existing_steps
+from .checkpoint import existing_steps, newest_meta
 from .config import ConfigError, TrainConfig, check_config
 from .data import Loader
 from .data.pipeline import build_input
 from .data.sources import KNOWN
+from .lr_schedule import never_fires_warning
 from .models import FunctionalModel, build_model
+from .numbers import byte_size
 from .optim import build_optimizer
 from .paths import writable_dir
+from .runlock import check_unlocked
 from .state import consensus, consensus_model_state, init_state
 from .step import make_train_step
 from .strategies.registry import build_strategy
@@ -54,9 +59,19 @@ class Run:
 
 def build_run(cfg: TrainConfig) -> Run:
     """Check `cfg` (the one place it is checked) and assemble the run."""
+    cfg = resumed_settings(cfg)
     check_config(cfg)
     check_paths(cfg)
     return assemble_run(cfg)
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """Every check a run can make before it builds or writes anything (the command line runs
+    them before it prints or creates a directory); ConfigError/RunLocked name the problem."""
+    check_config(cfg)
+    check_strategy(cfg)
+    check_unlocked(cfg.out_dir, cfg.checkpoint_root())
+    check_paths(cfg)
 
 
 def assemble_run(cfg: TrainConfig) -> Run:
@@ -67,7 +82,7 @@ def assemble_run(cfg: TrainConfig) -> Run:
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
     fm = FunctionalModel.from_module(model)
     optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm,
-                                lr_schedule=cfg.lr_schedule, total_steps=cfg.steps)
+                                lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length)
     strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
@@ -108,6 +123,9 @@ def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
     strategy = check_strategy(cfg, steps_per_epoch)
     if jax.process_index() == 0:
         warn_if_never_syncs(strategy, cfg.steps)
+        late = never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps)
+        if late:
+            print(late, file=sys.stderr, flush=True)
     return strategy
 
 
@@ -144,12 +162,26 @@ def make_eval_fn(fm: FunctionalModel, spec, batch_size: int = 512):
 
 
 def check_paths(cfg: TrainConfig) -> None:
-    """The filesystem side, checked before any data is read: an explicit data_dir that does
+    """The filesystem side, checked before any data is read: a run directory that holds
+    another run (when not resuming: nothing is overwritten), a checkpoint dir that already
+    holds another run's checkpoints (when not resuming), and an explicit data_dir that does
     not exist (an error for a dataset that must be prepared there; embedded datasets are
-    built into it, so it is only reported), and a checkpoint dir that already holds another
-    run's checkpoints when not resuming; TensorBoard without a run directory to write to."""
+    built into it, so it is created and said, last); TensorBoard without a run directory
+    to write to."""
     if cfg.tensorboard and not cfg.out_dir:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
+    if cfg.out_dir and not cfg.resume:
+        held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
+        if held:
+            raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
+                              f"continue it with --resume, or choose another --out (nothing is overwritten)")
+    root = cfg.checkpoint_root()
+    if root is not None and not cfg.resume:
+        steps = existing_steps(root)
+        if steps:
+            raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
+                              f"{max(steps)}); continue that run with --resume, or choose another "
+                              f"--checkpoint-dir")
     if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
         spec = KNOWN.get(cfg.dataset)
         if spec is None or spec.builder is None:
@@ -159,16 +191,45 @@ def check_paths(cfg: TrainConfig) -> None:
                 f"{cfg.dataset!r} is not prepared there; pass the --data-dir that holds it"
                 + (f", or prepare it: {hint}" if hint else ""))
         writable_dir(cfg.data_dir, "--data-dir")   # the embedded dataset is built into it
-    root = cfg.checkpoint_root()
-    if root is not None and not cfg.resume:
-        steps = existing_steps(root)
-        if steps:
-            raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
-                              f"{max(steps)}); continue that run with --resume, or choose another "
-                              f"--checkpoint-dir")
 
 
-GIB = 2**30
+#: what makes a run directory hold a run (config.json alone is a run stopped before its first step)
+RUN_RECORDS = ("metrics.jsonl", "evals.json", "final.json")
+
+
+def _nonempty(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def resumed_settings(cfg: TrainConfig) -> TrainConfig:
+    """What a resumed run takes from the run it continues: where its checkpoints are (the
+    run directory's config.json records it; a run directory of an earlier jaxsel used
+    checkpoints/<its name>), and the run length its fractional LR milestones refer to (its
+    checkpoints record it), so `--resume --steps N` past the end never moves them."""
+    if not cfg.resume:
+        return cfg
+    if cfg.checkpoint_dir is None and cfg.out_dir:
+        recorded = _recorded_checkpoint_dir(Path(cfg.out_dir))
+        if recorded is not None:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=recorded)
+    if cfg.lr_schedule_steps is None:
+        length = newest_meta(cfg.checkpoint_root()).get("lr_schedule_steps")
+        if length is not None:
+            cfg = dataclasses.replace(cfg, lr_schedule_steps=int(length))
+    return cfg
+
+
+def _recorded_checkpoint_dir(out: Path) -> str | None:
+    try:
+        recorded = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        return None   # no run here yet (or not one jaxsel can read): the default
+    if not isinstance(recorded, dict):
+        return None
+    if recorded.get("checkpoint_root"):
+        return recorded["checkpoint_root"]
+    legacy = Path("checkpoints") / out.name   # jaxsel before unique checkpoint folders
+    return str(legacy) if existing_steps(legacy) else None
 
 
 class Resources(NamedTuple):
@@ -216,21 +277,21 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
     """ConfigError with the figures when the run cannot fit in memory or on disk."""
     devices = mesh.devices.size
     per_device = (need.state + need.batches + need.activations) / devices
-    what = (f"state {need.state / GIB:.2f} GiB over {devices} devices, batches {need.batches / GIB:.2f} GiB, "
-            f"activations >= {need.activations / GIB:.2f} GiB")
+    what = (f"state {byte_size(need.state)} over {devices} devices, batches {byte_size(need.batches)}, "
+            f"activations >= {byte_size(need.activations)}")
     hint = "lower --batch-size, --replicas, --steps or the strategy's window"
     limit = _device_limit(mesh)
     if limit is not None and per_device > limit:
         k = max(1, cfg.replicas // devices)
-        raise ConfigError(f"the run needs about {per_device / GIB:.1f} GiB per device for its {k} replica(s) "
+        raise ConfigError(f"the run needs about {byte_size(per_device)} per device for its {k} replica(s) "
                           f"per device ({what}) but a {mesh.devices.flat[0].device_kind} has "
-                          f"{limit / GIB:.1f} GiB; {hint}, or spread the replicas over more devices")
+                          f"{byte_size(limit)}; {hint}, or spread the replicas over more devices")
     local = len([d for d in mesh.devices.flat if d.process_index == jax.process_index()])
     host = need.host + (per_device * local if limit is None else 0)   # CPU devices live in host memory
     available = _host_available()
     if host > available:
-        raise ConfigError(f"the run needs about {host / GIB:.1f} GiB of host memory ({what}; projection "
-                          f"tables {cfg.steps * cfg.replicas * 8 / GIB:.2f} GiB) but {available / GIB:.1f} GiB "
+        raise ConfigError(f"the run needs about {byte_size(host)} of host memory ({what}; projection "
+                          f"tables {byte_size(cfg.steps * cfg.replicas * 8)}) but {byte_size(available)} "
                           f"is available; {hint}")
     root = cfg.checkpoint_root()
     if root is not None and jax.process_index() == 0:
@@ -239,6 +300,6 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
         probe = next(p for p in [root.absolute(), *root.absolute().parents] if p.exists())
         free = shutil.disk_usage(probe).free
         if disk > free:
-            raise ConfigError(f"checkpoints need about {disk / GIB:.2f} GiB in {str(root)!r} ({cfg.keep} kept "
-                              f"+ 1 being written, {need.state / GIB:.2f} GiB each) but {free / GIB:.2f} GiB "
+            raise ConfigError(f"checkpoints need about {byte_size(disk)} in {str(root)!r} ({cfg.keep} kept "
+                              f"+ 1 being written, {byte_size(need.state)} each) but {byte_size(free)} "
                               f"is free; lower --keep, free space or choose another --checkpoint-dir")

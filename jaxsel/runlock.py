@@ -29,8 +29,15 @@ class DirectoryLock:
 
     def acquire(self) -> "DirectoryLock":
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def _lock(self, fd: int) -> None:
+        """flock `fd` or raise RunLocked naming the holder (closing `fd`)."""
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -39,15 +46,27 @@ class DirectoryLock:
             who = f"process {holder}" if holder.isdigit() else "another process"
             raise RunLocked(f"{self.what} {str(self.directory)!r} is in use by {who} (a run that is still "
                             f"going); wait for it, stop it, or choose another directory") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self.fd = fd
-        return self
+
+    def check_free(self) -> None:
+        """RunLocked if a live process holds the lock; creates nothing (a check before a run starts)."""
+        try:
+            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR)
+        except OSError:   # no lock file (or no directory): nobody holds it
+            return
+        self._lock(fd)
+        os.close(fd)   # closing drops the probe's own lock
 
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)   # closing drops the flock; the file stays (it may be re-locked)
             self.fd = None
+
+
+def check_unlocked(out_dir: str | Path | None, checkpoint_dir: str | Path | None) -> None:
+    """RunLocked if a live run owns either directory (creates nothing)."""
+    for directory, what in ((out_dir, "run directory"), (checkpoint_dir, "checkpoint dir")):
+        if directory is not None:
+            DirectoryLock(directory, what).check_free()
 
 
 def lock_run(out_dir: str | Path | None, checkpoint_dir: str | Path | None) -> ExitStack:

@@ -26,6 +26,79 @@ class TrainState:
     strategy_state: Any      # trigger windows, ring buffers, ...; leading axis = replica
 
 
+def check_state(state, where: str) -> None:
+    """TypeError unless `state` is a TrainState (what `init_state` builds)."""
+    if not isinstance(state, TrainState):
+        raise TypeError(f"{where} needs a TrainState (built by jaxsel.init_state), got {_kind(state)}")
+
+
+def check_strategy(strategy, where: str) -> None:
+    """TypeError unless `strategy` is a Strategy instance (a name, a class or an optax
+    optimizer in its place is named, with what to pass instead)."""
+    from .sync import Strategy
+
+    if isinstance(strategy, Strategy):
+        return
+    if isinstance(strategy, str):
+        hint = f"; build one by name with jaxsel.build_strategy({strategy!r})"
+    elif isinstance(strategy, type):
+        hint = f"; pass an instance, e.g. {strategy.__name__}()"
+    elif callable(getattr(strategy, "init", None)) and callable(getattr(strategy, "update", None)):
+        hint = " (an optimizer?); the optimizer goes before the strategy"
+    else:
+        hint = ""
+    raise TypeError(f"{where} needs a jaxsel Strategy instance (e.g. jaxsel.SelSync()) as the strategy, got "
+                    f"{_kind(strategy)}{hint}")
+
+
+def check_strategy_state(state: TrainState, strategy, where: str, optimizer=None) -> None:
+    """TypeError when `state` was built for another strategy (or, given `optimizer`, another
+    optimizer) than the one it is used with: their state layouts differ. At trace time or
+    before, never a confusing AttributeError deep inside a strategy."""
+    check_strategy(strategy, where)
+    one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype), tree)
+    params = one(state.params)
+    if optimizer is not None:
+        expected = jax.eval_shape(optimizer.init, params)
+        if jax.tree.structure(expected) != jax.tree.structure(one(state.opt_state)):
+            raise TypeError(f"{where}: the state's optimizer state is {_layout(state.opt_state)}, but this "
+                            f"optimizer keeps {_layout(expected)}: build the state with init_state(params, "
+                            f"optimizer, ...) for the same optimizer")
+    leaves = jax.tree.leaves(state.params)
+    if not leaves:   # no parameters: nothing a strategy could keep per parameter
+        return
+    n = int(np.shape(leaves[0])[0])
+    expected = jax.eval_shape(lambda p, o: strategy.init(p, o, n), params, one(state.opt_state))
+    if jax.tree.structure(expected) != jax.tree.structure(one(state.strategy_state)):
+        raise TypeError(f"{where}: the state's strategy state is {_layout(state.strategy_state)}, but "
+                        f"{type(strategy).__name__} keeps {_layout(expected)}: build the state with "
+                        f"init_state(..., strategy) for the strategy it runs with")
+
+
+def _kind(x) -> str:
+    """What was given, briefly: 'None', "str 'selsync'", 'the class SelSync', 'optax.GradientTransformation'."""
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return "None" if x is None else f"{type(x).__name__} {x!r}"[:80]
+    if isinstance(x, type):
+        return f"the class {x.__name__}"
+    return f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+
+
+def _layout(tree, depth: int = 2) -> str:
+    """A state's layout by node type, `depth` levels deep: 'TriggeredState(trigger=(),
+    samples=None)', '(ScaleByAdamState(count=array, mu={...}, nu={...}), EmptyState())'."""
+    if hasattr(tree, "_fields"):   # a NamedTuple state
+        if depth <= 0:
+            return type(tree).__name__
+        fields = ", ".join(f"{f}={_layout(getattr(tree, f), depth - 1)}" for f in tree._fields)
+        return f"{type(tree).__name__}({fields})"
+    if isinstance(tree, (tuple, list)):
+        return "(" + ", ".join(_layout(x, depth) for x in tree) + ")"
+    if isinstance(tree, dict):
+        return "{...}" if tree else "{}"
+    return "None" if tree is None else "array" if hasattr(tree, "shape") else type(tree).__name__
+
+
 def replicate_tree(tree: Any, n: int) -> Any:
     """Stack `n` identical copies along a new leading replica axis."""
     return jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (n,) + jnp.shape(x)), tree)
@@ -69,6 +142,9 @@ def consensus(state: TrainState, strategy=None) -> Any:
     """The parameters a run is evaluated on: the replica average of what `strategy`
     evaluates (its `eval_params`: DiLoCo's and SSD-SGD's global weights, the replicas'
     own weights otherwise). Without a strategy, the replicas' own weights."""
+    check_state(state, "consensus")
+    if strategy is not None:
+        check_strategy_state(state, strategy, "consensus")
     params = state.params if strategy is None else strategy.eval_params(state)
     return _mean_over_replicas(params)
 

@@ -16,12 +16,13 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from .collectives import LOCAL, replica_mean
 from .parallel import AXIS, num_replicas, replicas_per_device
-from .state import TrainState
+from .state import TrainState, check_state, check_strategy, check_strategy_state
 from .sync import StepContext, StepStats, Strategy
 
 
@@ -76,6 +77,53 @@ def _as_loss_and_aux(out, stateful: bool):
     return out, None, {}
 
 
+def _check_arguments(loss_fn, optimizer, strategy, mesh) -> None:
+    """TypeError naming a misplaced argument of `make_train_step` (before anything traces)."""
+    where = "make_train_step(loss_fn, optimizer, strategy, mesh)"
+    if not callable(loss_fn):
+        raise TypeError(f"{where}: loss_fn must be a function of (params, batch), got {type(loss_fn).__name__}")
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TypeError(f"{where}: optimizer must be an optax GradientTransformation (e.g. optax.sgd(0.1)), got "
+                        f"{type(optimizer).__name__}")
+    check_strategy(strategy, where)
+    if not isinstance(mesh, Mesh) or AXIS not in mesh.shape:
+        raise TypeError(f"{where}: mesh must be the replicas' mesh from jaxsel.data_mesh(...), got "
+                        f"{type(mesh).__name__}")
+
+
+def _check_batch(batch, n: int) -> None:
+    """ValueError unless every leaf of `batch` splits evenly over the `n` replicas (before JAX
+    places it: its IndivisibleError names a sharding, not the batch)."""
+    for x in jax.tree.leaves(batch):
+        shape = np.shape(x)
+        if not shape or shape[0] % n:
+            paths = [jax.tree_util.keystr(p) for p, y in jax.tree_util.tree_leaves_with_path(batch) if y is x]
+            raise ValueError(f"the train step's batch{paths[0] if paths else ''} has shape {tuple(shape)}: its "
+                             f"leading dimension must be a multiple of the {n} replicas (replicas x per-replica "
+                             f"batch)")
+
+
+class TrainStep:
+    """The jitted step, its batch checked before JAX places it (`lower` too); everything else
+    is the jitted function's. The training loop runs the compiled step: no check per step."""
+
+    def __init__(self, jitted, replicas: int):
+        self.jitted, self.replicas = jitted, replicas
+
+    def __call__(self, state, batch):
+        _check_batch(batch, self.replicas)
+        return self.jitted(state, batch)
+
+    def lower(self, state, batch, *args, **kwargs):
+        _check_batch(batch, self.replicas)
+        return self.jitted.lower(state, batch, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name == "jitted":   # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.jitted, name)
+
+
 def make_train_step(
     loss_fn: Callable,
     optimizer,
@@ -111,6 +159,7 @@ def make_train_step(
     BENCHMARKS.md; GPU figures pending). Unroll and map reproduce one replica per device bit
     for bit on CPU. The strategy always runs as a vmap.
     """
+    _check_arguments(loss_fn, optimizer, strategy, mesh)
     n, k = num_replicas(mesh), replicas_per_device(mesh)
     if local_replicas not in LOCAL_LOOPS:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
@@ -159,13 +208,15 @@ def make_train_step(
     )
 
     def step(state, batch):
+        check_state(state, "the train step")   # at trace time: once per compile
+        check_strategy_state(state, strategy, "the train step", optimizer)
         batch = jax.tree.map(lambda x: jax.reshard(x, NamedSharding(mesh, P(AXIS))), batch)
         new_state, shared, per_replica = sharded(state, batch)
         return new_state, {**shared, **per_replica}
 
     state_shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), _state_specs())
-    return jax.jit(
+    return TrainStep(jax.jit(
         step,
         in_shardings=(state_shardings, NamedSharding(mesh, P(AXIS))),
         donate_argnums=(0,) if donate else (),
-    )
+    ), n)

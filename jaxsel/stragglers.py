@@ -82,6 +82,10 @@ class FixedStragglers(Stragglers):
         return f"replicas {list(self.replicas)} x{self.factor:g}"
 
 
+#: the widest lognormal spread: e^10 (22000x) per standard deviation is no longer a straggler
+MAX_SIGMA = 10.0
+
+
 @dataclasses.dataclass(frozen=True)
 class LogNormalStragglers(Stragglers):
     """Factor exp(N(0, sigma^2)) per replica per step (median 1): everyday jitter.
@@ -91,7 +95,11 @@ class LogNormalStragglers(Stragglers):
     persistent: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", check_finite("lognormal sigma", self.sigma))
+        sigma = check_finite("lognormal sigma", self.sigma)
+        if sigma > MAX_SIGMA:   # exp(N(0, sigma^2)) overflows to inf (or 0) long before sigma = 1e308
+            raise ValueError(f"lognormal sigma must be in [0, {MAX_SIGMA:g}] (a factor spread of e^sigma per "
+                             f"standard deviation), got {self.sigma!r}")
+        object.__setattr__(self, "sigma", sigma)
 
     def factors(self, steps, replicas, rng):
         if self.persistent:

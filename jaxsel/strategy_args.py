@@ -59,8 +59,13 @@ def strategy_epilog() -> str:
 
 def options_from_args(args) -> dict:
     """The strategy options the user set (flags and --opt), unfiltered."""
-    flags = {k: getattr(args, k, None) for k in FLAGS}
-    return {**{k: v for k, v in flags.items() if v is not None}, **parse_kv(getattr(args, "opt", None))}
+    flags = {k: v for k in FLAGS if (v := getattr(args, k, None)) is not None}
+    opts = parse_kv(getattr(args, "opt", None))
+    both = sorted(set(flags) & set(opts))
+    if both:
+        key = both[0]
+        raise OptionError(f"--{key} {flags[key]} and --opt {key}={opts[key]} both set {key}; give it once")
+    return {**flags, **opts}
 
 
 def options_for(name: str, options: dict) -> dict:
@@ -98,11 +103,15 @@ def load_plugins(argv: list[str]) -> None:
 
 
 def _import(spec: str) -> None:
+    """Import one plugin; whatever goes wrong in it is one line naming the plugin and the
+    error's first line (the plugin's own traceback is the author's business)."""
+    if not spec.strip():
+        raise OptionError("--plugin needs a module name or a .py file, got ''")
     path = Path(spec)
+    if spec.endswith(".py") and not path.is_file():
+        raise OptionError(f"--plugin {spec!r}: no such file")
     try:
         if spec.endswith(".py"):
-            if not path.is_file():
-                raise OptionError(f"--plugin {spec!r}: no such file")
             module_spec = importlib.util.spec_from_file_location(path.stem, path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[path.stem] = module
@@ -111,3 +120,7 @@ def _import(spec: str) -> None:
             importlib.import_module(spec)
     except ImportError as err:
         raise OptionError(f"--plugin {spec!r} could not be imported ({err})") from None
+    except Exception as err:  # noqa: BLE001 - a plugin may raise anything while it loads
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise OptionError(f"--plugin {spec!r} failed while loading: {type(err).__name__}"
+                          + (f": {first}" if first else "")) from None

@@ -17,13 +17,14 @@ from typing import Any, NamedTuple
 import jax
 
 from . import distributed, parallel
-from .checkpoint import Checkpointer, run_identity
-from .environment import environment
+from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
 from .config import TrainConfig, agreed_settings, check_config
+from .environment import environment
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
     describe_nonfinite, guard_nonfinite
+from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
-from .run import Run, assemble_run, build_run, check_paths, evaluation_weights
+from .run import Run, assemble_run, build_run, check_paths, evaluation_weights, resumed_settings
 from .runlock import lock_run
 from .runlog import RunLog, write_json
 from .state import divergence
@@ -67,6 +68,7 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     owns its run and checkpoint directories while it trains (runlock.py), and the
     processes of a multi-host run first agree on their settings.
     """
+    cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
     with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
         if run is None:
             check_config(cfg)   # (a run given was built by `build_run`, which checked it)
@@ -112,6 +114,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
                     _evaluate(run, state, log, t + 1)
                 if due.save:
                     ckpt.save(t + 1, state, {"identity": run_identity(cfg), "seed": cfg.seed,
+                                             "lr_schedule_steps": run.cfg.lr_schedule_length,
                                              **log.checkpoint_meta()})
                 log.tick()
             if due.halt:
@@ -121,8 +124,10 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
     finally:
         log.close()
         if ckpt is not None:
-            ckpt.wait()
-            ckpt.close()
+            try:
+                ckpt.wait()
+            finally:
+                ckpt.close()
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
              **_replica_figures(run, state, log)}
     if out_dir:
@@ -203,6 +208,7 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool):
         start, state, history = 0, run.state, {}
     else:
         start, state, history = restored.step, restored.state, restored.meta
+        _check_schedule_length(run, history, ckpt)
     if lead:
         print(f"jaxsel: resuming from the checkpoint of step {start} in {ckpt.directory}" if start
               else f"jaxsel: no checkpoint in {ckpt.directory} yet; starting from step 0",
@@ -210,12 +216,27 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool):
     return ckpt, start, state, history
 
 
+def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
+    """A run built with other LR milestones than its checkpoint's (a run built before the
+    checkpoint's length was known, `resumed_settings`) must not continue silently."""
+    recorded, length = meta.get("lr_schedule_steps"), run.cfg.lr_schedule_length
+    fractional = any(m < 1 for m in parse_lr_schedule(run.cfg.lr_schedule)[1])
+    if recorded is not None and int(recorded) != length and fractional:
+        ckpt.close()
+        raise CheckpointMismatch(f"checkpoint in {ckpt.directory} was written by a run whose fractional "
+                                 f"--lr-schedule milestones refer to {recorded} steps, this run's to {length}; "
+                                 f"build the run with lr_schedule_steps={recorded}")
+
+
 def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
-    """The run directory with what the run is: its settings, its strategy as built and
-    what it runs on (environment.py)."""
+    """The run directory with what the run is: its settings, where its checkpoints go (a
+    resumed run finds them there, whatever the working directory), its strategy as built
+    and what it runs on (environment.py)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout})
+    root = cfg.checkpoint_root()
+    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout,
+                                     "checkpoint_root": str(root.absolute()) if root is not None else None})
     write_json(out / "environment.json", environment(run.layout, run.loader.describe()))
     write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})

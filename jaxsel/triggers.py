@@ -11,6 +11,7 @@ pytree (a NamedTuple), never a string-keyed dict.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
@@ -154,8 +155,8 @@ class Significance(Trigger):
     vote_bytes: ClassVar[int] = 4  # one float32 psum per step
 
     def __post_init__(self):
-        if not (float(self.delta) >= 0.0):
-            raise ValueError(f"delta must be a number >= 0, got {self.delta!r}")
+        if not (math.isfinite(float(self.delta)) and float(self.delta) >= 0.0):
+            raise ValueError(f"delta must be a finite number >= 0, got {self.delta!r}")
         _check_step("window", self.window, 1)
         if not (0.0 <= float(self.alpha) < 1.0):
             raise ValueError(f"alpha must be in [0, 1), got {self.alpha!r}")

@@ -128,5 +128,5 @@ def test_bad_weights_and_fractions_raise(mesh, values):
         WeightedMean(weights=(0.0, 0.0))
     with pytest.raises(ValueError, match="client fraction"):
         ClientSampled(fraction=0.0)
-    with pytest.raises(ValueError, match="2k < replicas"):
+    with pytest.raises(ValueError, match="leaving none: K must be in 0..3"):
         aggregate(get_aggregator("trimmed:4"), mesh, *values)

@@ -112,7 +112,7 @@ def test_fresh_run_refuses_a_used_checkpoint_dir(tmp_path):
     cfg = config(tmp_path, "bsp", steps=4)
     train(cfg)
     with pytest.raises(ValueError, match="already holds checkpoints.*--resume"):
-        check_paths(cfg)
+        check_paths(dataclasses.replace(cfg, out_dir=str(tmp_path / "another-run")))
 
 
 @pytest.mark.parametrize("devices", [2])   # 1 device: test_resume_on_one_device_is_bit_for_bit

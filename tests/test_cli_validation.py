@@ -41,6 +41,37 @@ BAD = [
     (["--intra-network", "infiniband"], ["--intra-network", "unknown network preset 'infiniband'", "pcie"]),
     (["--gpus-per-host", "0"], ["project_gpus_per_host", ">= 1", "got 0"]),
     (["--gpus-per-host", "3"], ["--gpus-per-host", "3 must divide replicas 8"]),
+    # issue 23: each of these crashed after data loading, or was silently accepted
+    (["--seed", "9223372036854775808"], ["seed", "9223372036854775808", "<= 4294967295"]),
+    (["--aggregator", "trimmed:4"], ["'trimmed:4'", "8 replicas", "K must be in 0..3"]),
+    (["--aggregator", "trimmed:-1"], ["integer K >= 0", "-1"]),
+    (["--aggregator", "trimmed:"], ["integer K", "'trimmed:'"]),
+    (["--project-stragglers", "fixed:factor=2,replicas=99"], ["--project-stragglers", "[99]", "0..7"]),
+    (["--project-stragglers", "lognormal:sigma=1e308"], ["--project-stragglers", "sigma", "1e308", "[0, 10]"]),
+    (["--partition", "label_skew", "--inject", "0.1,nan"], ["injection beta", "finite", "nan"]),
+    (["--partition", "label_skew", "--inject", "2,0.5"], ["injection alpha", "(0, 1]", "2.0"]),
+    (["--inject", "0.1,0.5"], ["label-aware partition", "'seldp'"]),
+    (["--partition", "dirichlet", "--partition-opt", "alpha=0"], ["dirichlet alpha", "> 0", "got 0"]),
+    (["--partition", "dirichlet", "--partition-opt", "alpha=-1"], ["dirichlet alpha", "> 0", "got -1"]),
+    (["--partition", "dirichlet", "--partition-opt", "bogus=1"], ["'bogus'", "its options: alpha"]),
+    (["--partition", "label_skew", "--partition-opt", "classes_per_replica=11"], ["classes_per_replica", "1..10",
+                                                                                 "11"]),
+    (["--partition", "label_skew", "--partition-opt", "classes_per_replica=0"], ["classes_per_replica", "got 0"]),
+    (["--dataset-opt", "bogus=1"], ["dataset option(s) 'bogus'", "num_samples"]),
+    (["--dataset-opt", "num_samples=100"], ["dataset 'digits' takes no option 'num_samples'"]),
+    (["--dataset", "mnist1d", "--dataset-opt", "num_samples=0"], ["num_samples", "multiple of 10", "got 0"]),
+    (["--dataset", "mnist1d", "--dataset-opt", "num_samples=-5"], ["num_samples", "got -5"]),
+    (["--dataset", "mnist1d", "--dataset-opt", "num_samples=abc"], ["num_samples", "'abc'"]),
+    (["--strategy", "selsync", "--delta", "inf"], ["delta", "finite", "inf"]),
+    (["--momentum", "1.5"], ["momentum", "[0, 1)", "1.5"]),
+    (["--out", ""], ["out_dir (--out)", "non-empty", "''"]),
+    (["--checkpoint-dir", ""], ["checkpoint_dir (--checkpoint-dir)", "non-empty"]),
+    (["--data-dir", ""], ["data_dir (--data-dir)", "non-empty"]),
+    (["--platform", ""], ["platform (--platform)", "non-empty"]),
+    (["--opt", "delta=0.1", "--opt", "delta=0.2"], ["--opt delta is given twice", "give it once"]),
+    (["--delta", "0.1", "--opt", "delta=0.2"], ["--delta 0.1 and --opt delta=0.2 both set delta"]),
+    (["--lr-schedule", "milestones:"], ["lr_schedule", "'milestones:'"]),
+    (["--lr-schedule", "milestones:0.5,0.5"], ["lr_schedule", "each M once", "'milestones:0.5,0.5'"]),
 ]
 
 
@@ -59,14 +90,43 @@ def test_bad_input_is_one_line_and_exit_code_2(args, expected, tmp, capsys):
         args += ["--checkpoint-dir", str(tmp / "ck")]
     code = cli_main(["train", "--no-progress", "--steps", "2", *args] if "--steps" not in args
                     else ["train", "--no-progress", *args])
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("jaxsel train: error: "), err
     for text in expected:
         assert text in lines[0], (text, lines[0])
     assert "Traceback" not in err
-    assert not (tmp / "out" / "metrics.jsonl").exists()
+    assert out == ""   # checked before anything is printed ("run directory:", "layout:")
+    assert not (tmp / "out").exists() and not (tmp / "ck").exists()   # and before anything is created
+
+
+@pytest.mark.parametrize("args", [["--seed", "-1"], ["--partition", "dirichlet", "--partition-opt", "alpha=0"],
+                                  ["--momentum", "1.5"]])
+def test_a_usage_error_leaves_no_default_folders_behind(args, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["train", "--no-progress", "--steps", "2", *args]) == 2
+    assert capsys.readouterr().out == ""
+    assert list(tmp_path.iterdir()) == []   # no runs/<run> nor checkpoints/<run>
+
+
+PLUGINS = [
+    ("raises.py", "raise RuntimeError('plugin broke\\nsecond line')\n",
+     "failed while loading: RuntimeError: plugin broke"),
+    ("syntax.py", "x = (\n", "failed while loading: SyntaxError: '(' was never closed"),
+    ("", None, "--plugin needs a module name or a .py file, got ''"),
+]
+
+
+@pytest.mark.parametrize("name, code, message", PLUGINS, ids=["raises", "syntax-error", "empty"])
+def test_a_broken_plugin_is_one_line_naming_the_file(name, code, message, tmp_path, capsys):
+    plugin = tmp_path / name if name else ""
+    if code is not None:
+        plugin.write_text(code)
+    assert cli_main(["train", "--plugin", str(plugin), "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message in err and (not name or f"--plugin '{plugin}'" in err), err
 
 
 def test_resume_needs_to_know_the_run(capsys):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -93,10 +94,39 @@ def test_sigterm_from_outside_saves_exits_143_and_resumes(tmp_path):
     saved = [line for line in err.splitlines() if "received SIGTERM: stopped after step" in line]
     assert saved and "saved checkpoint at step" in saved[0], err[-2000:]
     step = int(saved[0].split("stopped after step ")[1].split(",")[0])
-    assert existing_steps(tmp_path / "checkpoints" / "run") == [step]   # the default root
+    root = Path(json.loads((tmp_path / "run" / "config.json").read_text())["checkpoint_root"])
+    assert root.parent == tmp_path / "checkpoints" and root.name.startswith("run-")   # the default root
+    assert existing_steps(root) == [step]
     done = subprocess.run(base + ["--steps", str(step + 3), "--resume"], capture_output=True, text=True,
                           timeout=180, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"resumed_from_step: {step}" in done.stdout
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == list(range(step + 3))
+
+
+@pytest.mark.parametrize("after", [0.1, 0.3, 0.6, 1.0])
+def test_ctrl_c_early_in_start_up_is_one_line_and_exit_130(tmp_path, after):
+    """A Python launcher (a shell's background jobs ignore SIGINT) sends Ctrl-C `after`
+    seconds into `jaxsel train`: exit 130 and one line, never a traceback nor a swallowed
+    interrupt ("Exception ignored") that lets the run train in full afterwards. Before any
+    jaxsel code runs (the interpreter still starting, on a busy machine), Python's own
+    handling applies: death by the signal, or a traceback that shows no jaxsel frame."""
+    proc = subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "bsp", "--steps", "1000000",
+                             "--log-every", "5", "--no-progress", "--out", "run"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)   # a run that trained on would time out here
+    if proc.returncode != 130:   # the interpreter was still starting (site, .pth files): Python's doing
+        assert proc.returncode != 0 and "/jaxsel/" not in err and out == "", err   # no frame of the package
+        assert list(tmp_path.iterdir()) == []
+    else:
+        assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
+        lines = err.strip().splitlines()
+        assert "received SIGINT" in lines[-1], err[-2000:]
+        if "while starting up" in lines[-1]:   # before the run was set up: one line, nothing made
+            assert len(lines) == 1 and out == "", err
+            assert list(tmp_path.iterdir()) == []
+    log = tmp_path / "run" / "metrics.jsonl"
+    assert not log.exists() or log.read_text() == ""   # not one step trained

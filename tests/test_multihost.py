@@ -125,3 +125,36 @@ def test_distributed_auto_without_a_cluster_is_a_clear_error(tmp_path):
                           env=env4(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--distributed auto found no cluster environment" in done.stderr
+
+
+def test_a_process_that_never_joins_or_a_duplicate_process_id_is_named_in_one_line(tmp_path):
+    """Before JAX's coordination service (which waits, then aborts with a C++ fatal log):
+    process 0 alone; a second process 0 (this test holds the port, as the first one would);
+    --process-id 1 given twice in a job of 3. Every process exits 2 with one line, within
+    --join-timeout."""
+    ports = [free_port() for _ in range(3)]
+
+    def start(port: int, n: int, pid: int, timeout: float) -> subprocess.Popen:
+        argv = ["train", "--strategy", "bsp", "--steps", "2", "--no-checkpoint", "--no-progress",
+                "--out", str(tmp_path / f"out-{port}"), "--coordinator", f"127.0.0.1:{port}",
+                "--num-processes", str(n), "--process-id", str(pid), "--join-timeout", str(timeout)]
+        return subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *argv], env=env4(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    first = socket.create_server(("", ports[1]))   # the process 0 that came first
+    procs = {"alone": start(ports[0], 2, 0, 3), "twin": start(ports[1], 2, 0, 60),
+             **{f"trio{i}": start(ports[2], 3, pid, 60) for i, pid in enumerate((0, 1, 1))}}
+    try:
+        ends = {name: (p.communicate(timeout=180)[1], p.returncode) for name, p in procs.items()}
+    finally:
+        first.close()
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    for name, (err, code) in ends.items():
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, (name, err[-2000:])
+    assert f"process 1 of 2 never joined 127.0.0.1:{ports[0]} within 3 s" in ends["alone"][0]
+    assert f"cannot listen on port {ports[1]}" in ends["twin"][0] and "--process-id 0 given twice" in ends["twin"][0]
+    for i in range(3):
+        assert "process id 1 was given to two processes" in ends[f"trio{i}"][0], ends[f"trio{i}"][0]

@@ -20,7 +20,7 @@ def test_a_misspelt_option_is_an_error_naming_the_valid_ones():
 
 def test_option_values_are_coerced_or_refused_by_name():
     assert build_strategy("localsgd", {"period": "5"}).period == 5
-    with pytest.raises(OptionError, match=r"option 'delta' must be a number, got 'abc'"):
+    with pytest.raises(OptionError, match=r"option 'delta' must be a finite number, got 'abc'"):
         build_strategy("selsync", {"delta": "abc"})
     with pytest.raises(OptionError, match=r"option 'period' must be an integer, got 2.5"):
         build_strategy("localsgd", {"period": 2.5})

@@ -86,7 +86,7 @@ def test_dirichlet_skew_follows_alpha_and_covers_the_set():
 def test_make_partition_errors():
     with pytest.raises(ValueError, match="unknown partition 'iid'"):
         make_partition("iid", LABELS, 2)
-    with pytest.raises(ValueError, match="takes no options"):
+    with pytest.raises(ValueError, match="no option .alpha.; it takes no options"):
         make_partition("seldp", LABELS, 2, alpha=0.5)
     with pytest.raises(ValueError, match="needs labels"):
         make_partition("label_skew", None, 2, num_examples=10)

@@ -232,3 +232,29 @@ def test_datasets_prints_a_working_prepare_command_and_the_tensorflow_route(tmp_
     line = next(x for x in out.splitlines() if x.startswith("cifar10 "))
     assert f"jaxsel prepare cifar10 --from cifar-10-python.tar.gz --data-dir {tmp_path}" in line
     assert 'pip install "jaxsel[tfds-build]"' in line and "tfds build cifar10" in line
+
+
+@pytest.mark.parametrize("junk", ["not a tarball", None])   # a broken tarball, a folder without the IDX files
+def test_a_failed_prepare_leaves_the_data_dir_as_it_was(tmp_path, junk, capsys):
+    """One line, and no dataset folder, downloads/ or extracted files left behind (the lock
+    files stay: another preparer may be waiting on one)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    if junk:
+        (tmp_path / "junk.tar.gz").write_text(junk)
+        assert prepare("cifar10", "--from", tmp_path / "junk.tar.gz", "--data-dir", data) == 2
+    else:
+        (tmp_path / "idx").mkdir()
+        assert prepare("mnist", "--from", tmp_path / "idx", "--data-dir", data) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1, errors
+    assert {p.relative_to(data).parts[0] for p in data.rglob("*")} <= {".jaxsel-locks"}
+
+
+def test_first_use_of_a_generated_dataset_size_prints_no_tfds_warnings(tmp_path, caplog):
+    from jaxsel.data import load_arrays
+
+    caplog.set_level("WARNING")
+    arrays = load_arrays("mnist1d", "train", data_dir=tmp_path, num_samples=100)
+    assert len(arrays["label"]) == 80
+    assert [r.getMessage() for r in caplog.records] == []   # e.g. TFDS's "Using custom data configuration"

@@ -8,6 +8,7 @@ held by another process, two processes of a multi-host job).
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -168,6 +169,58 @@ def test_disk_full_is_one_line(tmp_path, capsys):
     assert code == 2 and "No space left on device" in line
 
 
+#: fills the checkpoint disk once the checkpoint of step 4 is on it (the loader builds step
+#: 10's batch while the later saves are still to come), then runs `jaxsel train`
+FILL_THEN_TRAIN = """
+import os, sys, time
+from pathlib import Path
+import jaxsel.train as T
+from jaxsel.cli import main
+ck = Path(sys.argv[1])
+assemble = T.assemble_run
+
+def fill(batch):
+    deadline = time.monotonic() + 120
+    while not (ck / "4").is_dir() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = os.statvfs(ck)
+    (ck.parent / "filler").write_bytes(bytes(max(0, st.f_bavail * st.f_frsize - 64 * 1024)))
+    return batch
+
+def assemble_and_fill(cfg):
+    run = assemble(cfg)
+    make = run.loader.batch
+    run.loader.batch = lambda t: fill(make(t)) if t == 10 else make(t)
+    return run
+
+T.assemble_run = assemble_and_fill
+sys.exit(main(["train", "--strategy", "bsp", "--steps", "40", "--batch-size", "8", "--log-every", "2",
+               "--checkpoint-every", "4", "--keep", "1", "--no-progress", "--out", sys.argv[2],
+               "--checkpoint-dir", str(ck)]))
+"""
+
+
+def test_a_disk_that_fills_during_an_async_save_is_one_line_and_keeps_the_last_checkpoint(tmp_path):
+    """The checkpoint dir on an 8 MiB tmpfs of its own (a private mount namespace, so no root
+    needed where user namespaces are allowed), filled while the run trains."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = f"mount -t tmpfs -o size=8m tmpfs {disk} && exec \"$0\" \"$@\""
+    prefix = ["unshare", "--mount", "--map-root-user", "sh", "-c", mount]
+    if subprocess.run(prefix + ["true"], capture_output=True).returncode != 0:
+        pytest.skip("needs a private tmpfs (unshare --mount --map-root-user)")
+    done = subprocess.run(prefix + [sys.executable, "-c", FILL_THEN_TRAIN, str(disk / "ck"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = [x for x in done.stderr.splitlines() if "building the embedded dataset" not in x]   # a fresh data dir
+    line = one_error_line("\n".join(said))
+    found = re.search(r"the checkpoint of step (\d+) could not be written \(No space left on device: \S+\); "
+                      r"the checkpoint of step (\d+) in (\S+) is intact; make room", line)
+    assert found, line
+    failed, kept = int(found[1]), int(found[2])
+    assert kept < failed and kept >= 4 and f"{disk}/ck" in found[3] and "orbax-checkpoint-tmp" in line
+
+
 def test_an_out_path_that_is_not_utf8_is_one_line(tmp_path, capsys):
     bad = os.fsdecode(os.fsencode(str(tmp_path)) + b"/run\xff")
     code = cli_main(["train", "--steps", "2", "--no-progress", "--out", bad, "--no-checkpoint"])
@@ -210,7 +263,7 @@ def test_checkpoints_that_cannot_fit_on_disk_are_refused_up_front(tmp_path, monk
     from jaxsel.config import ConfigError
 
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12, 1000))
-    with pytest.raises(ConfigError, match=r"checkpoints need about .* GiB .* free"):
+    with pytest.raises(ConfigError, match=r"checkpoints need about [\d.]+ MiB .* but 1000 bytes is free"):
         build_run(config(tmp_path))
 
 

@@ -161,9 +161,50 @@ def test_consensus_is_replica_mean(mesh):
 def test_bad_strategy_arguments():
     with pytest.raises(ValueError, match="period must be an integer >= 1"):
         jaxsel.LocalSGD(period=0)
-    with pytest.raises(ValueError, match="delta must be a number >= 0"):
+    with pytest.raises(ValueError, match="delta must be a finite number >= 0"):
         jaxsel.SelSync(delta=-0.1)
+    with pytest.raises(ValueError, match="delta must be a finite number >= 0, got inf"):
+        jaxsel.SelSync(delta=float("inf"))
     with pytest.raises(ValueError, match="window must be an integer >= 1"):
         jaxsel.SelSync(window=0)
     with pytest.raises(ValueError, match="aggregate must be 'params' or 'grads'"):
         jaxsel.SelSync(aggregate="both")
+
+
+# Library misuse: a TypeError/ValueError naming what was given and what is expected, at
+# trace time or before (issue 23), never an AttributeError from deep inside a strategy.
+
+def test_a_state_used_with_another_strategy_or_optimizer_is_named_at_trace_time(mesh):
+    sgd = optax.sgd(0.1, momentum=0.9)
+    bsp_state = jaxsel.init_state(make_params(), sgd, jaxsel.BSP(), mesh)
+    batch = make_batches(1)[0]
+    with pytest.raises(TypeError, match=r"strategy state is TriggeredState\(trigger=\(\), .*SelSync keeps "
+                                        r"TriggeredState\(trigger=SignificanceState"):
+        jaxsel.make_train_step(softmax_loss, sgd, jaxsel.SelSync(), mesh)(bsp_state, batch)
+    adam_state = jaxsel.init_state(make_params(), optax.adam(0.1), jaxsel.BSP(), mesh)
+    with pytest.raises(TypeError, match=r"optimizer state is \(ScaleByAdamState.*this optimizer keeps \(TraceState"):
+        jaxsel.make_train_step(softmax_loss, sgd, jaxsel.BSP(), mesh)(adam_state, batch)
+    with pytest.raises(TypeError, match=r"consensus: the state's strategy state is TriggeredState.*DiLoCo keeps "
+                                        r"DiLoCoState"):
+        jaxsel.consensus(bsp_state, jaxsel.DiLoCo())
+    with pytest.raises(TypeError, match="consensus needs a TrainState .*, got None"):
+        jaxsel.consensus(None, jaxsel.BSP())
+
+
+@pytest.mark.parametrize("strategy, named", [
+    ("selsync", r"got str 'selsync'; build one by name with jaxsel.build_strategy\('selsync'\)"),
+    (jaxsel.SelSync, r"got the class SelSync; pass an instance, e.g. SelSync\(\)"),
+    (optax.sgd(0.1), r"got optax\.\w+ \(an optimizer\?\); the optimizer goes before the strategy"),
+], ids=["name", "class", "optimizer"])
+def test_make_train_step_needs_a_strategy_instance(mesh, strategy, named):
+    with pytest.raises(TypeError, match=named):
+        jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), strategy, mesh)
+
+
+def test_a_batch_that_does_not_split_over_the_replicas_is_named(mesh):
+    opt = optax.sgd(0.1)
+    state = jaxsel.init_state(make_params(), opt, jaxsel.BSP(), mesh)
+    batch = {k: v[:12] for k, v in make_batches(1)[0].items()}
+    with pytest.raises(ValueError, match=r"batch\['x'\] has shape \(12, 5\): its leading dimension must be a "
+                                         r"multiple of the 8 replicas"):
+        jaxsel.make_train_step(softmax_loss, opt, jaxsel.BSP(), mesh)(state, batch)

@@ -50,6 +50,7 @@ class DatasetSpec:
     text_key: str = "text"                   # kind "text": the raw text feature
     seq_len: int | None = None               # token kinds: tokens per window
     vocab_size: int | None = None            # token kinds: the model's output classes
+    num_classes: int | None = None           # label classes, for checks before any data is read (None: unknown)
     prepare: str = TFDS_ROUTE                # shown when the dataset is missing
     description: str = ""
 
@@ -83,28 +84,28 @@ def _specs() -> list[DatasetSpec]:
     from .mnist1d import Mnist1D
 
     return [
-        DatasetSpec("digits", scale=16.0, builder=Digits, prepare="built offline on first use",
+        DatasetSpec("digits", num_classes=10, scale=16.0, builder=Digits, prepare="built offline on first use",
                     description="scikit-learn 8x8 digits, 1437/360, embedded"),
-        DatasetSpec("mnist1d", input_key="x", scale=1.0, kind="sequence", builder=Mnist1D,
+        DatasetSpec("mnist1d", num_classes=10, input_key="x", scale=1.0, kind="sequence", builder=Mnist1D,
                     prepare="built offline on first use",
                     description="MNIST-1D, 4000/1000 length-40 signals, generated offline"),
         DatasetSpec("digits_tokens", tfds_name="digits", kind="pixel_tokens", seq_len=63,
                     vocab_size=17, builder=Digits, prepare="built offline on first use",
                     description="digits as 64-token sequences of 17 intensities (tiny LM)", **TOKENS),
-        DatasetSpec("mnist", mean=(0.1307,), std=(0.3081,), prepare=jaxsel_prepare("MNIST_IDX_DIR"),
+        DatasetSpec("mnist", num_classes=10, mean=(0.1307,), std=(0.3081,), prepare=jaxsel_prepare("MNIST_IDX_DIR"),
                     description="MNIST 28x28x1"),
-        DatasetSpec("fashion_mnist", mean=(0.2860,), std=(0.3530,),
+        DatasetSpec("fashion_mnist", num_classes=10, mean=(0.2860,), std=(0.3530,),
                     prepare=jaxsel_prepare("FASHION_MNIST_IDX_DIR"), description="Fashion-MNIST 28x28x1"),
-        DatasetSpec("cifar10", mean=CIFAR10_MEAN, std=CIFAR10_STD, augment=True,
+        DatasetSpec("cifar10", num_classes=10, mean=CIFAR10_MEAN, std=CIFAR10_STD, augment=True,
                     prepare=jaxsel_prepare("cifar-10-python.tar.gz"),
                     description="CIFAR-10 32x32x3, 50000/10000"),
-        DatasetSpec("cifar100", mean=CIFAR100_MEAN, std=CIFAR100_STD, augment=True,
+        DatasetSpec("cifar100", num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD, augment=True,
                     prepare=jaxsel_prepare("cifar-100-python.tar.gz"),
                     description="CIFAR-100 32x32x3 (fine labels), 50000/10000"),
-        DatasetSpec("imagenet2012", mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
+        DatasetSpec("imagenet2012", num_classes=1000, mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
                     augment=True, crop_padding=28, in_memory=False, test_split="validation",
                     prepare=IMAGENET_PREPARE, description="ImageNet-1k, resized to 224x224"),
-        DatasetSpec("cars196", mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
+        DatasetSpec("cars196", num_classes=196, mean=IMAGENET_MEAN, std=IMAGENET_STD, image_size=(224, 224),
                     augment=True, crop_padding=28, in_memory=False,
                     prepare=jaxsel_prepare("CARS_DIR"),
                     description="Stanford Cars 196 classes, resized to 224x224"),

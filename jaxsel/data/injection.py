@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .partition import Partition
+from .partition import Partition, needs_labels
 
 _STREAM = 0x1A5E  # keeps injection draws apart from the partition's own orders
 
@@ -37,10 +37,7 @@ class Injection:
     @classmethod
     def build(cls, partition: Partition, labels: np.ndarray, batch_size: int, alpha: float, beta: float,
               seed: int = 0) -> "Injection":
-        if not 0 < alpha <= 1:
-            raise ValueError(f"injection alpha must be in (0, 1], got {alpha!r}")
-        if not beta > 0:
-            raise ValueError(f"injection beta must be > 0, got {beta!r}")
+        check_alpha_beta(alpha, beta)
         if partition.classes is None:
             raise ValueError(f"data injection needs a label-aware partition (label_skew or dirichlet), "
                              f"not {partition.name!r}: every replica already sees every class")
@@ -80,6 +77,27 @@ class Injection:
             picks.append(members[rng.choice(len(members), size=self.per_class,
                                             replace=self.per_class > len(members))])
         return chosen, np.concatenate(picks).astype(np.int64)
+
+
+def check_alpha_beta(alpha, beta) -> None:
+    """ValueError naming a bad injection alpha (a share of the classes) or beta (a batch share)."""
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0 < alpha <= 1):
+        raise ValueError(f"injection alpha must be in (0, 1] (--inject ALPHA,BETA), got {alpha!r}")
+    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f"injection beta must be a finite number > 0 (--inject ALPHA,BETA), got {beta!r}")
+
+
+def check_injection(partition: str, value) -> None:
+    """Injection settings checked before any data is read: two good numbers and a partition
+    that gives replicas classes of their own."""
+    try:
+        alpha, beta = parse_injection(value)
+    except (TypeError, ValueError, KeyError):
+        raise ValueError(f"injection must be (alpha, beta), got {value!r}") from None
+    check_alpha_beta(alpha, beta)
+    if not needs_labels(partition):
+        raise ValueError(f"data injection needs a label-aware partition (label_skew or dirichlet), not "
+                         f"{partition!r}: every replica already sees every class")
 
 
 def parse_injection(value) -> tuple[float, float] | None:

@@ -16,12 +16,22 @@ import tensorflow_datasets as tfds
 DEFAULT_SAMPLES = 5000  # the package's default: 80 % train -> 4000 / 1000
 
 
+def check_generator_options(num_samples: int = DEFAULT_SAMPLES, seed: int = 42) -> None:
+    """ValueError naming a bad generator setting (the 80/20 split needs multiples of 10)."""
+    def integer(v) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+    if not (integer(num_samples) and num_samples >= 20 and num_samples % 10 == 0):
+        raise ValueError(f"mnist1d num_samples must be a multiple of 10 and >= 20, got {num_samples!r}")
+    if not (integer(seed) and 0 <= seed < 2**32):
+        raise ValueError(f"mnist1d seed must be an integer in 0..{2**32 - 1}, got {seed!r}")
+
+
 class Mnist1DConfig(tfds.core.BuilderConfig):
     """Generator settings; everything else keeps the package's published defaults."""
 
     def __init__(self, *, num_samples: int = DEFAULT_SAMPLES, seed: int = 42, **kwargs):
-        if num_samples < 20 or num_samples % 10:
-            raise ValueError(f"mnist1d num_samples must be a multiple of 10 and >= 20, got {num_samples}")
+        check_generator_options(num_samples, seed)
         super().__init__(**kwargs)
         self.num_samples, self.seed = int(num_samples), int(seed)
 

@@ -83,8 +83,8 @@ def label_skew(labels: np.ndarray, replicas: int, seed: int = 0, classes_per_rep
     pools_by_class = _class_pools(labels, seed)
     all_classes = sorted(pools_by_class)
     if classes is None:
-        k = int(classes_per_replica or math.ceil(len(all_classes) / replicas))
-        if not 1 <= k <= len(all_classes):
+        k = math.ceil(len(all_classes) / replicas) if classes_per_replica is None else classes_per_replica
+        if not _is_int(k) or not 1 <= k <= len(all_classes):
             raise ValueError(f"classes_per_replica must be in 1..{len(all_classes)}, got {k}")
         classes = [[all_classes[(r * k + j) % len(all_classes)] for j in range(k)] for r in range(replicas)]
     owned = tuple(tuple(sorted({int(c) for c in cs})) for cs in classes)
@@ -111,8 +111,7 @@ def dirichlet(labels: np.ndarray, replicas: int, seed: int = 0, alpha: float = 0
     Dirichlet(alpha); small alpha -> few classes per replica, large alpha -> near IID.
     Redrawn (seeded) until every replica holds at least `min_size` examples. A replica
     owns the classes it holds any example of."""
-    if not alpha > 0:
-        raise ValueError(f"dirichlet alpha must be > 0, got {alpha!r}")
+    _check_alpha(alpha)
     labels = np.asarray(labels)
     pools_by_class = _class_pools(labels, seed)
     for attempt in range(max_tries):
@@ -134,6 +133,40 @@ def dirichlet(labels: np.ndarray, replicas: int, seed: int = 0, alpha: float = 0
 dirichlet.needs_labels = True
 
 PARTITIONERS = {"disjoint": disjoint, "seldp": seldp, "label_skew": label_skew, "dirichlet": dirichlet}
+#: the options each partitioner takes (`--partition-opt KEY=VALUE`)
+PARTITION_OPTIONS = {"disjoint": (), "seldp": (), "label_skew": ("classes_per_replica", "classes"),
+                     "dirichlet": ("alpha", "min_size", "max_tries")}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_alpha(alpha) -> None:
+    ok = isinstance(alpha, (int, float, np.number)) and not isinstance(alpha, bool) and math.isfinite(alpha)
+    if not (ok and alpha > 0):
+        raise ValueError(f"dirichlet alpha must be a finite number > 0, got {alpha!r}")
+
+
+def check_partition_options(name: str, options: dict, replicas: int, num_classes: int | None = None) -> None:
+    """ValueError naming a partitioner's unknown option or bad value, before any data is read
+    (`num_classes` None: the class count is checked once the labels are)."""
+    if name not in PARTITIONERS:
+        raise ValueError(f"unknown partition {name!r}; choose one of {', '.join(PARTITIONERS)}")
+    allowed = PARTITION_OPTIONS[name]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        theirs = f"its options: {', '.join(allowed)}" if allowed else "it takes no options"
+        raise ValueError(f"partition {name!r} has no option {', '.join(map(repr, unknown))}; {theirs}")
+    k = options.get("classes_per_replica")
+    if k is not None and not (_is_int(k) and 1 <= k <= (num_classes or k)):
+        upper = f"1..{num_classes}" if num_classes else "an integer >= 1"
+        raise ValueError(f"label_skew classes_per_replica must be in {upper} (the dataset's classes), got {k!r}")
+    if "alpha" in options:
+        _check_alpha(options["alpha"])
+    for key in ("min_size", "max_tries"):
+        if key in options and not (_is_int(options[key]) and options[key] >= 1):
+            raise ValueError(f"dirichlet {key} must be an integer >= 1, got {options[key]!r}")
 
 
 def needs_labels(name: str) -> bool:
@@ -146,11 +179,10 @@ def make_partition(name: str, labels: np.ndarray | None, replicas: int, seed: in
     need only `num_examples`, so big sets never read their labels)."""
     if name not in PARTITIONERS:
         raise ValueError(f"unknown partition {name!r}; choose one of {', '.join(PARTITIONERS)}")
+    check_partition_options(name, options, replicas)
     fn = PARTITIONERS[name]
     if getattr(fn, "needs_labels", False):
         if labels is None:
             raise ValueError(f"partition {name!r} needs labels")
         return fn(labels, replicas, seed=seed, **options)
-    if options:
-        raise ValueError(f"partition {name!r} takes no options, got {sorted(options)}")
     return fn(len(labels) if num_examples is None else num_examples, replicas, seed=seed)

@@ -47,10 +47,44 @@ class Input:
         return with_device_transform(step_fn, self.device_transform, self.mesh)
 
 
-def _split_options(spec: DatasetSpec, options: dict) -> tuple[dict, dict]:
-    unknown = set(options) - set(DATASET_OPTIONS)
+def _takes(spec: DatasetSpec, option: str) -> bool:
+    """Which datasets an option applies to: token windows (text), holding a split in memory
+    (labelled sets), the generator's settings (mnist1d)."""
+    from .mnist1d import Mnist1D
+
+    if option in ("seq_len", "records_per_window"):
+        return spec.kind == "text"
+    if option == "in_memory":
+        return not spec.tokens
+    return spec.builder is Mnist1D
+
+
+def check_dataset_options(spec: DatasetSpec, options: dict) -> None:
+    """ValueError naming an option `spec` does not take or a bad value (before any data is read)."""
+    from .mnist1d import check_generator_options
+
+    unknown = sorted(set(options) - set(DATASET_OPTIONS))
     if unknown:
-        raise ValueError(f"unknown dataset options {sorted(unknown)}; allowed: {', '.join(DATASET_OPTIONS)}")
+        raise ValueError(f"unknown dataset option(s) {', '.join(map(repr, unknown))}; allowed: "
+                         f"{', '.join(DATASET_OPTIONS)}")
+    foreign = [k for k in options if not _takes(spec, k)]
+    if foreign:
+        takes = [k for k in DATASET_OPTIONS if _takes(spec, k)]
+        raise ValueError(f"dataset {spec.name!r} takes no option {', '.join(map(repr, foreign))}; its options: "
+                         f"{', '.join(takes) or 'none'}")
+    for key in ("seq_len", "records_per_window"):
+        v = options.get(key, 1)
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ValueError(f"dataset option {key} must be an integer >= 1, got {v!r}")
+    if not isinstance(options.get("in_memory", True), bool):
+        raise ValueError(f"dataset option in_memory must be true or false, got {options['in_memory']!r}")
+    generator = {k: options[k] for k in ("num_samples", "seed") if k in options}
+    if generator:
+        check_generator_options(**generator)
+
+
+def _split_options(spec: DatasetSpec, options: dict) -> tuple[dict, dict]:
+    check_dataset_options(spec, options)
     read = {k: options[k] for k in ("seq_len", "in_memory", "records_per_window") if k in options}
     build = {k: options[k] for k in ("num_samples", "seed") if k in options}
     return read, build

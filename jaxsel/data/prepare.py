@@ -8,6 +8,7 @@ of one dataset produce it once, all succeeding.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -60,7 +61,13 @@ def prepare(name: str, source: str | os.PathLike | None = None, data_dir=None, *
     source = readable_path(source, "--from")
     existed = root.is_dir()
     ensure_data_dir(root, quiet=quiet)
-    with undo_created(root, not existed):
+    # what this preparation creates, removed again if it fails (empty but for lock files, which
+    # stay: another preparer may be waiting on one)
+    fresh = [p for p in (root / "downloads", root / spec.source_name) if not p.exists()]
+    with contextlib.ExitStack() as undo:
+        undo.enter_context(undo_created(root, not existed))
+        for path in fresh:
+            undo.enter_context(undo_created(path, True))
         return _build(spec.source_name, source, root, progress=progress, quiet=quiet)
 
 

@@ -144,7 +144,9 @@ def open_source(name: str, split: str, data_dir: str | os.PathLike | None = None
     root = resolve_data_dir(data_dir)
     if spec.builder is not None:
         ensure_built(name, root, **options)
-        return embedded_builder(name, root, **options).as_data_source(split=split, decoders=decoders)
+        with _quiet_tfds():   # TFDS logs "Using custom data configuration" for every mnist1d size
+            builder = embedded_builder(name, root, **options)
+        return builder.as_data_source(split=split, decoders=decoders)
     if options:
         raise ValueError(f"dataset {name!r} takes no options, got {sorted(options)}")
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..aggregate import get_aggregator
 from ..options import OptionError, build, option_defaults, option_names
 from ..sync import Strategy
 from .bsp import BSP
@@ -78,13 +79,23 @@ def build_strategy(name: str, options: dict[str, Any] | None = None, **context) 
                 raise OptionError(f"strategy {name!r} {level}: {err}") from None
     try:
         strategy = build(cls, options, kind="strategy", name=name, context=context)
-        if hasattr(strategy, "check_replicas") and context.get("replicas"):
-            strategy.check_replicas(int(context["replicas"]))
+        if context.get("replicas"):
+            _check_replicas(strategy, int(context["replicas"]))
         return strategy
     except OptionError:
         raise
     except ValueError as err:
         raise OptionError(f"strategy {name!r}: {err}") from None
+
+
+def _check_replicas(strategy: Strategy, n: int) -> None:
+    """What only the run's replica count can rule out: a strategy's groups, an aggregator
+    that needs more replicas ('trimmed:4' of 8 leaves none)."""
+    if hasattr(strategy, "check_replicas"):
+        strategy.check_replicas(n)
+    spec = getattr(strategy, "aggregator", None)
+    if spec is not None and not getattr(strategy, "levels", ()):   # a level's aggregator sees its group
+        get_aggregator(spec).check_replicas(n)
 
 
 def _nested_takers() -> str:
