@@ -126,8 +126,7 @@ def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeyp
     settings = load_settings(a / "config.json")
     assert "out_dir" not in settings and settings["partition_options"] == {"injection": [0.2, 0.5]}
     cfg = TrainConfig(**settings)
-    ckpts = tmp_path / "checkpoints"
-    assert trees_equal(final_state(cfg, ckpts / "a"), final_state(cfg, ckpts / "b"))
+    assert trees_equal(*(final_state(cfg, c["checkpoint_root"]) for c in configs))
     env = json.loads((b / "environment.json").read_text())
     assert env["argv"] == sys.argv and env["cwd"] == str(tmp_path)   # in-process: this process's command line
     assert {"jaxsel", "git", "python", "packages", "devices", "layout", "command", "cwd"} <= set(env)
