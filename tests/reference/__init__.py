@@ -5,6 +5,7 @@ against. Each module is one topic and its docstring states the exact rule, with 
 choice made where the issue's definition was open (the lead's notes, refs25.md, say why).
 
   linreg    a tiny linear-regression problem (per-replica data, full-batch gradients)
+  trees     lists of tensors per replica: copies, zeros, the replica mean
   optim     optax's sgd (trace, Nesterov), adam and adamw, transcribed
   codecs    top-k and 1-bit sign payloads with error feedback; the parameter-averaging
             payload rule (the change since the last synchronized parameters)

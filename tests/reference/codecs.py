@@ -38,6 +38,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .trees import as_float, mean_over_replicas, replicate, zeros_like_replicas
+
 CODECS = ("topk", "sign")
 
 
@@ -95,17 +97,13 @@ def ef_round(payloads, residuals, codec: str, fraction: float | None = None,
     n = len(payloads)
     sent, new_res = [], []
     for payload, res in zip(payloads, residuals):
-        us = [p + e for p, e in zip(payload, res)] if error_feedback else [np.asarray(p, np.float64) for p in payload]
+        us = [np.asarray(p, np.float64) + (e if error_feedback else 0.0) for p, e in zip(payload, res)]
         s = [compress(u, codec, fraction) for u in us]
         sent.append(s)
         new_res.append([u - x for u, x in zip(us, s)] if error_feedback else [np.zeros_like(x) for x in s])
     c = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, np.float64)
     aggregate = [sum(c[i] * sent[i][j] for i in range(n)) for j in range(len(payloads[0]))]
     return aggregate, new_res, sent
-
-
-def zeros_like_replicas(params, n: int):
-    return [[np.zeros_like(p, dtype=np.float64) for p in params] for _ in range(n)]
 
 
 def simulate_local_sgd(params0, grad_fn, n: int, steps: int, period, lr: float,
@@ -123,8 +121,7 @@ def simulate_local_sgd(params0, grad_fn, n: int, steps: int, period, lr: float,
     Returns (per-replica parameters, residuals, anchor) after `steps` steps."""
     if mode not in ("model", "params"):
         raise ValueError(f"mode must be 'model' or 'params', got {mode!r}")
-    ws = [[np.array(p, np.float64) for p in params0] for _ in range(n)]
-    anchor = [np.array(p, np.float64) for p in params0]
+    ws, anchor = replicate(params0, n), as_float(params0)
     res = zeros_like_replicas(params0, n)
     for t in range(steps):
         grads = [grad_fn(i, t, ws[i]) for i in range(n)]
@@ -141,8 +138,8 @@ def _sync(ws, res, anchor, codec, fraction, error_feedback):
     """Every replica ends at anchor + aggregate of (w_i - anchor), the new anchor."""
     deltas = [[p - a for p, a in zip(w, anchor)] for w in ws]
     if codec is None:
-        agg = [np.mean(np.stack(leaves), axis=0) for leaves in zip(*deltas)]
+        agg = mean_over_replicas(deltas)
     else:
         agg, res, _ = ef_round(deltas, res, codec, fraction, error_feedback)
     anchor = [a + d for a, d in zip(anchor, agg)]
-    return [[a.copy() for a in anchor] for _ in ws], res, anchor
+    return replicate(anchor, len(ws)), res, anchor

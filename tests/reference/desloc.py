@@ -16,10 +16,8 @@ name stays local, a name that is no field of the state is an error. Integer fiel
 """
 from __future__ import annotations
 
-import numpy as np
-
 from . import optim
-from .linreg import mean_over_replicas
+from .trees import as_float, mean_over_replicas, replicate
 
 
 def field_periods(state: dict, opt_state_period) -> dict:
@@ -43,7 +41,7 @@ def field_periods(state: dict, opt_state_period) -> dict:
 
 def simulate(params0, grad_fn, n: int, steps: int, optimizer, period: int, opt_state_period=None):
     """Returns (per-replica parameters, per-replica optimizer states) after `steps` steps."""
-    ws = [[np.array(p, np.float64) for p in params0] for _ in range(n)]
+    ws = replicate(params0, n)
     states = [optimizer.init(ws[i]) for i in range(n)]
     periods = field_periods(states[0], opt_state_period)
     for t in range(steps):
@@ -51,10 +49,9 @@ def simulate(params0, grad_fn, n: int, steps: int, optimizer, period: int, opt_s
             updates, states[i] = optimizer.update(grad_fn(i, t, ws[i]), states[i], ws[i])
             ws[i] = optim.apply(ws[i], updates)
         if (t + 1) % period == 0:
-            mean = mean_over_replicas(ws)
-            ws = [[p.copy() for p in mean] for _ in range(n)]
+            ws = replicate(mean_over_replicas(ws), n)
         for f, q in periods.items():
             if (t + 1) % q == 0:
                 mean = mean_over_replicas([s[f] for s in states])
-                states = [{**s, f: [m.copy() for m in mean]} for s in states]
+                states = [{**s, f: as_float(mean)} for s in states]
     return ws, states

@@ -51,7 +51,3 @@ def make_problem(n_replicas: int = 4, d: int = 5, n_samples: int = 16, seed: int
         ys.append(x @ w_i + 0.3 + 0.1 * rng.normal(size=n_samples))
     return LinReg(tuple(xs), tuple(ys))
 
-
-def mean_over_replicas(trees: list[list[np.ndarray]]) -> list[np.ndarray]:
-    """Leafwise mean of N replicas' lists of tensors."""
-    return [np.mean(np.stack(leaves), axis=0) for leaves in zip(*trees)]

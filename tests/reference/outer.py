@@ -24,9 +24,8 @@ With "sgd", outer_lr 1 and momentum 0 it is local SGD with period H.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from . import codecs, optim
+from .trees import as_float, mean_over_replicas, replicate, zeros_like_replicas
 
 OUTER = ("nesterov", "sgd", "adam", "adamw")
 
@@ -50,22 +49,22 @@ def simulate_diloco(params0, grad_fn, n: int, inner_steps: int, rounds: int, inn
     """`rounds` rounds of `inner_steps` steps. Returns (global parameters after each round,
     the pseudo-gradient of each round, the last outer state)."""
     opt = outer_optimizer(outer, outer_lr, outer_momentum)
-    glob = [np.array(p, np.float64) for p in params0]
+    glob = as_float(params0)
     state = opt.init(glob)
-    res = codecs.zeros_like_replicas(glob, n)
+    res = zeros_like_replicas(glob, n)
     history, deltas = [], []
     for r in range(rounds):
-        ws = [[p.copy() for p in glob] for _ in range(n)]
+        ws = replicate(glob, n)
         for h in range(inner_steps):
             t = r * inner_steps + h
             ws = [[p - inner_lr * g for p, g in zip(ws[i], grad_fn(i, t, ws[i]))] for i in range(n)]
         sent = [[gp - p for gp, p in zip(glob, w)] for w in ws]   # global - w_i
         if codec is None:
-            delta = [np.mean(np.stack(leaves), axis=0) for leaves in zip(*sent)]
+            delta = mean_over_replicas(sent)
         else:
             delta, res, _ = codecs.ef_round(sent, res, codec, fraction, error_feedback)
         updates, state = opt.update(delta, state, glob)
         glob = optim.apply(glob, updates)
-        history.append([p.copy() for p in glob])
+        history.append(as_float(glob))
         deltas.append(delta)
     return history, deltas, state

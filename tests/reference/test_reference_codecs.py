@@ -4,6 +4,7 @@ import pytest
 
 from reference import codecs
 from reference.linreg import make_problem
+from reference.trees import zeros_like_replicas
 
 
 @pytest.mark.parametrize("size, fraction, k", [
@@ -48,7 +49,7 @@ def test_bytes(shape, codec, fraction, expected):
 def test_ef_round_by_hand():
     """Two replicas, one tensor, top-k 1 of 2, with residuals carried over two rounds."""
     p = [[np.array([3.0, 1.0])], [np.array([-1.0, 2.0])]]
-    res = codecs.zeros_like_replicas([np.zeros(2)], 2)
+    res = zeros_like_replicas([np.zeros(2)], 2)
     agg, res, sent = codecs.ef_round(p, res, "topk", 0.5)
     np.testing.assert_array_equal(sent[0][0], [3, 0])
     np.testing.assert_array_equal(sent[1][0], [0, 2])
@@ -84,7 +85,7 @@ def test_error_feedback_telescopes(codec, fraction):
 def test_no_error_feedback_and_full_topk():
     rng = np.random.default_rng(2)
     p = [[rng.normal(size=(4,))] for _ in range(3)]
-    res = codecs.zeros_like_replicas([np.zeros(4)], 3)
+    res = zeros_like_replicas([np.zeros(4)], 3)
     agg, res2, _ = codecs.ef_round(p, res, "topk", 0.25, error_feedback=False)
     assert all(np.all(r[0] == 0) for r in res2)
     np.testing.assert_allclose(agg[0], np.mean([codecs.topk(x[0], 0.25)[0] for x in p], axis=0))

@@ -14,7 +14,8 @@ def test_dct_matrix_is_orthonormal_dct2(n):
     np.testing.assert_allclose(c, fft.dct(np.eye(n), norm="ortho", axis=0), atol=1e-12)
 
 
-@pytest.mark.parametrize("dim, chunk", [(768, 64), (100, 50), (67, 1), (10, 10), (64, 64), (128, 64), (96, 48)])
+@pytest.mark.parametrize("dim, chunk", [(768, 64), (100, 50), (67, 1), (10, 10), (64, 64), (128, 64),
+                                        (96, 48)])
 def test_chunk_length_is_the_largest_divisor_up_to_s(dim, chunk):
     assert demo.chunk_length(dim, 64) == chunk
 

@@ -49,7 +49,8 @@ def test_max_local_caps_runs_of_local_steps(k):
 def test_max_local_counts_from_the_last_sync_of_any_kind():
     sel = triggers.SelSync(1, max_local=3, delta=0.3, window=1, alpha=0.0)
     norms = [1, 1, 1, 2, 2, 2, 2, 2, 2]          # step 3 votes (change 1.0)
-    assert triggers.run(sel, [(x,) for x in norms]) == [True, False, False, True, False, False, False, True, False]
+    expected = [True, False, False, True, False, False, False, True, False]
+    assert triggers.run(sel, [(x,) for x in norms]) == expected
 
 
 def test_max_local_validation():
