@@ -1,8 +1,8 @@
 """Independent NumPy transcriptions of issue 25's definitions ("Beyond the anchors").
 
 Plain NumPy in float64, no jaxsel and no JAX: what jaxsel's implementation is tested
-against. Each module is one topic and its docstring states the exact rule, with every
-choice made where the issue's definition was open (the lead's notes, refs25.md, say why).
+against. Each module is one topic; its docstring states the exact rule, with every choice
+made where the issue's definition was open.
 
   linreg    a tiny linear-regression problem (per-replica data, full-batch gradients)
   trees     lists of tensors per replica: copies, zeros, the replica mean
