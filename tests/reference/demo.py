@@ -19,10 +19,10 @@ momentum m_i, zeros at the start; g_i its gradient):
            (average_over="replicas": the sum over replicas / N instead)
     p   <- p - lr * sign(IDCT(Q))   sign(0) = 0: an all-zero reconstruction leaves p
 
-The paper's Algorithm 1 writes m <- beta m + g and x <- x - lr * sign(Q): every step above is
-invariant to one positive factor on all momenta (top-k by |c|, linear transforms, the mean,
-sign), so with a constant lr the two are the same; they differ only under an lr schedule,
-where this follows the code.
+The momentum accumulates lr * g, as the code does, where the paper's notation accumulates the
+gradient itself: every step above is invariant to one positive factor on all momenta (top-k
+by |c|, linear transforms, the mean, sign), so with a constant lr the two are the same; they
+differ only under an lr schedule.
 
 Chunks: a tensor is viewed as a matrix (rows, cols): a 2-D tensor as itself, a 1-D tensor of
 n entries as (1, n), a scalar as (1, 1), a tensor of 3 or more dimensions as
