@@ -19,10 +19,10 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel.cli import main as cli_main
-from jaxsel.options import OptionError
+from jaxsel.cli.main import main as cli_main
+from jaxsel.cli.strategy_args import options_for
+from jaxsel.core.options import OptionError
 from jaxsel.strategies.registry import build_strategy
-from jaxsel.strategy_args import options_for
 
 R, B, D = 8, 3, 4
 LR = 0.1

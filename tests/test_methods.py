@@ -8,11 +8,11 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel.options import accepts
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
-from jaxsel.strategies.syncswitch_search import search_bsp_fraction
+from jaxsel.analysis.syncswitch_search import search_bsp_fraction
+from jaxsel.core.options import accepts
+from jaxsel.core.triggers import Never
 from jaxsel.strategies import TriggeredStrategy
-from jaxsel.triggers import Never
+from jaxsel.strategies.registry import STRATEGIES, build_strategy
 
 R, B, D, C = 8, 4, 5, 3
 LR = 0.1
@@ -323,8 +323,8 @@ def test_search_bsp_fraction_finds_the_smallest_good_fraction():
 
 def test_ssdsgd_is_evaluated_on_its_global_weights():
     """Between pulls the replicas hold local drafts; the model SSD-SGD reports is the global one."""
-    from jaxsel.state import consensus, consensus_model_state
-    from jaxsel.train import TrainConfig, build_run, train
+    from jaxsel.core.state import consensus, consensus_model_state
+    from jaxsel.training.train import TrainConfig, build_run, train
 
     cfg = TrainConfig(strategy="ssdsgd", strategy_options={"k": 4, "warmup_steps": 2}, steps=9,
                       batch_size=8, eval_every=9, log_every=3, progress=False)

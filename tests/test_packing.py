@@ -14,8 +14,8 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel import parallel
-from jaxsel.parallel import LayoutError, choose_layout, describe_layout, plan_layout
+from jaxsel.core import parallel
+from jaxsel.core.parallel import LayoutError, choose_layout, describe_layout, plan_layout
 from jaxsel.strategies.registry import STRATEGIES, build_strategy
 
 R, B, D, C = 8, 3, 5, 3
@@ -92,7 +92,7 @@ def test_every_local_loop_gives_the_same_step(name):
 
 
 def test_auto_unrolls_on_cpu():
-    from jaxsel.step import resolve_local_loop
+    from jaxsel.core.step import resolve_local_loop
 
     gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]))
     assert resolve_local_loop("auto", jaxsel.data_mesh(8, devices=1)) == "unroll"

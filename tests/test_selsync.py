@@ -97,7 +97,7 @@ def test_sync_step_averages_params_then_applies_own_gradient(mesh):
     params = {"w": np.random.default_rng(0).normal(size=(R, 5, 3)).astype(np.float32),
               "b": np.zeros((R, 3), np.float32)}
     state = jaxsel.init_state(make_params(), opt, strategy, mesh)
-    from jaxsel.parallel import replica_sharding
+    from jaxsel.core.parallel import replica_sharding
 
     state = state.replace(params=jax.device_put(params, replica_sharding(mesh)))
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
@@ -126,7 +126,7 @@ def _all_reduces(strategy, mesh) -> int:
 def test_the_vote_shares_the_loss_all_reduce(mesh):
     """SelSync's vote rides in the all-reduce the loss mean needs anyway: a step that stays
     local runs as many collectives as a plain local step (see BENCHMARKS.md)."""
-    from jaxsel.triggers import Never
+    from jaxsel.core.triggers import Never
 
     local = jaxsel.TriggeredStrategy(trigger=Never(), sync="params", name="local")
     assert _all_reduces(jaxsel.SelSync(delta=0.3, window=3), mesh) == _all_reduces(local, mesh) == 1

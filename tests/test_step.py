@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel.triggers import Trigger
+from jaxsel.core.triggers import Trigger
 
 R, B, D, C = 8, 4, 5, 3
 
@@ -89,7 +89,7 @@ def test_without_the_grad_norm_metric_the_trajectory_is_unchanged(mesh, strategy
 
 
 def test_nonfinite_guard_without_grad_norm_checks_the_loss(mesh):
-    from jaxsel.faults import guard_nonfinite
+    from jaxsel.training.faults import guard_nonfinite
 
     opt = optax.sgd(0.1)
     state = jaxsel.init_state(make_params(), opt, jaxsel.BSP(), mesh)

@@ -8,11 +8,11 @@ import optax
 import pytest
 
 import jaxsel
+from jaxsel.core.options import OptionError
+from jaxsel.core.triggers import Never
 from jaxsel.strategies import TriggeredStrategy
 from jaxsel.strategies.fragments import split_leaves
 from jaxsel.strategies.registry import build_strategy
-from jaxsel.options import OptionError
-from jaxsel.triggers import Never
 
 R, B, D, K, C = 8, 4, 5, 4, 3
 LR = 0.1
@@ -226,7 +226,7 @@ def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state)
 
 
 def test_a_run_shorter_than_the_first_round_is_warned_about():
-    from jaxsel.sync_horizon import never_syncs_warning
+    from jaxsel.training.sync_horizon import never_syncs_warning
 
     line = never_syncs_warning(jaxsel.StreamingDiLoCo(inner_steps=100), 50)
     assert line and "\n" not in line and "first fires after step 100" in line and "outer step" in line

@@ -13,8 +13,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import jaxsel
-from jaxsel import sync, triggers
-from jaxsel.aggregate import Aggregator
+from jaxsel.core import sync, triggers
+from jaxsel.core.aggregate import Aggregator
 from jaxsel.strategies.registry import STRATEGIES, build_strategy
 
 PACKAGE = Path(jaxsel.__file__).parent
@@ -228,9 +228,9 @@ def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
 
 
 def test_a_checkpoint_of_the_old_dict_state_layout_is_refused_clearly():
-    from jaxsel.checkpoint import CheckpointMismatch, check_identity
-    from jaxsel.config import TrainConfig
-    from jaxsel.checkpoint import run_identity
+    from jaxsel import TrainConfig
+    from jaxsel.training.checkpoint import CheckpointMismatch, check_identity
+    from jaxsel.training.checkpoint import run_identity
 
     current = run_identity(TrainConfig())
     old = {k: v for k, v in current.items() if k != "state_format"}   # jaxsel 0.1 wrote no format

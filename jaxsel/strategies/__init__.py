@@ -1,5 +1,5 @@
 """One module per method, each a trigger x what-is-synced x aggregator on the sync core."""
-from ..sync import NonReplicatedDecisionError, StepContext, Strategy
+from ..core.sync import NonReplicatedDecisionError, StepContext, Strategy
 from .bsp import BSP
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
@@ -12,5 +12,4 @@ from .ssp import ASP, SSP
 from .streaming_diloco import StreamingDiLoCo
 from .superstep import Superstep
 from .syncswitch import SyncSwitch, feed_step_times
-from .syncswitch_search import FractionSearch, search_bsp_fraction
 from .triggered import Triggered, TriggeredStrategy

@@ -34,8 +34,8 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..collectives import Groups
-from ..sync import StepResult, Strategy, SyncReport, Timing
+from ..core.collectives import Groups
+from ..core.sync import StepResult, Strategy, SyncReport, Timing
 from .triggered import Triggered, TriggeredState, update
 
 

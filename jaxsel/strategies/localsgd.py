@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..aggregate import Aggregator, ClientSampled, get_aggregator
-from ..triggers import Periodic
+from ..core.aggregate import Aggregator, ClientSampled, get_aggregator
+from ..core.triggers import Periodic
 from .triggered import Triggered
 
 

@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 
 import jax.numpy as jnp
 
-from .. import compression
-from ..aggregate import Bound, get_aggregator
-from ..sync import StepResult, Timing
-from ..triggers import Before, Periodic
+from ..core import compression
+from ..core.aggregate import Bound, get_aggregator
+from ..core.sync import StepResult, Timing
+from ..core.triggers import Before, Periodic
 from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
 
 

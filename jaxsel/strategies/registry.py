@@ -1,6 +1,6 @@
 """Strategies by name, for the command line and experiment configs.
 
-Options are checked against each strategy's dataclass fields (`jaxsel.options`): an
+Options are checked against each strategy's dataclass fields (`jaxsel.core.options`): an
 unknown or inapplicable option is an error naming the valid ones. Options spelled
 `PREFIX.FIELD` go to what a strategy's `PREFIX_options` field configures: the trigger of
 the generic `triggered` strategy (`trigger.FIELD`), the levels of `hierarchical`
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..aggregate import get_aggregator
-from ..options import OptionError, build, option_defaults, option_names
-from ..sync import Strategy
+from ..core.aggregate import get_aggregator
+from ..core.options import OptionError, build, option_defaults, option_names
+from ..core.sync import Strategy
 from .bsp import BSP
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical

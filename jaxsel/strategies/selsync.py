@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..aggregate import get_aggregator
-from ..triggers import Significance
+from ..core.aggregate import get_aggregator
+from ..core.triggers import Significance
 from .triggered import Triggered
 
 

@@ -30,9 +30,9 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..aggregate import get_aggregator
-from ..sync import StepResult, Strategy, Timing, local_cond, local_update, sync_where, tree_where
-from ..triggers import AnyOf, Before, Periodic
+from ..core.aggregate import get_aggregator
+from ..core.sync import StepResult, Strategy, Timing, local_cond, local_update, sync_where, tree_where
+from ..core.triggers import AnyOf, Before, Periodic
 
 
 class SSDState(NamedTuple):

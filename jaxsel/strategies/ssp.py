@@ -20,8 +20,8 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from ..aggregate import Mean
-from ..sync import StepResult, Strategy, Timing, local_update, sync_where
+from ..core.aggregate import Mean
+from ..core.sync import StepResult, Strategy, Timing, local_update, sync_where
 from .staleness import init_ring, resolve_staleness, stale_gradient
 
 

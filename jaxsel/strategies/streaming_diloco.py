@@ -28,10 +28,10 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
-from .. import compression
-from ..aggregate import Bound
-from ..sync import StepResult, Strategy, SyncReport, local_update, sync_where
-from ..triggers import Periodic
+from ..core import compression
+from ..core.aggregate import Bound
+from ..core.sync import StepResult, Strategy, SyncReport, local_update, sync_where
+from ..core.triggers import Periodic
 from .diloco import OuterLoop
 from .fragments import check_rule, put, split_leaves, take
 from .triggered import Synced

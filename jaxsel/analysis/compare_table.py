@@ -2,8 +2,8 @@
 legend, notes, and one sentence per budget-matched pair."""
 from __future__ import annotations
 
+from ..training.numbers import significant
 from .matched_budget import BEYOND_SPREAD, sync_note, verdict
-from .numbers import significant
 from .plots import LEGEND_NOTE
 
 

@@ -14,8 +14,8 @@ import dataclasses
 import re
 from typing import Any
 
-from .options import OptionError, parse_value
-from .strategy_args import options_for, takes
+from ..cli.strategy_args import options_for, takes
+from ..core.options import OptionError, parse_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _shown(value: Any) -> str:
 
 
 def registered() -> dict:
-    from .strategies.registry import STRATEGIES
+    from ..strategies.registry import STRATEGIES
 
     return STRATEGIES
 
@@ -101,7 +101,7 @@ def parse_entry(entry: str) -> Variant:
     for key, raw in pairs:
         key = key.strip()
         if not takes(strategies[name], key):
-            from .options import option_names
+            from ..core.options import option_names
 
             raise OptionError(f"--strategies entry {entry!r}: strategy {name!r} has no option {key!r}; its "
                               f"options: {', '.join(option_names(strategies[name])) or 'none'}")
@@ -129,7 +129,7 @@ def check_variants(base, variants: list[Variant]) -> list:
     """Before anything trains: every entry's strategy builds with its options (a bad key
     or value names the entry), every global option reaches a row, and no two entries
     train the same configuration. Returns the strategies as built."""
-    from .run import check_strategy
+    from ..training.run import check_strategy
 
     check_globals_reach(variants, base.strategy_options)
     built: list[tuple[Variant, Any]] = []
@@ -154,7 +154,7 @@ def check_globals_reach(variants: list[Variant], options: dict) -> None:
     for key in options:
         takers = [v for v in variants if key in options_for(v.name, {key: None})]
         if not takers:
-            from .options import option_names
+            from ..core.options import option_names
 
             valid = sorted({o for v in variants for o in option_names(registered()[v.name])})
             raise OptionError(f"no strategy of {', '.join(v.entry for v in variants)} has option {key!r}; "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from .triggers import Always, AnyOf, Before, Never, Periodic
+from ..core.triggers import Always, AnyOf, Before, Never, Periodic
 
 UNKNOWN = -1   # a data-dependent trigger: no promise either way
 

@@ -16,7 +16,7 @@ Variants are warmed up (compiled) first, then timed round-robin (A B C ... A B C
 blocked step at a time so drift hits all of them alike; medians are reported.
 
 `dtype="bf16"` runs every variant in the mixed precision the throughput script uses
-(`jaxsel.precision`: bf16 compute, fp32 parameters and optimizer state). `hlo=True` also
+(`jaxsel.analysis.precision`: bf16 compute, fp32 parameters and optimizer state). `hlo=True` also
 counts each variant's compiled program (fusions and other ops of its entry computation:
 on a GPU each is about one kernel launch), which is where a fixed per-step cost shows.
 """
@@ -37,13 +37,13 @@ import optax
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from ..core.parallel import AXIS, data_mesh, describe_layout, global_batch, num_replicas
+from ..core.state import init_state
+from ..core.step import make_train_step
+from ..core.triggers import Never
+from ..models import count_params
+from ..strategies import BSP, SelSync, TriggeredStrategy
 from . import precision
-from .models import count_params
-from .parallel import AXIS, data_mesh, describe_layout, global_batch, num_replicas
-from .state import init_state
-from .step import make_train_step
-from .strategies import BSP, SelSync, TriggeredStrategy
-from .triggers import Never
 
 RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "async_dispatch")
 PACKED_RATIOS = ("packed_selsync_local_over_local",)
@@ -331,7 +331,7 @@ def run_bench(
     max_inflight: the lazy loop keeps at most this many steps queued (0 = unbounded).
         None = 8 on CPU, unbounded elsewhere: XLA's in-process CPU collectives deadlock
         (rendezvous timeout, abort) with dozens of collective steps queued on a few cores.
-    dtype: "fp32" or "bf16" (mixed precision, `jaxsel.precision`).
+    dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
     packed: replicas of the packed row (SelSync local / plain local, all on the first
         device); 0 leaves the row out.
     hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more).

@@ -22,10 +22,10 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .costmodel import Cluster, Projector
+from ..costmodel import Cluster, Projector
 from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
-from .writers import MetricWriter, dashboard_writers
 from .lr_schedule import scheduled_lr
+from .writers import MetricWriter, dashboard_writers
 
 
 def jsonable(x):

@@ -40,14 +40,14 @@ def user_input():
 
 def _user_errors() -> tuple[type, ...]:
     """Errors about the user's input found while running: one line, exit code 2."""
-    from .checkpoint import CheckpointError, CheckpointMismatch
-    from .config import ConfigError
-    from .data.formats import FormatError
-    from .data.prepare import CannotPrepare
-    from .data.sources import DatasetNotPrepared
-    from .distributed import SettingsMismatch
-    from .paths import UnusablePath
-    from .runlock import RunLocked
+    from ..data.formats import FormatError
+    from ..data.paths import UnusablePath
+    from ..data.prepare import CannotPrepare
+    from ..data.sources import DatasetNotPrepared
+    from ..training.checkpoint import CheckpointError, CheckpointMismatch
+    from ..training.config import ConfigError
+    from ..training.distributed import SettingsMismatch
+    from ..training.runlock import RunLocked
 
     return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
             SettingsMismatch, UnusablePath, FormatError, CannotPrepare)
@@ -61,14 +61,14 @@ REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line a
 
 def _run_faults() -> tuple[type, ...]:
     """Training faults reported as one line with exit code 1 (imported only when raised)."""
-    from .distributed import PeerLostError
-    from .faults import NonFiniteError
+    from ..training.distributed import PeerLostError
+    from ..training.faults import NonFiniteError
 
     return (NonFiniteError, PeerLostError)
 
 
 def _interrupted() -> type:
-    from .faults import TrainingInterrupted
+    from ..training.faults import TrainingInterrupted
 
     return TrainingInterrupted
 
@@ -109,7 +109,7 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
     g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
                    help="on-device random crop + flip (auto: the dataset's default)")
     g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
-    from .config import EVAL_REPLICAS
+    from ..training.config import EVAL_REPLICAS
 
     g.add_argument("--eval-replicas", choices=EVAL_REPLICAS, default="final",
                    help="also evaluate each replica's own model (replica_accuracy): at the end, at every evaluation, "
@@ -148,8 +148,8 @@ def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
 
 
 def config_from_args(args, strategy: str, out_dir: str | None):
-    from .config import TrainConfig, parse_options
-    from .config_file import apply_to_config
+    from ..training.config import TrainConfig, parse_options
+    from ..training.config_file import apply_to_config
     from .strategy_args import options_from_args
 
     options = options_from_args(args)
@@ -222,7 +222,7 @@ def add_run_control_args(p: argparse.ArgumentParser) -> None:
 def _start_processes(args):
     """Simulated CPU devices and, for a multi-host run, jax.distributed plus the peer
     watchdog; all before JAX starts its backends. Returns the watchdog (or None)."""
-    from . import distributed
+    from ..training import distributed
 
     auto = args.distributed == "auto"
     _check_layout(args)
@@ -230,7 +230,7 @@ def _start_processes(args):
         _start_jax(args.replicas)
         return None
     if args.num_processes and "JAX_NUM_CPU_DEVICES" not in os.environ:
-        from .parallel import request_cpu_devices
+        from ..core.parallel import request_cpu_devices
 
         request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
     with user_input():   # --distributed auto found no cluster
@@ -239,7 +239,7 @@ def _start_processes(args):
 
 
 def _check_layout(args) -> None:
-    from .distributed import check_process_layout
+    from ..training.distributed import check_process_layout
 
     with user_input():
         check_process_layout(args.coordinator, args.num_processes, args.process_id,
@@ -248,7 +248,7 @@ def _check_layout(args) -> None:
 
 def _supervised_train(args, argv: list[str]) -> int:
     """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
-    from . import early_stop, supervisor
+    from ..training import early_stop, supervisor
 
     _check_layout(args)   # usage errors from here, before a child starts
     early_stop.check()
@@ -277,7 +277,7 @@ def _ensure_writable(path: str, option: str = "--out", *, default: bool = False)
     only the last component is created (a typo in a parent is an error, not a new tree);
     jaxsel's own defaults (runs/..., checkpoints/...) get their parents too. The run prints
     its directory itself, so the creation is not announced again."""
-    from .paths import writable_dir
+    from ..data.paths import writable_dir
 
     _check_path_text(path, option)
     return writable_dir(path, option, parents=default, quiet=True)
@@ -285,31 +285,31 @@ def _ensure_writable(path: str, option: str = "--out", *, default: bool = False)
 
 def _start_jax(replicas: int) -> None:
     """Give a CPU-only host enough simulated devices before JAX initialises."""
-    from .parallel import request_cpu_devices
+    from ..core.parallel import request_cpu_devices
 
     request_cpu_devices(max(8, replicas))
 
 
 def _layout(cfg) -> str:
     """The true layout line of a run's config; replicas that do not fit: a usage error."""
-    from .parallel import data_mesh, describe_layout
+    from ..core.parallel import data_mesh, describe_layout
 
     return describe_layout(data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform))
 
 
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
-    from .seed_grid import reuse_compilations
+    from ..analysis.seed_grid import reuse_compilations
 
     with reuse_compilations():   # before anything compiles
         return _compare(args)
 
 
 def _compare(args) -> int:
-    from .compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
-    from .config import check_config
-    from .paths import undo_created
-    from .time_to_accuracy import parse_target
+    from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
+    from ..analysis.time_to_accuracy import parse_target
+    from ..data.paths import undo_created
+    from ..training.config import check_config
 
     out = args.out or _default_out("compare")
     match = args.match_budget is not False   # on unless --no-match-budget
@@ -359,7 +359,7 @@ def _train_config(args, out: str):
     nothing is created or printed before a usage error."""
     import dataclasses
 
-    from .run import check_run, resumed_settings
+    from ..training.run import check_run, resumed_settings
 
     with user_input():
         cfg = config_from_args(args, args.strategy, out)
@@ -375,7 +375,7 @@ def _train_config(args, out: str):
 def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
     """Create the run and checkpoint directories; the ones this run made (removed again if
     it fails before writing to them)."""
-    from .paths import undo_created
+    from ..data.paths import undo_created
 
     created = []
     if lead and _ensure_writable(cfg.out_dir, default=args.out is None):
@@ -388,14 +388,14 @@ def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
 
 
 def cmd_train(args) -> int:
-    from . import early_stop
+    from ..training import early_stop
 
     _check_train_args(args)
     watchdog = _start_processes(args)
     import jax
 
-    from .paths import undo_created
-    from .train import train
+    from ..data.paths import undo_created
+    from ..training.train import train
 
     lead = jax.process_index() == 0
     out = args.out if args.out is not None else _default_out(args.strategy)
@@ -412,7 +412,7 @@ def cmd_train(args) -> int:
             result = train(cfg)
     except BaseException as err:
         if watchdog is not None:   # never leave the other processes waiting in a collective
-            from .distributed import leave_after_error
+            from ..training.distributed import leave_after_error
 
             leave_after_error(watchdog, err, f"jaxsel {args.command}")
         raise
@@ -425,7 +425,7 @@ def cmd_train(args) -> int:
 
 def _print_summary(final: dict) -> None:
     """The run's final figures, 4 significant digits, no negative zeros."""
-    from .numbers import significant
+    from ..training.numbers import significant
 
     for k, v in final.items():
         if k != "projection":
@@ -441,7 +441,7 @@ def _print_summary(final: dict) -> None:
 
 def cmd_datasets(args) -> int:
     """List every known dataset and whether it is ready in the data dir."""
-    from .data.sources import KNOWN, resolve_data_dir, status
+    from ..data.sources import KNOWN, resolve_data_dir, status
 
     root = resolve_data_dir(args.data_dir)
     print(f"data dir: {root}")
@@ -449,7 +449,7 @@ def cmd_datasets(args) -> int:
     for name, spec in sorted(KNOWN.items(), key=lambda kv: (kv[1].builder is None, kv[0])):
         line = f"{name:<14} {spec.kind:<13} {spec.source_name:<13} {status(name, root)}"
         print(line + (f"\n{'':<42}{spec.description}" if args.verbose and spec.description else ""))
-    from .data.prepare import SOURCES
+    from ..data.prepare import SOURCES
 
     print("\n`jaxsel prepare NAME --from PATH` needs no TensorFlow; PATH is:")
     for name, what in SOURCES.items():
@@ -460,7 +460,7 @@ def cmd_datasets(args) -> int:
 def cmd_prepare(args) -> int:
     """Prepare a dataset in the data dir: a real one from the user's files (no TensorFlow,
     no network), an embedded one offline; safe to run in several processes at once."""
-    from .data.prepare import prepare
+    from ..data.prepare import prepare
 
     prepare(args.name, args.source, args.data_dir, progress=not args.no_progress)
     return 0
@@ -469,7 +469,7 @@ def cmd_prepare(args) -> int:
 def cmd_bench(args) -> int:
     """Step overheads side by side: table on stdout, JSON to --json."""
     _start_jax(args.replicas or 1)
-    from .bench import TARGET, missed_targets, run_bench
+    from ..analysis.bench import TARGET, missed_targets, run_bench
 
     with user_input():
         shape = tuple(int(d) for d in args.input_shape.split("x")) if args.input_shape else None
@@ -489,7 +489,7 @@ def cmd_bench(args) -> int:
 
 def cmd_report(args) -> int:
     """Accuracy against measured and projected time for one run or a compare dir."""
-    from .report import report
+    from ..analysis.report import report
 
     with user_input():
         text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,
@@ -531,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=strategy_epilog())
     add_training_args(p)
     add_run_control_args(p)
-    from .strategies.registry import STRATEGIES
+    from ..strategies.registry import STRATEGIES
 
     p.add_argument("--strategy", default="selsync", help=f"one of: {', '.join(STRATEGIES)}")
     p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
@@ -568,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-shape", default=None, metavar="HxWxC", help="e.g. 32x32x3 (default: the size's)")
     p.add_argument("--log-every", type=int, default=None, help="metric reads of the lazy dispatch loop (100)")
     p.add_argument("--dispatch-steps", type=int, default=None, help="steps per async-dispatch loop")
-    p.add_argument("--dtype", default="fp32", help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.precision)")
+    p.add_argument("--dtype", default="fp32", help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
     p.add_argument("--packed", type=int, default=8, metavar="N",
                    help="replicas of the packed row, all on one device (0: no packed row)")
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
@@ -593,14 +593,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .early_stop import StartupSignals
+    from ..training.early_stop import StartupSignals
 
     with StartupSignals() as startup:   # first: a Ctrl-C from here on is one line and exit 130
         return _main(sys.argv[1:] if argv is None else list(argv), startup)
 
 
 def _main(argv: list[str], startup) -> int:
-    from .early_stop import StoppedEarly, check
+    from ..training.early_stop import StoppedEarly, check
 
     try:
         from .strategy_args import load_plugins
@@ -628,7 +628,7 @@ def _main(argv: list[str], startup) -> int:
             _apply_config_file(args, argv)
         multihost_train = args.command == "train" and (args.coordinator or args.distributed == "auto")
         if multihost_train:
-            from .supervisor import available
+            from ..training.supervisor import available
 
             if available():
                 return _supervised_train(args, argv)
@@ -656,8 +656,8 @@ def _main(argv: list[str], startup) -> int:
 
 
 def _apply_config_file(args, argv: list[str]) -> None:
-    """--config FILE: its settings as if typed before the flags (config_file.py)."""
-    from .config_file import apply_to_args, command_keys, explicit_dests, load_settings, subcommand
+    """--config FILE: its settings as if typed before the flags (training/config_file.py)."""
+    from ..training.config_file import apply_to_args, command_keys, explicit_dests, load_settings, subcommand
 
     training = argparse.ArgumentParser(add_help=False)
     add_training_args(training)

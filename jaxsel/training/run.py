@@ -20,21 +20,22 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import distributed, parallel
+from ..core import parallel
+from ..core.state import consensus, consensus_model_state, init_state
+from ..core.step import make_train_step
+from ..data import Loader
+from ..data.paths import writable_dir
+from ..data.pipeline import build_input
+from ..data.sources import KNOWN
+from ..models import FunctionalModel, build_model
+from ..strategies.registry import build_strategy
+from . import distributed
 from .checkpoint import existing_steps, newest_meta
 from .config import ConfigError, TrainConfig, check_config
-from .data import Loader
-from .data.pipeline import build_input
-from .data.sources import KNOWN
 from .lr_schedule import never_fires_warning
-from .models import FunctionalModel, build_model
 from .numbers import byte_size
 from .optim import build_optimizer
-from .paths import writable_dir
 from .runlock import check_unlocked
-from .state import consensus, consensus_model_state, init_state
-from .step import make_train_step
-from .strategies.registry import build_strategy
 from .sync_horizon import warn_if_never_syncs
 
 

@@ -10,7 +10,7 @@ every seed's figures) and five pictures: comparison.png, accuracy_vs_time.png,
 sync_timeline.png, divergence.png (seed means with their spread) and pareto.png
 (accuracy against MB sent and against projected time to target).
 
-The comparison directory is locked as a whole while it runs (runlock.py), and one that
+The comparison directory is locked as a whole while it runs (training/runlock.py), and one that
 already holds a comparison's results is refused rather than overwritten.
 """
 from __future__ import annotations
@@ -19,13 +19,13 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..training.config import ConfigError, TrainConfig
+from ..training.runlock import DirectoryLock
+from ..training.runlog import projected_cluster, write_json
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
-from .config import ConfigError, TrainConfig
 from .matched_budget import is_adaptive, matched_label, matched_slug, matched_variant
 from .pareto import plot_pareto
 from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
-from .runlock import DirectoryLock
-from .runlog import projected_cluster, write_json
 from .seed_grid import RowRuns, mean_std, mean_syncs, row_result, run_row
 from .significance_reach import after_warmup, quiet_note, significance_options
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups

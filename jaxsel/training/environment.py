@@ -32,7 +32,7 @@ def version(package: str) -> str | None:
 def git_commit() -> dict | None:
     """{commit, dirty} of the checkout jaxsel is imported from, or None (an installed wheel,
     no git)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
     try:

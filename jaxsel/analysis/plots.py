@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lr_schedule import describe_lr_schedule, milestone_steps, parse_lr_schedule
+from ..training.lr_schedule import describe_lr_schedule, milestone_steps, parse_lr_schedule
 from .significance_reach import fall_peak, jump_needed, significance_options
 
 LEGEND_NOTE = "aggregator: mean unless [shown]"

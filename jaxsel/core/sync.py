@@ -16,7 +16,7 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   that skipped `jaxsel.collectives`' local stage).
 
 `sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
-(`jaxsel.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
+(`jaxsel.core.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
 strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
 the report then counts the compressed bytes (what each replica actually sends).
 
@@ -172,7 +172,7 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
     step), so it shares the collective's branch instead of running every step.
     `decide` is a Python bool (static: no cond, no dead branch) or a replicated scalar.
     `compress` ("bf16", "int8"; None or "none": off) sends the payload's floating leaves
-    compressed (`jaxsel.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
+    compressed (`jaxsel.core.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
     linear aggregator, and the report counts the compressed bytes.
     `groups`: the aggregate combines replicas within groups (`collectives.Groups`), so it
     agrees within a group only and may differ across a device's packed replicas; the

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .train import RunResult, train
+from ..training.train import RunResult, train
 from .variants import Variant, row_config
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .options import parse_kv
+from ..core.options import parse_kv
 
 #: the step counter is an int32 on the device
 MAX_STEPS = 2**31 - 1
@@ -41,7 +41,7 @@ class TrainConfig:
     # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
     platform: str | None = None
     devices: int | None = None
-    local_replicas: str = "auto"    # a device's packed replicas' gradients: auto, vmap, unroll, map (step.py)
+    local_replicas: str = "auto"    # a device's packed replicas' gradients: auto, vmap, unroll, map (core/step.py)
     batch_size: int = 16            # per replica
     steps: int = 600
     optimizer: str = "sgd"
@@ -88,7 +88,7 @@ class TrainConfig:
     keep: int = 3                   # newest checkpoints kept
     resume: bool = False            # continue from the newest readable checkpoint
     nonfinite: str = "stop"         # NaN/inf loss or gradient: "stop" the run, or "skip" the step on device
-    # projected wall-clock (costmodel.py): every logged step carries `projected_time_s`, what
+    # projected wall-clock (jaxsel.costmodel): every logged step carries `projected_time_s`, what
     # the run would have taken so far on `project_network` with the same replicas, sync
     # pattern and `project_stragglers`, from this run's measured step time (or
     # `project_compute_s`, e.g. a GPU step time measured elsewhere). With
@@ -236,13 +236,13 @@ def _check_lr_schedule(spec) -> None:
 
 
 def _check_names(cfg: TrainConfig) -> None:
-    from .data.partition import PARTITIONERS
-    from .data.pipeline import LOADERS
-    from .data.sources import KNOWN
+    from ..data.partition import PARTITIONERS
+    from ..data.pipeline import LOADERS
+    from ..data.sources import KNOWN
+    from ..models import MODEL_REGISTRY
+    from ..strategies.registry import STRATEGIES
     from .faults import NONFINITE_POLICIES
-    from .models import MODEL_REGISTRY
     from .optim import OPTIMIZERS
-    from .strategies.registry import STRATEGIES
 
     if cfg.dataset not in KNOWN:
         raise ConfigError(f"unknown dataset {cfg.dataset!r}; choose one of {_names(KNOWN)}")
@@ -266,8 +266,8 @@ def _check_names(cfg: TrainConfig) -> None:
 
 def _check_projection(cfg: TrainConfig) -> None:
     """The projected cluster's networks, and straggler models that fit this run's replicas."""
-    from .costmodel import get_network
-    from .stragglers import straggler_factors
+    from ..costmodel import get_network
+    from ..costmodel.stragglers import straggler_factors
 
     for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):
         try:
@@ -282,10 +282,10 @@ def _check_projection(cfg: TrainConfig) -> None:
 
 def _check_data(cfg: TrainConfig) -> None:
     """Dataset options, the partitioner's options and data injection, before any data is read."""
-    from .data.injection import check_injection
-    from .data.partition import check_partition_options
-    from .data.pipeline import check_dataset_options
-    from .data.sources import KNOWN
+    from ..data.injection import check_injection
+    from ..data.partition import check_partition_options
+    from ..data.pipeline import check_dataset_options
+    from ..data.sources import KNOWN
 
     spec = KNOWN[cfg.dataset]
     options = dict(cfg.partition_options or {})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from .numbers import significant
+from ..training.numbers import significant
 from .variants import Variant
 
 BEYOND_SPREAD = ("beyond the seed spread: the difference of the two mean accuracies exceeds the sum of "

@@ -23,8 +23,8 @@ import typing
 from pathlib import Path
 from typing import Iterable
 
+from ..core.options import OptionError, coerce
 from .config import ConfigError, TrainConfig
-from .options import OptionError, coerce
 
 #: what a run directory's config.json records beside the settings (not settings): where the
 #: replicas ran and where its checkpoints went

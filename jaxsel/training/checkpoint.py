@@ -40,9 +40,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from ..core.parallel import AXIS
+from ..core.state import STATE_FORMAT
 from . import distributed
-from .parallel import AXIS
-from .state import STATE_FORMAT
 
 FORMAT = 1
 #: settings that make a checkpoint belong to another run: a clear error, never a silent mix
@@ -161,9 +161,9 @@ def _spelt_out(config: dict) -> dict:
     """A trajectory config with every strategy option at its value, one entry each (the
     strategy's default where none was given), and the LR schedule as (kind, milestones,
     gamma): a default and the same value given explicitly compare equal."""
+    from ..core.options import option_defaults
+    from ..strategies.registry import STRATEGIES
     from .lr_schedule import parse_lr_schedule
-    from .options import option_defaults
-    from .strategies.registry import STRATEGIES
 
     out = dict(config)
     cls = STRATEGIES.get(out.get("strategy"))

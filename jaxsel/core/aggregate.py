@@ -25,7 +25,7 @@ class Aggregator:
     #: "allreduce" or "allgather": which collective the cost model should charge
     collective: ClassVar[str] = "allreduce"
     #: True when the aggregate is sum_i c_i x_i with `coefficient` giving c_i: only such an
-    #: aggregate can be computed from compressed payloads (`jaxsel.compression`)
+    #: aggregate can be computed from compressed payloads (`jaxsel.core.compression`)
     linear: ClassVar[bool] = False
 
     def coefficient(self, axis: str, ctx) -> jax.Array:

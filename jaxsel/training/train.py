@@ -16,7 +16,9 @@ from typing import Any, NamedTuple
 
 import jax
 
-from . import distributed, parallel
+from ..core import parallel
+from ..core.state import divergence
+from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
 from .config import TrainConfig, agreed_settings, check_config
 from .environment import environment
@@ -27,7 +29,6 @@ from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, evaluation_weights, resumed_settings
 from .runlock import lock_run
 from .runlog import RunLog, write_json
-from .state import divergence
 
 __all__ = ["RunResult", "TrainConfig", "build_run", "train"]
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from .models import FunctionalModel, build_model
+from ..models import FunctionalModel, build_model
 
 DTYPES = ("fp32", "bf16")
 COMPUTE_DTYPE = {"fp32": None, "bf16": jnp.bfloat16}

@@ -35,7 +35,7 @@ def search_bsp_fraction(
     """Smallest fraction f in [low, high] (on the `resolution` grid) with
     `train_fn(f) >= reference - tolerance`, where reference = `train_fn(1.0)` (pure BSP)
     unless `reference_accuracy` is given. `train_fn(f)` trains with BSP for the first f
-    of the steps and returns the final test accuracy (e.g. a jaxsel.train run with
+    of the steps and returns the final test accuracy (e.g. a jaxsel.training.train run with
     strategy "syncswitch" and option bsp_fraction=f). `high` is accepted without a trial
     when it is 1 (BSP itself)."""
     if not callable(train_fn):

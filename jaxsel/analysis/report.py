@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .costmodel import Cluster, get_network, project_run
-from .numbers import significant
+from ..costmodel import Cluster, get_network, project_run
+from ..data.paths import writable_dir
+from ..training.numbers import significant
 from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
-from .paths import writable_dir
 
 
 def find_runs(run_dir: str | Path) -> list[Path]:
