@@ -2,7 +2,7 @@
 traceback, and nothing written (the checks run before any data is read)."""
 import pytest
 
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 
 BAD = [
     (["--strategy", "selsync", "--delta", "-0.5"], ["delta", "-0.5", ">= 0"]),

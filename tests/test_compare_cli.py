@@ -1,7 +1,7 @@
 """`jaxsel compare` on a packed layout, and its flags' checks (the grid end to end: test_fair_compare.py)."""
 import json
 
-from jaxsel.cli.main import main
+from jaxsel.cli import main
 
 
 def test_compare_packed_says_so(tmp_path, capsys):
@@ -15,7 +15,7 @@ def test_compare_packed_says_so(tmp_path, capsys):
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
-    from jaxsel.cli.strategy_args import options_for
+    from jaxsel.strategies.build import options_for
 
     shared = {"delta": 0.05, "window": 2, "period": 5, "aggregator": "median"}
     assert options_for("selsync", shared) == {"delta": 0.05, "window": 2, "aggregator": "median"}

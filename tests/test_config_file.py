@@ -11,8 +11,8 @@ import pytest
 
 from run_hooks import trees_equal
 
-from jaxsel.cli.main import _apply_config_file, build_parser, config_from_args
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
+from jaxsel.cli.command import _apply_config_file, build_parser, config_from_args
 from jaxsel.training.checkpoint import Checkpointer
 from jaxsel.training.config import ConfigError, TrainConfig
 from jaxsel.training.config_file import explicit_dests, load_settings

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxsel import TrainConfig, train
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 
 pytest.importorskip("tensorboardX")
 pytest.importorskip("wandb")

@@ -13,7 +13,7 @@ from tensorflow_datasets.testing import mocking
 
 import jaxsel
 from jaxsel import TrainConfig
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 from jaxsel.data import DatasetNotPrepared, Loader, load_arrays, open_source, seldp
 from jaxsel.data.augment import make_device_transform, normalize_np, random_crop_flip
 from jaxsel.data.catalog import CATALOG

@@ -15,8 +15,8 @@ from jaxsel.analysis.matched_budget import is_adaptive, matched_period, periodic
 from jaxsel.analysis.pareto import front
 from jaxsel.analysis.significance_reach import delta_for_fractions
 from jaxsel.analysis.variants import parse_strategies, split_entries
-from jaxsel.cli.main import main
-from jaxsel.strategies.registry import build_strategy
+from jaxsel.cli import main
+from jaxsel.strategies import build_strategy
 from jaxsel.training.config import ConfigError, TrainConfig, check_config
 
 FAST = ["--steps", "40", "--eval-every", "20", "--window", "4", "--no-progress"]

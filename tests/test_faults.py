@@ -15,7 +15,7 @@ import pytest
 
 from run_hooks import poison_at, signal_at, trees_equal
 
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 from jaxsel.training.checkpoint import existing_steps
 from jaxsel.training.faults import NonFiniteError, TrainingInterrupted
 from jaxsel.training.train import TrainConfig, build_run, train

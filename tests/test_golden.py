@@ -32,7 +32,7 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.strategies import STRATEGIES, build_strategy
 
 GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("JAXSEL_REGENERATE_GOLDEN") == "1"

@@ -19,10 +19,10 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel.cli.main import main as cli_main
-from jaxsel.cli.strategy_args import options_for
+from jaxsel.cli import main as cli_main
 from jaxsel.core.options import OptionError
-from jaxsel.strategies.registry import build_strategy
+from jaxsel.strategies import build_strategy
+from jaxsel.strategies.build import options_for
 
 R, B, D = 8, 3, 4
 LR = 0.1
@@ -242,10 +242,10 @@ def test_describe_timing_and_nested_options():
 
 @pytest.mark.parametrize("options, message", [
     ({"groups": 3}, "groups=3 must divide the 8 replicas"),
-    ({"inner": "bogus"}, "inner='bogus' is not a trigger-based strategy; choose one of bsp, localsgd"),
+    ({"inner": "bogus"}, "inner='bogus' is not a trigger-based strategy; choose one of bsp, fedavg, localsgd"),
     ({"outer": "diloco"}, "outer must be a trigger-based strategy"),
     ({"outer": "selsync", "outer.period": 3}, "outer: strategy 'selsync' has no option 'period'"),
-    ({"middle.period": 3}, "no option 'middle.period'; nested options go to triggered .*hierarchical"),
+    ({"middle.period": 3}, "no option 'middle.period'; nested options go to hierarchical .*triggered"),
 ])
 def test_bad_options_are_one_line_errors(options, message):
     with pytest.raises(OptionError, match=message):

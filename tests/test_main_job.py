@@ -8,7 +8,7 @@ import pytest
 import jaxsel
 from jaxsel.analysis.significance_reach import after_warmup, fall_peak, jump_needed, quiet_note
 from jaxsel.analysis.time_to_accuracy import parse_target, resolve_target, speedups, time_to_target
-from jaxsel.strategies.registry import build_strategy
+from jaxsel.strategies import build_strategy
 from jaxsel.training.config import ConfigError, TrainConfig, check_config
 from jaxsel.training.lr_schedule import build_lr_schedule, describe_lr_schedule, parse_lr_schedule
 from jaxsel.training.numbers import significant

@@ -12,7 +12,7 @@ from jaxsel.analysis.syncswitch_search import search_bsp_fraction
 from jaxsel.core.options import accepts
 from jaxsel.core.triggers import Never
 from jaxsel.strategies import TriggeredStrategy
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.strategies import STRATEGIES, build_strategy
 
 R, B, D, C = 8, 4, 5, 3
 LR = 0.1

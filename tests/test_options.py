@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 from jaxsel.core.options import OptionError, option_names
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.strategies import STRATEGIES, build_strategy
 
 CONTEXT = dict(replicas=8, total_steps=20, steps_per_epoch=2, base_lr=0.1)
 

@@ -16,7 +16,7 @@ import pytest
 import jaxsel
 from jaxsel.core import parallel
 from jaxsel.core.parallel import LayoutError, choose_layout, describe_layout, plan_layout
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.strategies import STRATEGIES, build_strategy
 
 R, B, D, C = 8, 3, 5, 3
 STEPS = 6

@@ -15,7 +15,7 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 
 
 def write_cifar_tarball(path, per_batch: int = 4, seed: int = 0, hundred: bool = False):

@@ -11,8 +11,8 @@ import pytest
 
 from jaxsel import TrainConfig, train
 from jaxsel.analysis.report import load_run, project
-from jaxsel.cli.main import main
-from jaxsel.strategies.registry import build_strategy
+from jaxsel.cli import main
+from jaxsel.strategies import build_strategy
 
 
 def run(tmp_path, strategy, **kw):

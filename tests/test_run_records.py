@@ -17,7 +17,7 @@ import pytest
 from run_hooks import trees_equal
 
 from jaxsel import TrainConfig, train
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 
 
 def config(root: Path, **kw) -> TrainConfig:

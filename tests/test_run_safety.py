@@ -20,7 +20,7 @@ import pytest
 
 from run_hooks import signal_at, trees_equal
 
-from jaxsel.cli.main import main as cli_main
+from jaxsel.cli import main as cli_main
 from jaxsel.training.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
 from jaxsel.training.faults import TrainingInterrupted
 from jaxsel.training.train import TrainConfig, build_run, train
@@ -175,7 +175,7 @@ FILL_THEN_TRAIN = """
 import os, sys, time
 from pathlib import Path
 import jaxsel.training.train as T
-from jaxsel.cli.main import main
+from jaxsel.cli import main
 ck = Path(sys.argv[1])
 assemble = T.assemble_run
 

@@ -11,8 +11,8 @@ import jaxsel
 from jaxsel.core.options import OptionError
 from jaxsel.core.triggers import Never
 from jaxsel.strategies import TriggeredStrategy
+from jaxsel.strategies import build_strategy
 from jaxsel.strategies.fragments import split_leaves
-from jaxsel.strategies.registry import build_strategy
 
 R, B, D, K, C = 8, 4, 5, 4, 3
 LR = 0.1

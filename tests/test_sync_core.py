@@ -1,9 +1,7 @@
 """The sync core is the one place that synchronizes: no other module conditions a
 collective, every strategy's decision is checked for replication, and the typed report
 counts what moved."""
-import ast
 import dataclasses
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -15,9 +13,8 @@ from jax.sharding import PartitionSpec as P
 import jaxsel
 from jaxsel.core import sync, triggers
 from jaxsel.core.aggregate import Aggregator
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.strategies import STRATEGIES, build_strategy
 
-PACKAGE = Path(jaxsel.__file__).parent
 COLLECTIVES = {"psum", "psum2", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
                "ppermute", "all_to_all", "reduce_scatter", "psum_scatter"}
 CONTEXT = dict(replicas=8, total_steps=6, steps_per_epoch=2, base_lr=0.1)
@@ -74,19 +71,6 @@ def traced_step(strategy, mesh):
     return jax.make_jaxpr(step)(state, batch()).jaxpr
 
 
-def test_only_the_sync_core_calls_cond_or_switch():
-    """Textual guard: a `lax.cond`/`lax.switch` anywhere but sync.py fails this test."""
-    offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        if path.name == "sync.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and node.attr in ("cond", "switch") and \
-                    isinstance(node.value, ast.Name) and node.value.id == "lax":
-                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-    assert not offenders, f"lax.cond/switch outside the sync core: {offenders}"
-
-
 ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median", "localsgd-int8", "bsp-bf16"]
 
 
@@ -106,7 +90,9 @@ def make(name):
 @pytest.mark.parametrize("name", ALL)
 def test_every_cond_around_a_collective_is_the_sync_core(mesh, name):
     """Behavioural guard: in every strategy's traced step, a cond whose branches hold a
-    collective was made by `sync_where`; every other cond is replica-local."""
+    collective was made by `sync_where`; every other cond is replica-local. (The textual
+    guard, no `lax.cond`/`lax.switch` however spelled outside `sync_where` and `local_cond`,
+    is tests/test_layers.py's.)"""
     for stack, inside in conds(traced_step(make(name), mesh)):
         if inside & COLLECTIVES:
             assert sync.SYNC_SCOPE in stack, f"{name}: a cond around {inside & COLLECTIVES} at {stack!r}"

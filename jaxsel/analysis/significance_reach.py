@@ -64,7 +64,7 @@ def jump_needed(delta: float = 0.3, window: int = 25, alpha: float = 0.01) -> fl
 
 def significance_options(run) -> tuple[float, int, float]:
     """(delta, window, alpha) of a run's significance trigger: its options over the defaults."""
-    from ..strategies.registry import strategy_options
+    from ..strategies.build import strategy_options
 
     opts = {**strategy_options(run.config.strategy), **run.config.strategy_options}
     opts = {**Significance().__dict__, **(opts.get("trigger_options") or {}), **opts}

@@ -14,8 +14,8 @@ import dataclasses
 import re
 from typing import Any
 
-from ..cli.strategy_args import options_for, takes
 from ..core.options import OptionError, parse_value
+from ..strategies.build import options_for, takes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _shown(value: Any) -> str:
 
 
 def registered() -> dict:
-    from ..strategies.registry import STRATEGIES
+    from ..strategies import STRATEGIES
 
     return STRATEGIES
 

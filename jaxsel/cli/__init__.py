@@ -1,5 +1,8 @@
-"""The `jaxsel` command (`python -m jaxsel.cli`): argument parsing and the subcommands.
+"""The `jaxsel` command (`jaxsel.cli:main`, `python -m jaxsel.cli`): parsing and subcommands.
 
-The top layer. Importing this package imports no JAX: the command installs its Ctrl-C
-handler first (`jaxsel.training.early_stop`).
+The top layer. Importing it imports no JAX: the command installs its Ctrl-C handler first
+(`jaxsel.training.early_stop`), and every subcommand imports what it needs when it runs.
 """
+from .command import main
+
+__all__ = ["main"]

@@ -1,6 +1,6 @@
 """`python -m jaxsel.cli`: the `jaxsel` command."""
 import sys
 
-from .main import main
+from . import main
 
 sys.exit(main())

@@ -24,7 +24,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 
 
 def add_strategy_args(p: argparse.ArgumentParser) -> None:
-    from ..strategies.registry import STRATEGIES
+    from ..strategies import STRATEGIES
 
     def takers(option):
         return ", ".join(n for n, cls in STRATEGIES.items() if accepts(cls, option)) or "none"
@@ -46,7 +46,7 @@ def add_strategy_args(p: argparse.ArgumentParser) -> None:
 
 def strategy_epilog() -> str:
     """Each strategy's options with their defaults, for `--help`."""
-    from ..strategies.registry import STRATEGIES
+    from ..strategies import STRATEGIES
 
     lines = ["strategies and their options (defaults):"]
     width = max(map(len, STRATEGIES))
@@ -66,31 +66,6 @@ def options_from_args(args) -> dict:
         key = both[0]
         raise OptionError(f"--{key} {flags[key]} and --opt {key}={opts[key]} both set {key}; give it once")
     return {**flags, **opts}
-
-
-def options_for(name: str, options: dict) -> dict:
-    """The subset of `options` strategy `name` takes (a comparison runs several strategies)."""
-    from ..strategies.registry import STRATEGIES
-
-    cls = STRATEGIES[name]
-    return {k: v for k, v in options.items() if takes(cls, k)}
-
-
-def takes(cls, key: str) -> bool:
-    """Whether strategy class `cls` takes option `key` (PREFIX.FIELD: through its PREFIX_options)."""
-    prefix, dot, _ = key.partition(".")
-    return accepts(cls, f"{prefix}_options") if dot else accepts(cls, key)
-
-
-def check_options_apply(names: list[str], options: dict) -> None:
-    """Every option must be taken by at least one of the strategies `names`."""
-    for key in options:
-        if not any(key in options_for(n, {key: None}) for n in names):
-            from ..strategies.registry import STRATEGIES
-
-            valid = sorted({o for n in names for o in option_defaults(STRATEGIES[n])})
-            raise OptionError(f"no strategy of {', '.join(names)} has option {key!r}; their options: "
-                              f"{', '.join(valid)}")
 
 
 def load_plugins(argv: list[str]) -> None:

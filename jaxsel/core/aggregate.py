@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from .collectives import (replica_count, replica_gather, replica_index, replica_max, replica_mean,
                           replica_min, replica_sum)
+from .registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +58,11 @@ def _float_only(fn):
     return apply
 
 
+#: aggregators by name (`--aggregator NAME`); each registers itself below
+AGGREGATORS = Registry("aggregator", Aggregator, "jaxsel.aggregate.Aggregator")
+
+
+@AGGREGATORS.register("mean")
 @dataclasses.dataclass(frozen=True)
 class Mean(Aggregator):
     linear: ClassVar[bool] = True
@@ -82,18 +88,21 @@ class Sum(Aggregator):
         return _float_only(lambda x: replica_sum(x, axis))(tree, axis)
 
 
+@AGGREGATORS.register("min")
 @dataclasses.dataclass(frozen=True)
 class Min(Aggregator):
     def __call__(self, tree, axis, ctx=None):
         return _float_only(lambda x: replica_min(x, axis))(tree, axis)
 
 
+@AGGREGATORS.register("max")
 @dataclasses.dataclass(frozen=True)
 class Max(Aggregator):
     def __call__(self, tree, axis, ctx=None):
         return _float_only(lambda x: replica_max(x, axis))(tree, axis)
 
 
+@AGGREGATORS.register("median")
 @dataclasses.dataclass(frozen=True)
 class Median(Aggregator):
     """Elementwise median over replicas (mean of the two middle values for even N)."""
@@ -104,6 +113,7 @@ class Median(Aggregator):
         return _float_only(lambda x: jnp.median(replica_gather(x, axis), axis=0))(tree, axis)
 
 
+@AGGREGATORS.register("trimmed")
 @dataclasses.dataclass(frozen=True)
 class TrimmedMean(Aggregator):
     """Drop the `k` highest and `k` lowest replica values per element, average the rest."""
@@ -131,6 +141,7 @@ class TrimmedMean(Aggregator):
         return _float_only(trim)(tree, axis)
 
 
+@AGGREGATORS.register("weighted")
 @dataclasses.dataclass(frozen=True)
 class WeightedMean(Aggregator):
     """sum_i w_i x_i / sum_i w_i. `weights` fixed per replica, or None: the context's
@@ -187,6 +198,7 @@ def weighted_mean(tree: Any, axis: str, w: jax.Array, fallback=1.0) -> Any:
     return _float_only(lambda x: (replica_sum(w * x, axis) / total).astype(x.dtype))(tree, axis)
 
 
+@AGGREGATORS.register("random")
 @dataclasses.dataclass(frozen=True)
 class RandomReplica(Aggregator):
     """Every replica adopts one replica's copy, chosen uniformly at random per sync
@@ -247,26 +259,15 @@ class ClientSampled(Aggregator):
         return weighted_mean(tree, axis, w, fallback=fallback)
 
 
-AGGREGATORS: dict[str, type] = {
-    "mean": Mean,
-    "weighted": WeightedMean,
-    "median": Median,
-    "min": Min,
-    "max": Max,
-    "trimmed": TrimmedMean,
-    "random": RandomReplica,
-}
 # ClientSampled is built by FedAvg(fraction=C), not by name.
 
 
-def register_aggregator(name: str, cls: type) -> type:
-    """Make a user-defined aggregator reachable by name (`--aggregator NAME`, configs).
-    `cls` is a frozen dataclass subclassing Aggregator whose `__call__(tree, axis, ctx)`
-    returns a value identical on every replica."""
-    if not (isinstance(cls, type) and issubclass(cls, Aggregator) and dataclasses.is_dataclass(cls)):
-        raise TypeError(f"register_aggregator({name!r}, ...) needs a dataclass subclass of jaxsel.aggregate.Aggregator")
-    AGGREGATORS[name] = cls
-    return cls
+def register_aggregator(name: str, cls: type | None = None):
+    """Make a user-defined aggregator reachable by name (`--aggregator NAME`, configs):
+    `register_aggregator(name, cls)` or `@register_aggregator(name)`. `cls` is a frozen
+    dataclass subclassing Aggregator whose `__call__(tree, axis, ctx)` returns a value
+    identical on every replica."""
+    return AGGREGATORS.register(name, cls)
 
 
 def get_aggregator(spec: str | Aggregator) -> Aggregator:
@@ -275,7 +276,7 @@ def get_aggregator(spec: str | Aggregator) -> Aggregator:
         return spec
     name, colon, arg = str(spec).partition(":")
     if name not in AGGREGATORS:
-        raise ValueError(f"unknown aggregator {spec!r}; choose one of {', '.join(AGGREGATORS)}")
+        raise ValueError(AGGREGATORS.unknown(spec))
     if colon:
         if name != "trimmed":
             raise ValueError(f"aggregator {name!r} takes no argument (got {spec!r}); only trimmed:K does")

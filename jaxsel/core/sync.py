@@ -22,7 +22,8 @@ the report then counts the compressed bytes (what each replica actually sends).
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
-strategy's traced step for that). No other module calls `lax.cond` or `lax.switch`.
+strategy's traced step for that). No other function calls `lax.cond` or `lax.switch`
+(tests/test_layers.py).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from jax import lax
 from . import compression
 from .aggregate import Bound
 from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
+from .registry import Registry
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
 
@@ -272,3 +274,7 @@ class Strategy:
 
     def describe(self) -> str:
         return self.name
+
+
+#: strategies by name; each registers itself where it is defined (`jaxsel.strategies`)
+STRATEGIES = Registry("strategy", Strategy, "jaxsel.Strategy")

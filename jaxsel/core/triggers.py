@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax.numpy as jnp
 
 from .collectives import replica_sum
+from .registry import Registry
 from .sync import StepStats
 
 
@@ -50,6 +51,11 @@ class Trigger:
         return f"{type(self).__name__}({fields})"
 
 
+#: triggers by name (`--opt trigger=NAME`); each registers itself below
+TRIGGERS = Registry("trigger", Trigger, "jaxsel.triggers.Trigger")
+
+
+@TRIGGERS.register("always")
 @dataclasses.dataclass(frozen=True)
 class Always(Trigger):
     """Synchronize every step (BSP)."""
@@ -58,6 +64,7 @@ class Always(Trigger):
         return tstate, True, {}
 
 
+@TRIGGERS.register("never")
 @dataclasses.dataclass(frozen=True)
 class Never(Trigger):
     """Never synchronize (independent replicas)."""
@@ -71,6 +78,7 @@ def _check_step(name: str, value, low: int) -> None:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+@TRIGGERS.register("periodic")
 @dataclasses.dataclass(frozen=True)
 class Periodic(Trigger):
     """Synchronize after every `period` steps counted from `start`: at step t >= start
@@ -95,6 +103,7 @@ class Periodic(Trigger):
         return tstate, self.fires(stats.step), {}
 
 
+@TRIGGERS.register("before")
 @dataclasses.dataclass(frozen=True)
 class Before(Trigger):
     """Synchronize on every step before `step` (a warm-up or first phase)."""
@@ -138,6 +147,7 @@ class SignificanceState(NamedTuple):
     d_hist: Any       # last W relative changes, newest first
 
 
+@TRIGGERS.register("significance")
 @dataclasses.dataclass(frozen=True)
 class Significance(Trigger):
     """SelSync's significance test (Tyagi & Swany, CLUSTER'23).
@@ -186,23 +196,34 @@ class Significance(Trigger):
         return new, any_replica(vote, axis), {"delta": d_bar, "vote": vote}
 
 
-TRIGGERS: dict[str, type] = {
-    "always": Always,
-    "never": Never,
-    "periodic": Periodic,
-    "before": Before,
-    "significance": Significance,
-}
+UNKNOWN = -1   # first_sync_step of a data-dependent trigger: no promise either way
 
 
-def register_trigger(name: str, cls: type) -> type:
+def first_sync_step(trigger) -> int | None:
+    """The first step the trigger fires (None: never; UNKNOWN: depends on the data)."""
+    if isinstance(trigger, Always):
+        return 0
+    if isinstance(trigger, Never):
+        return None
+    if isinstance(trigger, Periodic):
+        return trigger.start + trigger.period - 1
+    if isinstance(trigger, Before):
+        return 0 if trigger.step > 0 else None
+    if isinstance(trigger, AnyOf):
+        firsts = [first_sync_step(t) for t in trigger.triggers]
+        if UNKNOWN in firsts:
+            return UNKNOWN
+        known = [f for f in firsts if f is not None]
+        return min(known) if known else None
+    return UNKNOWN
+
+
+def register_trigger(name: str, cls: type | None = None):
     """Make a user-defined trigger reachable by name (`--opt trigger=NAME` of the
-    `triggered` strategy, experiment configs). `cls` is a frozen dataclass subclassing
-    Trigger; its fields are its options (`--opt trigger.FIELD=VALUE`)."""
-    if not (isinstance(cls, type) and issubclass(cls, Trigger) and dataclasses.is_dataclass(cls)):
-        raise TypeError(f"register_trigger({name!r}, ...) needs a dataclass subclass of jaxsel.triggers.Trigger")
-    TRIGGERS[name] = cls
-    return cls
+    `triggered` strategy, experiment configs): `register_trigger(name, cls)` or
+    `@register_trigger(name)`. `cls` is a frozen dataclass subclassing Trigger; its fields
+    are its options (`--opt trigger.FIELD=VALUE`)."""
+    return TRIGGERS.register(name, cls)
 
 
 def get_trigger(spec, options=None) -> Trigger:
@@ -214,5 +235,5 @@ def get_trigger(spec, options=None) -> Trigger:
     from .options import build
 
     if spec not in TRIGGERS:
-        raise ValueError(f"unknown trigger {spec!r}; choose one of {', '.join(TRIGGERS)}")
+        raise ValueError(TRIGGERS.unknown(spec))
     return build(TRIGGERS[spec], options, kind="trigger", name=spec)

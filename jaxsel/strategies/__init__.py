@@ -1,11 +1,15 @@
-"""One module per method, each a trigger x what-is-synced x aggregator on the sync core."""
-from ..core.sync import NonReplicatedDecisionError, StepContext, Strategy
+"""One module per method, each a trigger x what-is-synced x aggregator on the sync core.
+
+Importing this package registers every built-in strategy by name (`STRATEGIES`);
+`build_strategy` builds one from its name and options.
+"""
+from ..core.sync import STRATEGIES, NonReplicatedDecisionError, StepContext, Strategy
 from .bsp import BSP
+from .build import build_strategy, register_strategy
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
 from .postlocal import PostLocalSGD
-from .registry import STRATEGIES, build_strategy, register_strategy
 from .selsync import SelSync
 from .ssdsgd import SSDSGD
 from .ssp import ASP, SSP

@@ -14,11 +14,12 @@ import jax.numpy as jnp
 
 from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
-from ..core.sync import StepResult, Timing
+from ..core.sync import STRATEGIES, StepResult, Timing
 from ..core.triggers import Before, Periodic
 from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
 
 
+@STRATEGIES.register("postlocal")
 @dataclasses.dataclass(frozen=True)
 class PostLocalSGD(Triggered):
     """switch_step: first local step (None: half of `total_steps`); period: local SGD's

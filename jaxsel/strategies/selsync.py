@@ -5,10 +5,12 @@ import dataclasses
 from typing import Any, ClassVar
 
 from ..core.aggregate import get_aggregator
+from ..core.sync import STRATEGIES
 from ..core.triggers import Significance
 from .triggered import Triggered
 
 
+@STRATEGIES.register("selsync")
 @dataclasses.dataclass(frozen=True)
 class SelSync(Triggered):
     """Tyagi & Swany (CLUSTER'23). Each replica votes from a windowed EWMA of the relative

@@ -30,7 +30,7 @@ import optax
 
 from ..core import compression
 from ..core.aggregate import Bound
-from ..core.sync import StepResult, Strategy, SyncReport, local_update, sync_where
+from ..core.sync import STRATEGIES, StepResult, Strategy, SyncReport, local_update, sync_where
 from ..core.triggers import Periodic
 from .diloco import OuterLoop
 from .fragments import check_rule, put, split_leaves, take
@@ -51,6 +51,7 @@ class FragmentState(NamedTuple):
     model_state: Any
 
 
+@STRATEGIES.register("streamingdiloco")
 @dataclasses.dataclass(frozen=True)
 class StreamingDiLoCo(OuterLoop, Strategy):
     """inner_steps: H; fragments: P; alpha: weight of the synchronized fragment in the

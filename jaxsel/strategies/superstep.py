@@ -7,10 +7,12 @@ import dataclasses
 from typing import Any, ClassVar
 
 from ..core.aggregate import get_aggregator
+from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
 from .triggered import Triggered
 
 
+@STRATEGIES.register("superstep")
 @dataclasses.dataclass(frozen=True)
 class Superstep(Triggered):
     """Sync every `epochs` epochs (fractions allowed; at least every step). The training

@@ -47,8 +47,8 @@ import numpy as np
 
 from ..core.aggregate import Mean, get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
-from ..core.sync import StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where, \
-    tree_where
+from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where,
+                         tree_where)
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
 POLICIES = ("offline", "online")
@@ -109,6 +109,7 @@ def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.
     return np.vstack([np.ones((1, n)), straggler_factors(stragglers, total_steps, n, seed)])
 
 
+@STRATEGIES.register("syncswitch")
 @dataclasses.dataclass(frozen=True)
 class SyncSwitch(Strategy):
     """Hybrid BSP / emulated-ASP training (see the module docstring).

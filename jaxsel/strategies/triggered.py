@@ -22,9 +22,9 @@ import jax.numpy as jnp
 
 from ..core import compression
 from ..core.aggregate import Aggregator, Bound, get_aggregator
-from ..core.sync import StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync, sync_where
-from ..core.triggers import Trigger, get_trigger
-from ..training.sync_horizon import UNKNOWN, first_sync_step
+from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync,
+                         sync_where)
+from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -171,6 +171,7 @@ def check_mode(sync: str) -> None:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
 
 
+@STRATEGIES.register("triggered")
 @dataclasses.dataclass(frozen=True)
 class TriggeredStrategy(Triggered):
     """Any trigger with any aggregator: `TriggeredStrategy(trigger=Periodic(10),

@@ -162,7 +162,7 @@ def _spelt_out(config: dict) -> dict:
     strategy's default where none was given), and the LR schedule as (kind, milestones,
     gamma): a default and the same value given explicitly compare equal."""
     from ..core.options import option_defaults
-    from ..strategies.registry import STRATEGIES
+    from ..strategies import STRATEGIES
     from .lr_schedule import parse_lr_schedule
 
     out = dict(config)

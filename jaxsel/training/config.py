@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import math
 from pathlib import Path
 
@@ -203,9 +204,20 @@ def _check_numbers(cfg: TrainConfig) -> None:
                           f"the projected hosts each hold the same number of replicas")
 
 
-def _check_writers(cfg: TrainConfig) -> None:
-    from .writers import missing_extra
+#: optional writers: TrainConfig field -> (its flag, the module it needs, the pip command)
+EXTRAS = {"tensorboard": ("--tensorboard", "tensorboardX", 'pip install "jaxsel[tensorboard]"'),
+          "wandb_project": ("--wandb", "wandb", 'pip install "jaxsel[wandb]"')}
 
+
+def missing_extra(cfg) -> str | None:
+    """The one-line error for a writer asked for whose package is not installed."""
+    for field, (flag, module, pip) in EXTRAS.items():
+        if getattr(cfg, field, None) and importlib.util.find_spec(module) is None:
+            return f"{flag} needs {module}, which is not installed; {pip}"
+    return None
+
+
+def _check_writers(cfg: TrainConfig) -> None:
     if cfg.wandb_project is not None and (not isinstance(cfg.wandb_project, str) or not cfg.wandb_project.strip()):
         raise ConfigError(f"wandb_project (--wandb) must be a W&B project name, got {cfg.wandb_project!r}")
     missing = missing_extra(cfg)
@@ -240,7 +252,7 @@ def _check_names(cfg: TrainConfig) -> None:
     from ..data.pipeline import LOADERS
     from ..data.sources import KNOWN
     from ..models import MODEL_REGISTRY
-    from ..strategies.registry import STRATEGIES
+    from ..strategies import STRATEGIES
     from .faults import NONFINITE_POLICIES
     from .optim import OPTIMIZERS
 

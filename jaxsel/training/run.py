@@ -28,7 +28,7 @@ from ..data.paths import writable_dir
 from ..data.pipeline import build_input
 from ..data.sources import KNOWN
 from ..models import FunctionalModel, build_model
-from ..strategies.registry import build_strategy
+from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
 from .config import ConfigError, TrainConfig, check_config

@@ -10,32 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from ..core.triggers import Always, AnyOf, Before, Never, Periodic
+from ..core.triggers import UNKNOWN, first_sync_step
 
-UNKNOWN = -1   # a data-dependent trigger: no promise either way
 
 #: what never synchronizing means beyond "the replicas train alone"
 CONSEQUENCES = {"diloco": "no outer step: the evaluated global model stays at its initialization",
                 "streamingdiloco": "no fragment's outer step: the evaluated global model stays at its initialization"}
-
-
-def first_sync_step(trigger) -> int | None:
-    """The first step the trigger fires (None: never; UNKNOWN: depends on the data)."""
-    if isinstance(trigger, Always):
-        return 0
-    if isinstance(trigger, Never):
-        return None
-    if isinstance(trigger, Periodic):
-        return trigger.start + trigger.period - 1
-    if isinstance(trigger, Before):
-        return 0 if trigger.step > 0 else None
-    if isinstance(trigger, AnyOf):
-        firsts = [first_sync_step(t) for t in trigger.triggers]
-        if UNKNOWN in firsts:
-            return UNKNOWN
-        known = [f for f in firsts if f is not None]
-        return min(known) if known else None
-    return UNKNOWN
 
 
 #: what a two-level method's level never synchronizing means

@@ -17,16 +17,11 @@ Both dashboards get the same scalars (`step_scalars`, `eval_scalars`).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-
-#: optional writers: TrainConfig field -> (its flag, the module it needs, the pip command)
-EXTRAS = {"tensorboard": ("--tensorboard", "tensorboardX", 'pip install "jaxsel[tensorboard]"'),
-          "wandb_project": ("--wandb", "wandb", 'pip install "jaxsel[wandb]"')}
 
 
 class MetricWriter(Protocol):
@@ -38,14 +33,6 @@ class MetricWriter(Protocol):
 
     def close(self) -> None:
         """The run ended (or stopped): flush and release."""
-
-
-def missing_extra(cfg) -> str | None:
-    """The one-line error for a writer asked for whose package is not installed."""
-    for field, (flag, module, pip) in EXTRAS.items():
-        if getattr(cfg, field, None) and importlib.util.find_spec(module) is None:
-            return f"{flag} needs {module}, which is not installed; {pip}"
-    return None
 
 
 class Totals:

@@ -531,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=strategy_epilog())
     add_training_args(p)
     add_run_control_args(p)
-    from ..strategies.registry import STRATEGIES
+    from ..strategies import STRATEGIES
 
     p.add_argument("--strategy", default="selsync", help=f"one of: {', '.join(STRATEGIES)}")
     p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
@@ -678,6 +678,3 @@ def _unexpected(command: str) -> int:
     print(f"jaxsel {command}: error: {REPORT_BUGS}", file=sys.stderr, flush=True)
     return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())
