@@ -3,8 +3,9 @@
 The public API is `__all__` below: each name is imported from its module on first use
 (PEP 562), not with the package, because the `jaxsel` command must install its Ctrl-C
 handler before JAX is imported (`jaxsel.training.early_stop`) and `import jaxsel.cli`
-imports this package first. The layers behind these names: docs in each package's
-`__init__` (core, strategies, models, data, costmodel, training, analysis, cli).
+imports this package first. Behind these names, packages in layers that import only
+downwards (tests/test_layers.py): core; strategies, models, data; costmodel; training;
+analysis; cli. Each package's docstring says what it holds.
 """
 from __future__ import annotations
 

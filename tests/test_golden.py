@@ -32,11 +32,12 @@ import optax
 import pytest
 
 import jaxsel
+from helpers import R, run, softmax_params
 from jaxsel.strategies import STRATEGIES, build_strategy
 
 GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("JAXSEL_REGENERATE_GOLDEN") == "1"
-R, B, D, C, K = 8, 4, 6, 3, 10
+B, D, C, K = 4, 6, 3, 10
 CONTEXT = dict(replicas=R, total_steps=K, steps_per_epoch=5, base_lr=0.1)
 LAYOUTS = {"8x1": 8, "1x8": 1}   # devices x replicas per device
 REPORTED = ("synced", "bytes_allreduced", "vote_bytes")
@@ -66,6 +67,7 @@ def loss_fn(params, model_state, batch):
 
 
 def batches():
+    """Inputs centred on 1, so that the running mean (the model state) matters."""
     rng = np.random.default_rng(0)
     return [{"x": rng.normal(1.0, 1.0, size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
             for _ in range(K)]
@@ -86,14 +88,9 @@ def digest(tree) -> str:
 def record(strategy, devices: int) -> dict:
     """The final state's digests and the per-step metrics of K steps on `devices` devices."""
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
-    opt = optax.sgd(0.1, momentum=0.9)
-    params = {"w": 0.1 * jax.random.normal(jax.random.key(0), (D, C)), "b": jnp.zeros(C)}
-    state = jaxsel.init_state(params, opt, strategy, mesh, model_state={"mean": jnp.zeros(D)})
-    step = jaxsel.make_train_step(loss_fn, opt, strategy, mesh, stateful=True)
-    steps = []
-    for batch in batches():
-        state, metrics = step(state, batch)
-        steps.append(jax.device_get(metrics))
+    state, history = run(strategy, mesh, batches(), loss=loss_fn, params=softmax_params(D, C),
+                         model_state={"mean": jnp.zeros(D)}, stateful=True)
+    steps = [m for _, m in history]
     out = {field: digest(getattr(state, field)) for field in ("params", "opt_state", "model_state", "strategy_state")}
     out.update({key: [np.asarray(m[key]).item() for m in steps] for key in REPORTED})
     out["metrics"] = {key: digest([m[key] for m in steps]) for key in sorted(steps[0]) if key not in REPORTED}

@@ -6,6 +6,8 @@ Every `import` / `from ... import` anywhere in a module counts (inside functions
 `importlib.import_module("jaxsel...")`.
 """
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,21 @@ def test_the_sync_core_s_conds_are_where_it_says():
 def test_the_layers_are_the_packages():
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert packages == set(BELOW), packages ^ set(BELOW)
+
+
+# ------------------------------------------------------------------ the public API
+
+def test_the_public_api_resolves():
+    assert {"TrainConfig", "train", "build_strategy", "make_train_step", "sync_where"} <= set(jaxsel.__all__)
+    for name in jaxsel.__all__:
+        assert getattr(jaxsel, name) is not None, name
+    assert jaxsel.train.__module__ == "jaxsel.training.train" and jaxsel.triggers.__name__ == "jaxsel.core.triggers"
+
+
+def test_the_command_imports_no_jax_before_it_runs():
+    """`jaxsel` installs its Ctrl-C handler before JAX loads (training/early_stop.py): the
+    package, the command and the early-stop module import no JAX."""
+    code = ("import sys, jaxsel, jaxsel.cli, jaxsel.training.early_stop; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'optax')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

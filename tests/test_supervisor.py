@@ -14,7 +14,8 @@ from jaxsel.training.supervisor import ENV, EXIT_PEER_LOST, available
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="supervision is Linux-only")
 
-SUPERVISOR = "import sys; from jaxsel.training.supervisor import supervise; sys.exit(supervise(sys.argv[1:], 'process 0 of 2'))"
+SUPERVISOR = ("import sys; from jaxsel.training.supervisor import supervise; "
+              "sys.exit(supervise(sys.argv[1:], 'process 0 of 2'))")
 
 
 def child(code: str) -> list[str]:

@@ -568,7 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-shape", default=None, metavar="HxWxC", help="e.g. 32x32x3 (default: the size's)")
     p.add_argument("--log-every", type=int, default=None, help="metric reads of the lazy dispatch loop (100)")
     p.add_argument("--dispatch-steps", type=int, default=None, help="steps per async-dispatch loop")
-    p.add_argument("--dtype", default="fp32", help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
+    p.add_argument("--dtype", default="fp32",
+                   help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
     p.add_argument("--packed", type=int, default=8, metavar="N",
                    help="replicas of the packed row, all on one device (0: no packed row)")
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")

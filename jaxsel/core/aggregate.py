@@ -220,7 +220,8 @@ class ClientSampled(Aggregator):
     are discarded and every replica adopts the result, as a non-selected client would
     receive the new global model at the next round. The draw uses a key from the
     replicated step, so every replica agrees on it. `base`: "weighted" (by samples seen
-    since the last sync, FedAvg) or "mean" (uniform over participants)."""
+    since the last sync, FedAvg) or "mean" (uniform over participants). Built by
+    FedAvg(fraction=C), not by name."""
 
     fraction: float = 1.0
     base: str = "weighted"
@@ -257,9 +258,6 @@ class ClientSampled(Aggregator):
     def __call__(self, tree, axis, ctx):
         w, fallback = self._mine(axis, ctx)
         return weighted_mean(tree, axis, w, fallback=fallback)
-
-
-# ClientSampled is built by FedAvg(fraction=C), not by name.
 
 
 def register_aggregator(name: str, cls: type | None = None):
