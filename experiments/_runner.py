@@ -15,8 +15,8 @@ import dataclasses
 import math
 from typing import Callable
 
-from jaxsel.config import parse_options
-from jaxsel.parallel import request_cpu_devices
+from jaxsel.core.parallel import request_cpu_devices
+from jaxsel.training.config import parse_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +79,7 @@ def train_all(exp: Experiment, args: argparse.Namespace, runs: list) -> list:
     with flags of their own (a search, a sweep's summary) call this after `parser` and
     `config`."""
     request_cpu_devices(max(8, *(c.replicas for c in runs)))  # CPU-only hosts: enough simulated devices
-    from jaxsel.train import train
+    from jaxsel import train
 
     scale = "tiny (embedded data)" if args.tiny else "paper scale"
     results = []

@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 import jaxsel  # noqa: E402
 from jaxsel import costmodel  # noqa: E402
-from jaxsel.collectives import replica_gather, replica_sum  # noqa: E402
+from jaxsel.core.collectives import replica_gather, replica_sum  # noqa: E402
 
 R = 8
 

@@ -35,15 +35,15 @@ from jax import lax
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jaxsel import distributed
+from jaxsel.core.parallel import AXIS, data_mesh, global_batch, local_replica_ids
+from jaxsel.core.state import init_state
+from jaxsel.core.step import make_train_step
+from jaxsel.core.triggers import Never
 from jaxsel.costmodel import Network, allreduce_time, project_run
 from jaxsel.models import FunctionalModel, count_params
 from jaxsel.models.mlp import MLP
-from jaxsel.parallel import AXIS, data_mesh, global_batch, local_replica_ids
-from jaxsel.state import init_state
-from jaxsel.step import make_train_step
 from jaxsel.strategies import BSP, LocalSGD, SelSync, TriggeredStrategy
-from jaxsel.triggers import Never
+from jaxsel.training import distributed
 
 PROCESSES = 2
 DEVICES_PER_PROCESS = 4

@@ -15,9 +15,9 @@ CIFAR-shaped batches (32x32) and ResNet-50 on 224x224:
           torch is importable (imported lazily; torchvision is not needed).
 
 Mixed precision everywhere: parameters and BatchNorm statistics fp32, compute bf16 (Flax
-modules get `dtype=bfloat16` through `jaxsel.precision`, the code `jaxsel bench --dtype bf16`
+modules get `dtype=bfloat16` through `jaxsel.analysis.precision`, the code `jaxsel bench --dtype bf16`
 runs; torch uses autocast). Model FLOPs per step are counted from
-the forward pass's program (`jaxsel.flops`: every matmul and convolution, 2 FLOPs per
+the forward pass's program (`jaxsel.analysis.flops`: every matmul and convolution, 2 FLOPs per
 multiply-add, x 3 for forward + backward: ResNet-50 is 4.1 GMACs per 224x224 image, so
 ~3,150 GFLOP per step at batch 128) and serve for torch too (same model). XLA's
 `cost_analysis()` is kept as `xla_flops_per_step` for reference only: on GPUs it leaves out
@@ -110,8 +110,8 @@ def bench_jax(name: str, input_shape, classes: int, batch: int, steps: int, warm
     import optax
 
     import jaxsel
-    from jaxsel import precision
-    from jaxsel.flops import training_flops
+    from jaxsel.analysis import precision
+    from jaxsel.analysis.flops import training_flops
     from jaxsel.models import count_params
 
     fm = precision.build(name, input_shape, classes, dtype="bf16")

@@ -157,7 +157,7 @@ def measure_model(name: str, batch: int, cpu_batch: int, cpu_steps: int, time_cp
 
 def train_run(label: str, strategy: str, options: dict, args, **config) -> dict:
     """One real jaxsel run on digits; keeps what the projection needs."""
-    from jaxsel.train import TrainConfig, train
+    from jaxsel import TrainConfig, train
 
     cfg = TrainConfig(dataset="digits", model="mlp", strategy=strategy, strategy_options=dict(options),
                       replicas=args.replicas, steps=args.steps, batch_size=16, eval_every=args.eval_every,

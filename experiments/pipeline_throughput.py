@@ -31,7 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jaxsel.parallel import request_cpu_devices
+from jaxsel.core.parallel import request_cpu_devices
 
 
 class ListSource:

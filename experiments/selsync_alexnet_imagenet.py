@@ -13,7 +13,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._runner import Experiment, main, steps_for
-from jaxsel.train import TrainConfig
+from jaxsel import TrainConfig
 
 SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.01}
 

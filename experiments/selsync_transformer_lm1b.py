@@ -13,9 +13,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._runner import Experiment, main
+from jaxsel import TrainConfig
 from jaxsel.models import MODEL_REGISTRY
 from jaxsel.models.transformer import TransformerLM
-from jaxsel.train import TrainConfig
 
 
 def _narrow_lm(input_shape, num_classes, rngs):

@@ -14,7 +14,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._runner import Experiment, main
-from jaxsel.train import TrainConfig
+from jaxsel import TrainConfig
 
 
 def full(data_dir=None) -> TrainConfig:

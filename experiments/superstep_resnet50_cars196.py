@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._runner import Experiment, config, parser, steps_for, train_all
-from jaxsel.train import TrainConfig
+from jaxsel import TrainConfig
 
 PERIODS = (30, 10, 5, 3)
 AGGREGATORS = ("max", "min", "median", "mean")

@@ -8,7 +8,7 @@ shards, 8000 steps (~164 epochs at the global batch of 1024), constant rate.
 
 `--search` runs the paper's offline policy search instead of one run: train BSP, then
 binary-search the smallest BSP fraction whose final test accuracy stays within
-`--tolerance` of BSP's (jaxsel.strategies.syncswitch_search), one full run per probe.
+`--tolerance` of BSP's (jaxsel.analysis.syncswitch_search), one full run per probe.
 """
 import dataclasses
 import json
@@ -19,9 +19,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._runner import Experiment, config, parser, train_all
-from jaxsel.parallel import request_cpu_devices
-from jaxsel.strategies.syncswitch_search import search_bsp_fraction
-from jaxsel.train import TrainConfig
+from jaxsel import TrainConfig
+from jaxsel.analysis.syncswitch_search import search_bsp_fraction
+from jaxsel.core.parallel import request_cpu_devices
 
 
 def full(data_dir=None) -> TrainConfig:
@@ -54,7 +54,7 @@ def search(exp: Experiment, cfg: TrainConfig, tolerance: float, resolution: floa
     if options.setdefault("policy", "offline") != "offline":
         raise SystemExit(f"{exp.name}: --search tunes the offline policy, got --opt policy={options['policy']}")
     request_cpu_devices(max(8, cfg.replicas))
-    from jaxsel.train import train
+    from jaxsel import train
 
     out = Path(cfg.out_dir) if cfg.out_dir else None
     print(f"{exp.name}: offline policy search over BSP fractions (step {resolution:g}), tolerance "

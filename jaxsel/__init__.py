@@ -1,8 +1,11 @@
 """jaxsel: semi-synchronous data-parallel training (SelSync and its rivals) in JAX.
 
-The public names below are imported on first use (PEP 562), not with the package: the
-`jaxsel` command must install its Ctrl-C handler before JAX is imported (early_stop.py),
-and `import jaxsel.cli` would otherwise import JAX first.
+The public API is `__all__` below: each name is imported from its module on first use
+(PEP 562), not with the package, because the `jaxsel` command must install its Ctrl-C
+handler before JAX is imported (`jaxsel.training.early_stop`) and `import jaxsel.cli`
+imports this package first. Behind these names, packages in layers that import only
+downwards (tests/test_layers.py): core; strategies, models, data; costmodel; training;
+analysis; cli. Each package's docstring says what it holds.
 """
 from __future__ import annotations
 
@@ -11,33 +14,38 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: public name -> the module of the package that defines it
+#: public name -> the module that defines it
 _EXPORTS = {
-    "register_aggregator": "aggregate",
+    "register_aggregator": "core.aggregate",
     **dict.fromkeys(("ReplicaMesh", "data_mesh", "describe_layout", "global_batch", "num_replicas",
-                     "request_cpu_devices"), "parallel"),
-    **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state"), "state"),
-    **dict.fromkeys(("grad_norm_sum", "make_train_step"), "step"),
+                     "request_cpu_devices"), "core.parallel"),
+    **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state"),
+                    "core.state"),
+    **dict.fromkeys(("grad_norm_sum", "make_train_step"), "core.step"),
+    **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepResult", "StepStats", "Strategy",
+                     "SyncReport", "sync_where"), "core.sync"),
+    "register_trigger": "core.triggers",
     **dict.fromkeys(("ASP", "BSP", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
                      "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
-                     "TriggeredStrategy", "build_strategy", "feed_step_times", "register_strategy",
-                     "search_bsp_fraction"), "strategies"),
-    **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepResult", "StepStats", "Strategy",
-                     "SyncReport", "sync_where"), "sync"),
-    "register_trigger": "triggers",
+                     "TriggeredStrategy", "build_strategy", "feed_step_times", "register_strategy"), "strategies"),
+    "TrainConfig": "training.config",
+    "train": "training.train",
+    "search_bsp_fraction": "analysis.syncswitch_search",
 }
-#: submodules reachable as attributes of the package (`jaxsel.sync.SYNC_SCOPE`)
-_SUBMODULES = ("aggregate", "collectives", "sync", "triggers")
+#: the device core's modules an extension author uses, reachable as attributes of the
+#: package (`jaxsel.triggers.Trigger`, `jaxsel.collectives.replica_mean`, `jaxsel.sync.SYNC_SCOPE`)
+_SUBMODULES = {name: f"core.{name}" for name in ("aggregate", "collectives", "sync", "triggers")}
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    if name not in _EXPORTS:
+        value = importlib.import_module(f".{_SUBMODULES[name]}", __name__)
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     globals()[name] = value
     return value
 
@@ -47,16 +55,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:   # what static tools see; at run time the names arrive through __getattr__
-    from . import aggregate, collectives, sync, triggers  # noqa: F401
-    from .aggregate import register_aggregator  # noqa: F401
-    from .parallel import (ReplicaMesh, data_mesh, describe_layout, global_batch,  # noqa: F401
-                           num_replicas, request_cpu_devices)
-    from .state import TrainState, consensus, consensus_model_state, divergence, init_state  # noqa: F401
-    from .step import grad_norm_sum, make_train_step  # noqa: F401
+    from .analysis.syncswitch_search import search_bsp_fraction  # noqa: F401
+    from .core import aggregate, collectives, sync, triggers  # noqa: F401
+    from .core.aggregate import register_aggregator  # noqa: F401
+    from .core.parallel import (ReplicaMesh, data_mesh, describe_layout, global_batch,  # noqa: F401
+                                num_replicas, request_cpu_devices)
+    from .core.state import TrainState, consensus, consensus_model_state, divergence, init_state  # noqa: F401
+    from .core.step import grad_norm_sum, make_train_step  # noqa: F401
+    from .core.sync import (NonReplicatedDecisionError, StepContext, StepResult, StepStats,  # noqa: F401
+                            Strategy, SyncReport, sync_where)
+    from .core.triggers import register_trigger  # noqa: F401
     from .strategies import (ASP, BSP, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
                              PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
-                             TriggeredStrategy, build_strategy, feed_step_times, register_strategy,
-                             search_bsp_fraction)
-    from .sync import (NonReplicatedDecisionError, StepContext, StepResult, StepStats,  # noqa: F401
-                       Strategy, SyncReport, sync_where)
-    from .triggers import register_trigger  # noqa: F401
+                             TriggeredStrategy, build_strategy, feed_step_times, register_strategy)
+    from .training.config import TrainConfig  # noqa: F401
+    from .training.train import train  # noqa: F401

@@ -29,18 +29,12 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def mesh():
-    """8 replicas, one per CPU device. Packed layouts are covered by tests/test_packing.py
-    (every strategy on 1, 2, 4 and 8 devices); as the common fixture they cost more here:
+    """8 replicas, one per CPU device (real cross-device collectives only). Packed layouts
+    are covered by tests/test_packing.py (every strategy on 1, 2, 4 and 8 devices) and
+    tests/test_golden.py (8 on 1); as the common fixture they cost more here:
     a packed step compiles 1.5-3x longer, and these tests are dominated by compiling
     (test_methods + test_step + test_selsync: 46 s on 8 devices, 72 s packed on 2)."""
     import jaxsel
 
     return jaxsel.data_mesh(replicas=8, devices=8)
 
-
-@pytest.fixture(scope="session")
-def mesh8():
-    """8 replicas on 8 CPU devices, one each (real cross-device collectives only)."""
-    import jaxsel
-
-    return jaxsel.data_mesh(replicas=8, devices=8)

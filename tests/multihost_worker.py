@@ -16,7 +16,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from jaxsel import distributed  # noqa: E402
+from jaxsel.training import distributed  # noqa: E402
 
 STEPS = 4
 
@@ -33,7 +33,7 @@ MULTIHOST_STRATEGIES = ("bsp", "selsync", "fedavg", "ssp", "diloco", "hierarchic
 def configs(out: Path, reference: bool = False):
     """(name, TrainConfig) pairs; shared with the single-process reference in the test
     (`reference`: the one-process run of the same job)."""
-    from jaxsel.train import TrainConfig
+    from jaxsel import TrainConfig
 
     base = TrainConfig(steps=STEPS, batch_size=4, log_every=2, eval_every=STEPS, progress=False,
                        seed=1, replicas=8)
@@ -60,7 +60,7 @@ def flat(tree) -> dict:
 
 def main(port: str, nproc: str, pid: str, out: str) -> None:
     dog = distributed.start(f"127.0.0.1:{port}", int(nproc), int(pid), peer_timeout=30)
-    from jaxsel.train import train
+    from jaxsel import train
 
     out = Path(out)
     for name, cfg in configs(out):

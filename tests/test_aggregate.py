@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jaxsel.collectives import LOCAL
-from jaxsel.aggregate import ClientSampled, RandomReplica, WeightedMean, get_aggregator
-from jaxsel.sync import StepContext
+from jaxsel.core.aggregate import ClientSampled, RandomReplica, WeightedMean, get_aggregator
+from jaxsel.core.collectives import LOCAL
+from jaxsel.core.sync import StepContext
 
 R = 8
 STEP = 5

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from jaxsel import bench
+from jaxsel.analysis import bench
 from jaxsel.cli import main
 
 
@@ -44,8 +44,8 @@ def test_bench_command_bad_input_is_one_line(capsys):
 
 def test_bench_defaults_to_one_replica_per_device_of_the_default_backend():
     """On a one-GPU host `jaxsel bench` runs one replica on the GPU (`--replicas 8` packs 8 on it)."""
-    from jaxsel.cli import build_parser
-    from jaxsel.parallel import choose_layout
+    from jaxsel.cli.command import build_parser
+    from jaxsel.core.parallel import choose_layout
 
     args = build_parser().parse_args(["bench"])
     assert args.replicas is None and args.dtype == "fp32" and args.packed == 8

@@ -14,10 +14,10 @@ import pytest
 
 from run_hooks import signal_at, trees_equal
 
-from jaxsel.checkpoint import Checkpointer, CheckpointMismatch, existing_steps
-from jaxsel.faults import TrainingInterrupted
-from jaxsel.train import TrainConfig, build_run, train
-from jaxsel.run import check_paths
+from jaxsel.training.checkpoint import Checkpointer, CheckpointMismatch, existing_steps
+from jaxsel.training.faults import TrainingInterrupted
+from jaxsel.training.run import check_paths
+from jaxsel.training.train import TrainConfig, build_run, train
 
 STEPS = 16
 

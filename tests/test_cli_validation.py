@@ -152,8 +152,8 @@ def test_argparse_type_errors_exit_2_without_traceback(capsys):
 
 def test_missing_data_dir_for_an_embedded_dataset_is_reported_not_fatal(tmp_path, capsys):
     """Embedded datasets are built into the data dir, so a new one is fine: it is said, not refused."""
-    from jaxsel.train import TrainConfig
-    from jaxsel.run import check_paths
+    from jaxsel import TrainConfig
+    from jaxsel.training.run import check_paths
 
     check_paths(TrainConfig(dataset="digits", data_dir=str(tmp_path / "new")))
     err = capsys.readouterr().err

@@ -15,7 +15,7 @@ def test_compare_packed_says_so(tmp_path, capsys):
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
-    from jaxsel.strategy_args import options_for
+    from jaxsel.strategies.build import options_for
 
     shared = {"delta": 0.05, "window": 2, "period": 5, "aggregator": "median"}
     assert options_for("selsync", shared) == {"delta": 0.05, "window": 2, "aggregator": "median"}
@@ -27,8 +27,8 @@ def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
 
 
 def test_compare_two_level_flags(tmp_path, capsys):
-    from jaxsel.compare import format_table, network_label
-    from jaxsel.config import TrainConfig
+    from jaxsel import TrainConfig
+    from jaxsel.analysis.compare import format_table, network_label
 
     for argv, text in ((["--gpus-per-host", "3"], "3 must divide replicas 8"),
                        (["--intra-network", "ib"], "unknown network preset 'ib'")):

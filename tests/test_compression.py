@@ -9,12 +9,12 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxsel
-from jaxsel import compression
-from jaxsel.aggregate import Bound, get_aggregator
 from jaxsel.cli import main as cli_main
-from jaxsel.collectives import LOCAL
-from jaxsel.strategies.registry import build_strategy
-from jaxsel.sync import StepContext, sync_where
+from jaxsel.core import compression
+from jaxsel.core.aggregate import Bound, get_aggregator
+from jaxsel.core.collectives import LOCAL
+from jaxsel.core.sync import StepContext, sync_where
+from jaxsel.strategies import build_strategy
 
 R = 8
 U_BF16 = 2.0 ** -8   # bf16's unit roundoff (8 significant bits)

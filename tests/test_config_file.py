@@ -11,12 +11,12 @@ import pytest
 
 from run_hooks import trees_equal
 
-from jaxsel.checkpoint import Checkpointer
-from jaxsel.cli import _apply_config_file, build_parser, config_from_args
 from jaxsel.cli import main as cli_main
-from jaxsel.config import ConfigError, TrainConfig
-from jaxsel.config_file import explicit_dests, load_settings
-from jaxsel.run import build_run
+from jaxsel.cli.command import _apply_config_file, build_parser, config_from_args
+from jaxsel.training.checkpoint import Checkpointer
+from jaxsel.training.config import ConfigError, TrainConfig
+from jaxsel.training.config_file import explicit_dests, load_settings
+from jaxsel.training.run import build_run
 
 RUN_TOML = """
 strategy = "selsync"
@@ -137,8 +137,8 @@ def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeyp
 def test_the_readme_config_example_is_a_valid_run(tmp_path):
     from pathlib import Path
 
-    from jaxsel.config import check_config
-    from jaxsel.run import check_strategy
+    from jaxsel.training.config import check_config
+    from jaxsel.training.run import check_strategy
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     (block,) = re.findall(r"```toml\n(.*?)```", readme, re.S)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from jaxsel import costmodel as cm
-from jaxsel import stragglers as st
+from jaxsel.costmodel import stragglers as st
 
 
 def rec(step, synced, nbytes, **extra):

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jaxsel import TrainConfig, train
 from jaxsel.cli import main as cli_main
-from jaxsel.train import TrainConfig, train
 
 pytest.importorskip("tensorboardX")
 pytest.importorskip("wandb")
@@ -128,7 +128,7 @@ class Recorder:
 
 def test_writers_are_called_only_at_the_metric_reads(tmp_path, monkeypatch):
     recorder = Recorder()
-    monkeypatch.setattr("jaxsel.runlog.dashboard_writers", lambda *a, **k: [recorder])
+    monkeypatch.setattr("jaxsel.training.runlog.dashboard_writers", lambda *a, **k: [recorder])
     train(TrainConfig(strategy="bsp", steps=12, log_every=4, eval_every=6, progress=False,
                       out_dir=str(tmp_path / "run")))
     # the reads: every log_every steps, and before each evaluation (step 6)

@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.testing import mocking
 
 import jaxsel
+from jaxsel import TrainConfig
 from jaxsel.cli import main as cli_main
 from jaxsel.data import DatasetNotPrepared, Loader, load_arrays, open_source, seldp
 from jaxsel.data.augment import make_device_transform, normalize_np, random_crop_flip
@@ -19,7 +20,6 @@ from jaxsel.data.catalog import CATALOG
 from jaxsel.data.pipeline import build_input
 from jaxsel.data.prefetch import prefetch_to_device
 from jaxsel.data.text import TokenWindows
-from jaxsel.train import TrainConfig
 
 
 def _getitems(record_keys, generator, serialized=False):

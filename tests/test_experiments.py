@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jaxsel.strategies.registry import STRATEGIES  # noqa: E402
+from jaxsel.strategies import STRATEGIES  # noqa: E402
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.py")
                      if p.stem.split("_")[0] in ("selsync", "syncswitch", "ssdsgd", "superstep"))

@@ -10,14 +10,14 @@ import jax
 import numpy as np
 import pytest
 
+from jaxsel.analysis.compare import run_comparison
+from jaxsel.analysis.matched_budget import is_adaptive, matched_period, periodic_syncs, verdict
+from jaxsel.analysis.pareto import front
+from jaxsel.analysis.significance_reach import delta_for_fractions
+from jaxsel.analysis.variants import parse_strategies, split_entries
 from jaxsel.cli import main
-from jaxsel.compare import run_comparison
-from jaxsel.config import ConfigError, TrainConfig, check_config
-from jaxsel.matched_budget import is_adaptive, matched_period, periodic_syncs, verdict
-from jaxsel.pareto import front
-from jaxsel.significance_reach import delta_for_fractions
-from jaxsel.strategies.registry import build_strategy
-from jaxsel.variants import parse_strategies, split_entries
+from jaxsel.strategies import build_strategy
+from jaxsel.training.config import ConfigError, TrainConfig, check_config
 
 FAST = ["--steps", "40", "--eval-every", "20", "--window", "4", "--no-progress"]
 
@@ -208,7 +208,7 @@ def test_replicas_are_evaluated_one_by_one_packed_and_at_every_evaluation(tmp_pa
 
 
 def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
-    from jaxsel.runlock import DirectoryLock
+    from jaxsel.training.runlock import DirectoryLock
 
     out = tmp_path / "cmp"
     out.mkdir()
@@ -249,9 +249,9 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
 
 def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_path, monkeypatch):
     """Two adaptive rows with as many syncs get the same matched period: it trains once."""
-    import jaxsel.compare as cmp
-    from jaxsel.seed_grid import RowRuns
-    from jaxsel.train import RunResult
+    import jaxsel.analysis.compare as cmp
+    from jaxsel.analysis.seed_grid import RowRuns
+    from jaxsel.training.train import RunResult
 
     trained = []
 
@@ -276,7 +276,7 @@ def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():
     """FedAvg's client sampling and Sync-Switch's simulated stragglers follow the run's seed
     unless their own `seed` is set, so the seeds of a grid differ there too (and Sync-Switch
     draws the stragglers its cost-model projection charges)."""
-    from jaxsel.run import check_strategy
+    from jaxsel.training.run import check_strategy
 
     cfg = TrainConfig(seed=3, strategy="fedavg", strategy_options={"fraction": 0.5})
     assert check_strategy(cfg).seed == 3

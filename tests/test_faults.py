@@ -15,10 +15,10 @@ import pytest
 
 from run_hooks import poison_at, signal_at, trees_equal
 
-from jaxsel.checkpoint import existing_steps
 from jaxsel.cli import main as cli_main
-from jaxsel.faults import NonFiniteError, TrainingInterrupted
-from jaxsel.train import TrainConfig, build_run, train
+from jaxsel.training.checkpoint import existing_steps
+from jaxsel.training.faults import NonFiniteError, TrainingInterrupted
+from jaxsel.training.train import TrainConfig, build_run, train
 
 
 def config(tmp_path, **kw):

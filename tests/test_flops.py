@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsel.flops import forward_flops, training_flops
+from jaxsel.analysis.flops import forward_flops, training_flops
 
 
 def test_matmul_and_batched_matmul_are_exact():

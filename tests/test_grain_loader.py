@@ -18,11 +18,11 @@ from PIL import Image
 
 from run_hooks import trees_equal
 
-from jaxsel.config_file import load_settings
+from jaxsel import TrainConfig, train
+from jaxsel.core.parallel import data_mesh
 from jaxsel.data import sources
 from jaxsel.data.pipeline import build_input
-from jaxsel.parallel import data_mesh
-from jaxsel.train import TrainConfig, train
+from jaxsel.training.config_file import load_settings
 
 pytest.importorskip("grain")
 
@@ -41,7 +41,7 @@ register_dataset(SPEC)
 
 MARKER = os.environ.get("JAXSEL_TEST_STALL_MARKER")
 if MARKER:
-    from jaxsel.checkpoint import Checkpointer
+    from jaxsel.training.checkpoint import Checkpointer
 
     save = Checkpointer.save
 

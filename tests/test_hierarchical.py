@@ -19,12 +19,13 @@ import optax
 import pytest
 
 import jaxsel
+from helpers import R, run
 from jaxsel.cli import main as cli_main
-from jaxsel.options import OptionError
-from jaxsel.strategies.registry import build_strategy
-from jaxsel.strategy_args import options_for
+from jaxsel.core.options import OptionError
+from jaxsel.strategies import build_strategy
+from jaxsel.strategies.build import options_for
 
-R, B, D = 8, 3, 4
+B, D = 3, 4
 LR = 0.1
 STEPS = 12
 PARAM_BYTES = (D + 1) * 4
@@ -57,14 +58,9 @@ def train(name: str, devices: int):
     strategy = STRATEGIES[name]
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     opt = optax.sgd(LR)
-    state = jaxsel.init_state({"w": jnp.zeros(D), "b": jnp.zeros(())}, opt, strategy, mesh)
-    step = jaxsel.make_train_step(loss_fn, opt, strategy, mesh)
-    thetas, metrics = [], []
-    for batch in BATCHES:
-        state, m = step(state, batch)
-        p = jax.device_get(state.params)
-        thetas.append(np.concatenate([p["w"], p["b"][:, None]], axis=1))
-        metrics.append(jax.device_get(m))
+    _, history = run(strategy, mesh, BATCHES, loss=loss_fn, params={"w": jnp.zeros(D), "b": jnp.zeros(())}, opt=opt)
+    thetas = [np.concatenate([s.params["w"], s.params["b"][:, None]], axis=1) for s, _ in history]
+    metrics = [m for _, m in history]
     return thetas, metrics
 
 
@@ -242,10 +238,10 @@ def test_describe_timing_and_nested_options():
 
 @pytest.mark.parametrize("options, message", [
     ({"groups": 3}, "groups=3 must divide the 8 replicas"),
-    ({"inner": "bogus"}, "inner='bogus' is not a trigger-based strategy; choose one of bsp, localsgd"),
+    ({"inner": "bogus"}, "inner='bogus' is not a trigger-based strategy; choose one of bsp, fedavg, localsgd"),
     ({"outer": "diloco"}, "outer must be a trigger-based strategy"),
     ({"outer": "selsync", "outer.period": 3}, "outer: strategy 'selsync' has no option 'period'"),
-    ({"middle.period": 3}, "no option 'middle.period'; nested options go to triggered .*hierarchical"),
+    ({"middle.period": 3}, "no option 'middle.period'; nested options go to hierarchical .*triggered"),
 ])
 def test_bad_options_are_one_line_errors(options, message):
     with pytest.raises(OptionError, match=message):

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 import jaxsel
-from jaxsel.config import ConfigError, TrainConfig, check_config
-from jaxsel.lr_schedule import build_lr_schedule, describe_lr_schedule, parse_lr_schedule
-from jaxsel.numbers import significant
-from jaxsel.significance_reach import after_warmup, fall_peak, jump_needed, quiet_note
-from jaxsel.strategies.registry import build_strategy
-from jaxsel.sync_horizon import never_syncs_warning
-from jaxsel.time_to_accuracy import parse_target, resolve_target, speedups, time_to_target
+from jaxsel.analysis.significance_reach import after_warmup, fall_peak, jump_needed, quiet_note
+from jaxsel.analysis.time_to_accuracy import parse_target, resolve_target, speedups, time_to_target
+from jaxsel.strategies import build_strategy
+from jaxsel.training.config import ConfigError, TrainConfig, check_config
+from jaxsel.training.lr_schedule import build_lr_schedule, describe_lr_schedule, parse_lr_schedule
+from jaxsel.training.numbers import significant
+from jaxsel.training.sync_horizon import never_syncs_warning
 
 
 def test_milestones_decay_at_fractions_and_steps():
@@ -110,7 +110,7 @@ def test_quiet_note_explains_a_selsync_run_without_later_syncs():
 def test_train_diloco_with_defaults_warns_when_the_run_is_built(capsys):
     """`jaxsel train --strategy diloco --steps 200` would end at chance with H = 500: the run
     assembly (`run.make_strategy`, which `jaxsel train` goes through) says so on stderr."""
-    from jaxsel.run import make_strategy
+    from jaxsel.training.run import make_strategy
 
     make_strategy(TrainConfig(strategy="diloco", steps=200), steps_per_epoch=10)
     err = capsys.readouterr().err

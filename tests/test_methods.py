@@ -8,32 +8,17 @@ import optax
 import pytest
 
 import jaxsel
-from jaxsel.options import accepts
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
-from jaxsel.strategies.syncswitch_search import search_bsp_fraction
-from jaxsel.strategies import TriggeredStrategy
-from jaxsel.triggers import Never
+from helpers import R, identical, run, softmax_batches
+from jaxsel.analysis.syncswitch_search import search_bsp_fraction
+from jaxsel.core.options import accepts
+from jaxsel.core.triggers import Never
+from jaxsel.strategies import STRATEGIES, TriggeredStrategy, build_strategy
 
-R, B, D, C = 8, 4, 5, 3
+B, D, C = 4, 5, 3   # helpers' default sizes
 LR = 0.1
 
 
 # ---------------------------------------------------------------- models and runs
-
-def softmax_loss(params, batch):
-    logits = batch["x"] @ params["w"] + params["b"]
-    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
-
-
-def softmax_params():
-    return {"w": 0.1 * jax.random.normal(jax.random.key(0), (D, C)), "b": jnp.zeros(C)}
-
-
-def softmax_batches(steps, seed=0):
-    rng = np.random.default_rng(seed)
-    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
-            for _ in range(steps)]
-
 
 def linear_loss(params, batch):
     """Gradient = the mean of the replica's rows of c: known per replica and step."""
@@ -48,24 +33,6 @@ def linear_batches(steps, seed=1):
 def linear_grads(batch):
     """(R, D): replica r's gradient for this batch."""
     return batch["c"].reshape(R, B, D).mean(axis=1)
-
-
-def run(strategy, mesh, batches, loss=softmax_loss, params=None, opt=None, before_step=None):
-    opt = opt or optax.sgd(LR, momentum=0.9)
-    params = params if params is not None else softmax_params()
-    state = jaxsel.init_state(params, opt, strategy, mesh)
-    step = jaxsel.make_train_step(loss, opt, strategy, mesh)
-    history = []
-    for t, batch in enumerate(batches):
-        if before_step is not None:
-            state = before_step(t, state)
-        state, metrics = step(state, batch)
-        history.append((jax.device_get(state), jax.device_get(metrics)))
-    return state, history
-
-
-def identical(tree):
-    return all(np.array_equal(x[0], x[r]) for x in jax.tree.leaves(tree) for r in range(R))
 
 
 # ----------------------------------------------------------------------- SSP / ASP
@@ -323,8 +290,8 @@ def test_search_bsp_fraction_finds_the_smallest_good_fraction():
 
 def test_ssdsgd_is_evaluated_on_its_global_weights():
     """Between pulls the replicas hold local drafts; the model SSD-SGD reports is the global one."""
-    from jaxsel.state import consensus, consensus_model_state
-    from jaxsel.train import TrainConfig, build_run, train
+    from jaxsel.core.state import consensus, consensus_model_state
+    from jaxsel.training.train import TrainConfig, build_run, train
 
     cfg = TrainConfig(strategy="ssdsgd", strategy_options={"k": 4, "warmup_steps": 2}, steps=9,
                       batch_size=8, eval_every=9, log_every=3, progress=False)

@@ -47,7 +47,7 @@ def env4(devices: int = 4) -> dict:
 def test_two_processes_match_one_process(tmp_path):
     from multihost_worker import configs, flat
 
-    from jaxsel.train import train
+    from jaxsel import train
 
     port = free_port()
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(port), "2", str(i), str(tmp_path)],

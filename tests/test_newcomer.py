@@ -80,7 +80,7 @@ def test_newcomer_runs_the_main_job_then_the_other_commands(newcomer):
 def test_the_default_data_dir_is_made_with_its_parents_a_given_one_is_not(tmp_path, monkeypatch):
     """jaxsel's own default gets its parents; a path the user typed keeps the one-leaf rule."""
     from jaxsel.data import sources
-    from jaxsel.paths import UnusablePath
+    from jaxsel.data.paths import UnusablePath
 
     default = tmp_path / "home" / ".cache" / "jaxsel" / "tfds"
     monkeypatch.setattr(sources, "DEFAULT_DATA_DIR", default)

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from jaxsel.cli import main as cli_main
-from jaxsel.options import OptionError, option_names
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from jaxsel.core.options import OptionError, option_names
+from jaxsel.strategies import STRATEGIES, build_strategy
 
 CONTEXT = dict(replicas=8, total_steps=20, steps_per_epoch=2, base_lr=0.1)
 
@@ -78,9 +78,9 @@ PLUGIN = textwrap.dedent('''
     import jax
 
     import jaxsel
-    from jaxsel.aggregate import Aggregator
-    from jaxsel.collectives import replica_max, replica_min
-    from jaxsel.triggers import Trigger, any_replica
+    from jaxsel.core.aggregate import Aggregator
+    from jaxsel.core.collectives import replica_max, replica_min
+    from jaxsel.core.triggers import Trigger, any_replica
 
 
     @dataclasses.dataclass(frozen=True)

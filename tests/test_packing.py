@@ -8,35 +8,24 @@ layout line says what runs where.
 import types
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 import jaxsel
-from jaxsel import parallel
-from jaxsel.parallel import LayoutError, choose_layout, describe_layout, plan_layout
-from jaxsel.strategies.registry import STRATEGIES, build_strategy
+from helpers import R, run, softmax_batches, softmax_loss, softmax_params
+from jaxsel.core import parallel
+from jaxsel.core.parallel import LayoutError, choose_layout, describe_layout, plan_layout
+from jaxsel.strategies import STRATEGIES, build_strategy
 
-R, B, D, C = 8, 3, 5, 3
+B = 3
 STEPS = 6
 CONTEXT = dict(replicas=R, total_steps=STEPS, steps_per_epoch=2, base_lr=0.1)
 LAYOUTS = (1, 2, 4, 8)
 
 
-def softmax_loss(params, batch):
-    logits = batch["x"] @ params["w"] + params["b"]
-    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
-
-
-def make_params():
-    return {"w": 0.1 * jax.random.normal(jax.random.key(0), (D, C)), "b": jnp.zeros(C)}
-
-
-def make_batches(steps=STEPS, seed=0):
-    rng = np.random.default_rng(seed)
-    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
-            for _ in range(steps)]
+def make_batches(steps=STEPS):
+    return softmax_batches(steps, b=B)
 
 
 def make(name):
@@ -53,14 +42,8 @@ def make(name):
 
 def train(strategy, devices, batches, local_replicas="auto"):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
-    opt = optax.sgd(0.1, momentum=0.9)
-    state = jaxsel.init_state(make_params(), opt, strategy, mesh)
-    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, local_replicas=local_replicas)
-    synced = []
-    for batch in batches:
-        state, metrics = step(state, batch)
-        synced.append(bool(metrics["synced"]))
-    return jax.device_get(state), synced
+    state, history = run(strategy, mesh, batches, local_replicas=local_replicas)
+    return jax.device_get(state), [bool(m["synced"]) for _, m in history]
 
 
 ALL = sorted(STRATEGIES) + ["selsync-median", "syncswitch-online", "fedavg-sampled", "localsgd-trimmed",
@@ -92,7 +75,7 @@ def test_every_local_loop_gives_the_same_step(name):
 
 
 def test_auto_unrolls_on_cpu():
-    from jaxsel.step import resolve_local_loop
+    from jaxsel.core.step import resolve_local_loop
 
     gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]))
     assert resolve_local_loop("auto", jaxsel.data_mesh(8, devices=1)) == "unroll"
@@ -102,7 +85,7 @@ def test_auto_unrolls_on_cpu():
 def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():
     batches = make_batches()
     state, _ = train(jaxsel.BSP(), 1, batches)
-    opt, params = optax.sgd(0.1, momentum=0.9), make_params()
+    opt, params = optax.sgd(0.1, momentum=0.9), softmax_params()
     opt_state = opt.init(params)
     for batch in batches:
         updates, opt_state = opt.update(jax.grad(softmax_loss)(params, batch), opt_state, params)
@@ -115,14 +98,14 @@ def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():
 def test_selsync_on_one_device_keeps_a_real_conditional():
     mesh = jaxsel.data_mesh(replicas=R, devices=1)
     strat, opt = jaxsel.SelSync(), optax.sgd(0.1)
-    state = jaxsel.init_state(make_params(), opt, strat, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strat, mesh)
     hlo = jaxsel.make_train_step(softmax_loss, opt, strat, mesh).lower(state, make_batches(1)[0]).compile().as_text()
     assert "conditional" in hlo
 
 
 def test_state_keeps_all_replicas_split_over_the_devices():
     mesh = jaxsel.data_mesh(replicas=R, devices=2)
-    state = jaxsel.init_state(make_params(), optax.sgd(0.1), jaxsel.SelSync(), mesh)
+    state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.SelSync(), mesh)
     for leaf in jax.tree.leaves(state.replace(step=None)):
         assert leaf.shape[0] == R and leaf.sharding.spec[0] == "data"
         assert {s.data.shape[0] for s in leaf.addressable_shards} == {R // 2}

@@ -9,10 +9,10 @@ import jax
 import numpy as np
 import pytest
 
+from jaxsel import TrainConfig, train
+from jaxsel.analysis.report import load_run, project
 from jaxsel.cli import main
-from jaxsel.report import load_run, project
-from jaxsel.strategies.registry import build_strategy
-from jaxsel.train import TrainConfig, train
+from jaxsel.strategies import build_strategy
 
 
 def run(tmp_path, strategy, **kw):

@@ -16,8 +16,8 @@ import pytest
 
 from run_hooks import trees_equal
 
+from jaxsel import TrainConfig, train
 from jaxsel.cli import main as cli_main
-from jaxsel.train import TrainConfig, train
 
 
 def config(root: Path, **kw) -> TrainConfig:
@@ -128,7 +128,7 @@ def test_run_directories_with_one_name_never_share_a_checkpoint_folder(tmp_path,
 
 
 def test_a_run_directory_of_an_earlier_jaxsel_resumes_from_its_former_default_folder(tmp_path, monkeypatch):
-    from jaxsel.run import resumed_settings
+    from jaxsel.training.run import resumed_settings
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x").mkdir()
@@ -152,7 +152,7 @@ def test_resume_with_more_steps_keeps_the_lr_milestones_where_they_were(tmp_path
 
 
 def test_milestones_that_never_fire_are_said(capsys):
-    from jaxsel.train import build_run
+    from jaxsel.training.train import build_run
 
     build_run(TrainConfig(strategy="bsp", steps=20, lr_schedule="milestones:0.5,1000", progress=False))
     said = warnings(capsys.readouterr().err)

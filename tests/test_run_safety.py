@@ -20,10 +20,10 @@ import pytest
 
 from run_hooks import signal_at, trees_equal
 
-from jaxsel.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
 from jaxsel.cli import main as cli_main
-from jaxsel.faults import TrainingInterrupted
-from jaxsel.train import TrainConfig, build_run, train
+from jaxsel.training.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
+from jaxsel.training.faults import TrainingInterrupted
+from jaxsel.training.train import TrainConfig, build_run, train
 
 
 def config(tmp_path, **kw):
@@ -47,7 +47,7 @@ def rows(path: Path) -> list[dict]:
 
 # 1. two runs on one directory ------------------------------------------------------------
 
-HOLD = ("import sys, time; from jaxsel.runlock import lock_run; lock_run(sys.argv[1], None); "
+HOLD = ("import sys, time; from jaxsel.training.runlock import lock_run; lock_run(sys.argv[1], None); "
         "print('locked', flush=True); time.sleep(600)")
 
 
@@ -69,7 +69,7 @@ def test_a_second_run_on_a_locked_dir_exits_2_naming_the_holder_and_a_stale_lock
 
 
 def test_a_checkpoint_dir_in_use_is_refused_too(tmp_path):
-    from jaxsel.runlock import RunLocked, lock_run
+    from jaxsel.training.runlock import RunLocked, lock_run
 
     with lock_run(None, tmp_path / "ck"):
         with pytest.raises(RunLocked, match=rf"checkpoint dir .* in use by process {os.getpid()}"):
@@ -174,7 +174,7 @@ def test_disk_full_is_one_line(tmp_path, capsys):
 FILL_THEN_TRAIN = """
 import os, sys, time
 from pathlib import Path
-import jaxsel.train as T
+import jaxsel.training.train as T
 from jaxsel.cli import main
 ck = Path(sys.argv[1])
 assemble = T.assemble_run
@@ -260,7 +260,7 @@ def test_impossible_requests_exit_2_with_one_line_within_seconds(args, expected,
 def test_checkpoints_that_cannot_fit_on_disk_are_refused_up_front(tmp_path, monkeypatch):
     import shutil
 
-    from jaxsel.config import ConfigError
+    from jaxsel.training.config import ConfigError
 
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12, 1000))
     with pytest.raises(ConfigError, match=r"checkpoints need about [\d.]+ MiB .* but 1000 bytes is free"):
@@ -268,12 +268,12 @@ def test_checkpoints_that_cannot_fit_on_disk_are_refused_up_front(tmp_path, monk
 
 
 def test_an_unexpected_error_prints_its_traceback_once_and_where_to_report(tmp_path, capsys, monkeypatch):
-    import jaxsel.train
+    import jaxsel.training.train
 
     def broken(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(jaxsel.train, "train", broken)
+    monkeypatch.setattr(jaxsel.training.train, "train", broken)
     code = cli_main(["train", "--steps", "2", "--no-progress", "--out", str(tmp_path / "out"), "--no-checkpoint"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("Traceback") == 1 and "RuntimeError: boom" in err

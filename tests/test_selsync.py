@@ -4,7 +4,7 @@ import optax
 import pytest
 
 import jaxsel
-from test_step import R, make_batches, make_params, softmax_loss
+from helpers import R, softmax_batches, softmax_loss, softmax_params
 
 import jax
 
@@ -32,10 +32,10 @@ def reference_selsync(s, window, alpha, delta, eps=1e-12):
 def run_selsync(mesh, steps, **kw):
     strategy = jaxsel.SelSync(**kw)
     opt = optax.sgd(0.5)
-    state = jaxsel.init_state(make_params(1), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(seed=1), opt, strategy, mesh)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
     out = []
-    for batch in make_batches(steps, seed=3):
+    for batch in softmax_batches(steps, seed=3):
         state, m = step(state, batch)
         out.append(jax.device_get(m))
     s = np.stack([m["grad_norm"] for m in out]).astype(np.float64)
@@ -81,9 +81,9 @@ def test_zero_gradients_do_not_produce_nan(mesh):
     strategy = jaxsel.SelSync(delta=0.5, window=2)
     opt = optax.sgd(0.1)
     zero_loss = lambda p, b: 0.0 * (b["x"] @ p["w"]).sum()
-    state = jaxsel.init_state(make_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
     step = jaxsel.make_train_step(zero_loss, opt, strategy, mesh)
-    for t, batch in enumerate(make_batches(6)):
+    for t, batch in enumerate(softmax_batches(6)):
         state, m = step(state, batch)
         if t >= 3:
             assert np.isfinite(np.asarray(m["delta"])).all()
@@ -96,12 +96,12 @@ def test_sync_step_averages_params_then_applies_own_gradient(mesh):
     opt = optax.sgd(0.1)
     params = {"w": np.random.default_rng(0).normal(size=(R, 5, 3)).astype(np.float32),
               "b": np.zeros((R, 3), np.float32)}
-    state = jaxsel.init_state(make_params(), opt, strategy, mesh)
-    from jaxsel.parallel import replica_sharding
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    from jaxsel.core.parallel import replica_sharding
 
     state = state.replace(params=jax.device_put(params, replica_sharding(mesh)))
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
-    batch = make_batches(1)[0]
+    batch = softmax_batches(1)[0]
     new, m = step(state, batch)
     assert bool(m["synced"])
     mean_w = params["w"].mean(0)
@@ -119,14 +119,15 @@ def _all_reduces(strategy, mesh) -> int:
 
     opt = optax.sgd(0.1)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
-    text = step.lower(jaxsel.init_state(make_params(), opt, strategy, mesh), make_batches(1)[0]).compile().as_text()
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    text = step.lower(state, softmax_batches(1)[0]).compile().as_text()
     return len(re.findall(r" all-reduce(?:-start)?\(", text[text.index("ENTRY"):]))
 
 
 def test_the_vote_shares_the_loss_all_reduce(mesh):
     """SelSync's vote rides in the all-reduce the loss mean needs anyway: a step that stays
     local runs as many collectives as a plain local step (see BENCHMARKS.md)."""
-    from jaxsel.triggers import Never
+    from jaxsel.core.triggers import Never
 
     local = jaxsel.TriggeredStrategy(trigger=Never(), sync="params", name="local")
     assert _all_reduces(jaxsel.SelSync(delta=0.3, window=3), mesh) == _all_reduces(local, mesh) == 1

@@ -2,49 +2,22 @@
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 import jaxsel
-from jaxsel.triggers import Trigger
+from helpers import R, run, softmax_batches, softmax_loss, softmax_params
+from jaxsel.core.triggers import Trigger
 
-R, B, D, C = 8, 4, 5, 3
-
-
-def softmax_loss(params, batch):
-    logits = batch["x"] @ params["w"] + params["b"]
-    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
-
-
-def make_params(seed=0):
-    k = jax.random.key(seed)
-    return {"w": 0.1 * jax.random.normal(k, (D, C)), "b": jnp.zeros(C)}
-
-
-def make_batches(steps, seed=0):
-    rng = np.random.default_rng(seed)
-    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
-            for _ in range(steps)]
-
-
-def run(strategy, mesh, batches, opt=None, params=None):
-    opt = opt or optax.sgd(0.1, momentum=0.9)
-    state = jaxsel.init_state(params or make_params(), opt, strategy, mesh)
-    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
-    history = []
-    for batch in batches:
-        state, metrics = step(state, batch)
-        history.append((jax.device_get(state.params), jax.device_get(metrics)))
-    return state, history
+B, D, C = 4, 5, 3   # helpers' default sizes
 
 
 def test_bsp_equals_single_device_on_concatenated_batch(mesh):
-    batches = make_batches(5)
+    batches = softmax_batches(5)
     state, _ = run(jaxsel.BSP(), mesh, batches)
     opt = optax.sgd(0.1, momentum=0.9)
-    params = make_params()
+    params = softmax_params()
     opt_state = opt.init(params)
     for batch in batches:  # one device, the whole N*b batch
         grads = jax.grad(softmax_loss)(params, batch)
@@ -57,7 +30,7 @@ def test_bsp_equals_single_device_on_concatenated_batch(mesh):
 
 
 def test_bsp_replicas_identical_and_bytes_counted(mesh):
-    state, history = run(jaxsel.BSP(), mesh, make_batches(3))
+    state, history = run(jaxsel.BSP(), mesh, softmax_batches(3))
     w = np.asarray(state.params["w"])
     assert all(np.array_equal(w[0], w[r]) for r in range(R))
     metrics = history[-1][1]
@@ -70,11 +43,11 @@ def test_bsp_replicas_identical_and_bytes_counted(mesh):
 def test_without_the_grad_norm_metric_the_trajectory_is_unchanged(mesh, strategy):
     """`grad_norm_metric=False` drops the metric, never what the strategy reads (SelSync's
     trigger still sees the norm and syncs on the same steps)."""
-    batches = make_batches(6)
+    batches = softmax_batches(6)
     opt = optax.sgd(0.1, momentum=0.9)
     results = []
     for metric in (True, False):
-        state = jaxsel.init_state(make_params(), opt, strategy, mesh)
+        state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
         step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, grad_norm_metric=metric)
         synced = []
         for batch in batches:
@@ -89,13 +62,13 @@ def test_without_the_grad_norm_metric_the_trajectory_is_unchanged(mesh, strategy
 
 
 def test_nonfinite_guard_without_grad_norm_checks_the_loss(mesh):
-    from jaxsel.faults import guard_nonfinite
+    from jaxsel.training.faults import guard_nonfinite
 
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(make_params(), opt, jaxsel.BSP(), mesh)
+    state = jaxsel.init_state(softmax_params(), opt, jaxsel.BSP(), mesh)
     step = guard_nonfinite(jaxsel.make_train_step(softmax_loss, opt, jaxsel.BSP(), mesh, grad_norm_metric=False),
                            donate=False)
-    batch = make_batches(1)[0]
+    batch = softmax_batches(1)[0]
     before = jax.device_get(state.params)
     bad = {**batch, "x": np.full_like(batch["x"], np.nan)}
     state, metrics = step(state, bad)
@@ -107,9 +80,9 @@ def test_nonfinite_guard_without_grad_norm_checks_the_loss(mesh):
 
 def test_localsgd_identical_after_sync_and_different_between(mesh):
     period = 3
-    _, history = run(jaxsel.LocalSGD(period=period), mesh, make_batches(9))
-    for t, (params, metrics) in enumerate(history):
-        w = params["w"]
+    _, history = run(jaxsel.LocalSGD(period=period), mesh, softmax_batches(9))
+    for t, (state, metrics) in enumerate(history):
+        w = state.params["w"]
         same = all(np.array_equal(w[0], w[r]) for r in range(R))
         if (t + 1) % period == 0:
             assert bool(metrics["synced"]) and same, f"step {t}: replicas differ right after a sync"
@@ -121,13 +94,13 @@ def test_localsgd_identical_after_sync_and_different_between(mesh):
 
 def test_localsgd_sync_is_the_mean_of_locally_updated_params(mesh):
     """At a sync step each replica updates locally, then parameters are averaged."""
-    batches = make_batches(2)
+    batches = softmax_batches(2)
     _, history = run(jaxsel.LocalSGD(period=2), mesh, batches, opt=optax.sgd(0.1))
-    before = history[0][0]
+    before = history[0][0].params
     grads = [jax.grad(softmax_loss)({k: v[r] for k, v in before.items()},
                                     {k: v[r * B:(r + 1) * B] for k, v in batches[1].items()}) for r in range(R)]
     expect = np.mean([before["w"][r] - 0.1 * np.asarray(grads[r]["w"]) for r in range(R)], axis=0)
-    np.testing.assert_allclose(history[1][0]["w"][3], expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(history[1][0].params["w"][3], expect, rtol=1e-5, atol=1e-6)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +114,14 @@ class PerReplicaTrigger(Trigger):
 def test_non_replicated_trigger_raises_at_trace_time(mesh):
     strategy = jaxsel.TriggeredStrategy(trigger=PerReplicaTrigger(), sync="params", name="bad")
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(make_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
     with pytest.raises(jaxsel.NonReplicatedDecisionError, match="varies across the 'data' axis"):
-        step.lower(state, make_batches(1)[0])
+        step.lower(state, softmax_batches(1)[0])
 
 
 def test_consensus_is_replica_mean(mesh):
-    state, _ = run(jaxsel.LocalSGD(period=100), mesh, make_batches(2))
+    state, _ = run(jaxsel.LocalSGD(period=100), mesh, softmax_batches(2))
     np.testing.assert_allclose(np.asarray(jaxsel.consensus(state)["w"]),
                                np.asarray(state.params["w"]).mean(0), rtol=1e-6)
     div = float(jaxsel.divergence(state.params))
@@ -176,12 +149,12 @@ def test_bad_strategy_arguments():
 
 def test_a_state_used_with_another_strategy_or_optimizer_is_named_at_trace_time(mesh):
     sgd = optax.sgd(0.1, momentum=0.9)
-    bsp_state = jaxsel.init_state(make_params(), sgd, jaxsel.BSP(), mesh)
-    batch = make_batches(1)[0]
+    bsp_state = jaxsel.init_state(softmax_params(), sgd, jaxsel.BSP(), mesh)
+    batch = softmax_batches(1)[0]
     with pytest.raises(TypeError, match=r"strategy state is TriggeredState\(trigger=\(\), .*SelSync keeps "
                                         r"TriggeredState\(trigger=SignificanceState"):
         jaxsel.make_train_step(softmax_loss, sgd, jaxsel.SelSync(), mesh)(bsp_state, batch)
-    adam_state = jaxsel.init_state(make_params(), optax.adam(0.1), jaxsel.BSP(), mesh)
+    adam_state = jaxsel.init_state(softmax_params(), optax.adam(0.1), jaxsel.BSP(), mesh)
     with pytest.raises(TypeError, match=r"optimizer state is \(ScaleByAdamState.*this optimizer keeps \(TraceState"):
         jaxsel.make_train_step(softmax_loss, sgd, jaxsel.BSP(), mesh)(adam_state, batch)
     with pytest.raises(TypeError, match=r"consensus: the state's strategy state is TriggeredState.*DiLoCo keeps "
@@ -203,8 +176,8 @@ def test_make_train_step_needs_a_strategy_instance(mesh, strategy, named):
 
 def test_a_batch_that_does_not_split_over_the_replicas_is_named(mesh):
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(make_params(), opt, jaxsel.BSP(), mesh)
-    batch = {k: v[:12] for k, v in make_batches(1)[0].items()}
+    state = jaxsel.init_state(softmax_params(), opt, jaxsel.BSP(), mesh)
+    batch = {k: v[:12] for k, v in softmax_batches(1)[0].items()}
     with pytest.raises(ValueError, match=r"batch\['x'\] has shape \(12, 5\): its leading dimension must be a "
                                          r"multiple of the 8 replicas"):
         jaxsel.make_train_step(softmax_loss, opt, jaxsel.BSP(), mesh)(state, batch)

@@ -7,14 +7,15 @@ import numpy as np
 import optax
 import pytest
 
+import helpers
 import jaxsel
-from jaxsel.strategies import TriggeredStrategy
+from helpers import R, identical, softmax_batches
+from jaxsel.core.options import OptionError
+from jaxsel.core.triggers import Never
+from jaxsel.strategies import TriggeredStrategy, build_strategy
 from jaxsel.strategies.fragments import split_leaves
-from jaxsel.strategies.registry import build_strategy
-from jaxsel.options import OptionError
-from jaxsel.triggers import Never
 
-R, B, D, K, C = 8, 4, 5, 4, 3
+D, K, C = 5, 4, 3   # D, C: the batches (helpers' default sizes)
 LR = 0.1
 # tree order of the model's leaves: b1 (K), w1 (D x K), w2 (K x C); float32 bytes each
 LEAF_BYTES = [4 * K, 4 * D * K, 4 * K * C]
@@ -30,29 +31,12 @@ def init_params():
     return {"w1": 0.5 * jax.random.normal(k1, (D, K)), "b1": jnp.zeros(K), "w2": 0.5 * jax.random.normal(k2, (K, C))}
 
 
-def batches(steps, seed=0):
-    rng = np.random.default_rng(seed)
-    return [{"x": rng.normal(size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
-            for _ in range(steps)]
-
-
 def run(strategy, mesh, data, opt=None):
-    opt = opt or optax.sgd(LR, momentum=0.9)
-    state = jaxsel.init_state(init_params(), opt, strategy, mesh)
-    step = jaxsel.make_train_step(loss_fn, opt, strategy, mesh)
-    history = []
-    for batch in data:
-        state, metrics = step(state, batch)
-        history.append((jax.device_get(state), jax.device_get(metrics)))
-    return state, history
+    return helpers.run(strategy, mesh, data, loss=loss_fn, params=init_params(), opt=opt)
 
 
 def leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
-
-
-def identical(x):
-    return all(np.array_equal(x[0], x[r]) for r in range(R))
 
 
 def due(t, p, H, P):
@@ -105,7 +89,7 @@ def test_period_sets_h_and_describe_names_h_p_alpha():
 
 @pytest.mark.parametrize("compress", [None, "int8"])
 def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh, compress):
-    data = batches(8)
+    data = softmax_batches(8)
     _, ref = run(jaxsel.DiLoCo(inner_steps=3, compress=compress), mesh, data)
     _, got = run(jaxsel.StreamingDiLoCo(inner_steps=3, fragments=1, alpha=1.0, compress=compress), mesh, data)
     for t, ((a, ma), (b, mb)) in enumerate(zip(ref, got)):
@@ -126,7 +110,7 @@ def test_each_fragment_syncs_on_its_own_steps_and_moves_its_own_bytes(mesh, H, P
     T = 3 * H
     strat = jaxsel.StreamingDiLoCo(inner_steps=H, fragments=P, fragment_by=fragment_by)
     plan = strat.plan(init_params())
-    _, hist = run(strat, mesh, batches(T))
+    _, hist = run(strat, mesh, softmax_batches(T))
     glob_before = [np.broadcast_to(x, (R,) + x.shape) for x in leaves(init_params())]
     for t, (state, m) in enumerate(hist):
         syncing = [p for p in range(P) if due(t, p, H, P)]
@@ -149,7 +133,7 @@ def test_each_fragment_syncs_on_its_own_steps_and_moves_its_own_bytes(mesh, H, P
 
 def test_the_run_is_evaluated_on_the_global_weights(mesh):
     strat = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2)
-    state, _ = run(strat, mesh, batches(3))
+    state, _ = run(strat, mesh, softmax_batches(3))
     for c, g in zip(leaves(jaxsel.consensus(state, strat)), leaves(state.strategy_state.global_params)):
         np.testing.assert_allclose(c, g[0], rtol=1e-6)   # the same on every replica; a mean of equal floats
 
@@ -158,7 +142,7 @@ def test_the_run_is_evaluated_on_the_global_weights(mesh):
 
 def test_a_blended_sync_matches_a_numpy_reference(mesh):
     """H = 2, P = 2: fragment 0 (b1, w1) syncs after step 1, fragment 1 (w2) after step 2."""
-    alpha, outer_lr, mom, data = 0.3, 0.7, 0.9, batches(2, seed=3)
+    alpha, outer_lr, mom, data = 0.3, 0.7, 0.9, softmax_batches(2, seed=3)
     strat = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2, alpha=alpha, outer_lr=outer_lr, outer_momentum=mom)
     _, hist = run(strat, mesh, data)
     _, apart = run(TriggeredStrategy(trigger=Never(), sync="model"), mesh, data)   # the local drafts
@@ -200,7 +184,7 @@ def test_each_fragment_has_its_own_guarded_collective_over_its_own_tensors(mesh)
     strat, opt = jaxsel.StreamingDiLoCo(inner_steps=3, fragments=3), optax.sgd(LR)
     state = jaxsel.init_state(init_params(), opt, strat, mesh)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
-    found = list(sync_conds(jax.make_jaxpr(step)(state, batches(1)[0]).jaxpr))
+    found = list(sync_conds(jax.make_jaxpr(step)(state, softmax_batches(1)[0]).jaxpr))
     assert found == [{(K,)}, {(D, K)}, {(K, C)}]   # b1, w1, w2: fragments 0, 1, 2 in turn
 
 
@@ -217,7 +201,7 @@ def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state)
     strat, opt = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2, sync_model_state=sync_model_state), optax.sgd(LR)
     state = jaxsel.init_state(init_params(), opt, strat, mesh, model_state={"mu": jnp.zeros(D)})
     step = jaxsel.make_train_step(stateful_loss, opt, strat, mesh, stateful=True)
-    for t, batch in enumerate(batches(4)):   # fragment 0 syncs after steps 1 and 3, fragment 1 after 2
+    for t, batch in enumerate(softmax_batches(4)):   # fragment 0 syncs after steps 1 and 3, fragment 1 after 2
         state, m = step(state, batch)
         extra = 4 * D if sync_model_state and t in (1, 3) else 0
         fragment_bytes = {1: LEAF_BYTES[0] + LEAF_BYTES[1], 2: LEAF_BYTES[2], 3: LEAF_BYTES[0] + LEAF_BYTES[1]}
@@ -226,7 +210,7 @@ def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state)
 
 
 def test_a_run_shorter_than_the_first_round_is_warned_about():
-    from jaxsel.sync_horizon import never_syncs_warning
+    from jaxsel.training.sync_horizon import never_syncs_warning
 
     line = never_syncs_warning(jaxsel.StreamingDiLoCo(inner_steps=100), 50)
     assert line and "\n" not in line and "first fires after step 100" in line and "outer step" in line

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from jaxsel.supervisor import ENV, EXIT_PEER_LOST, available
+from jaxsel.training.supervisor import ENV, EXIT_PEER_LOST, available
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="supervision is Linux-only")
 
-SUPERVISOR = "import sys; from jaxsel.supervisor import supervise; sys.exit(supervise(sys.argv[1:], 'process 0 of 2'))"
+SUPERVISOR = ("import sys; from jaxsel.training.supervisor import supervise; "
+              "sys.exit(supervise(sys.argv[1:], 'process 0 of 2'))")
 
 
 def child(code: str) -> list[str]:

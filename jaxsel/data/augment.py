@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..parallel import AXIS, replicas_per_device
+from ..core.parallel import AXIS, replicas_per_device
 from .catalog import DatasetSpec
 
 

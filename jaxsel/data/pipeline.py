@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow_datasets as tfds
 
-from .. import parallel
+from ..core import parallel
 from .augment import make_device_transform, normalize_np, with_device_transform
 from .catalog import DatasetSpec
 from .injection import Injection, parse_injection

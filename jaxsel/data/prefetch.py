@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterable, Iterator
 
-from .. import parallel
+from ..core import parallel
 
 
 def prefetch_to_device(batches: Iterable[tuple[int, dict]], mesh, size: int = 2) -> Iterator[tuple[int, dict]]:

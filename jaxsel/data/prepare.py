@@ -15,8 +15,8 @@ from pathlib import Path
 
 import tensorflow_datasets as tfds
 
-from ..paths import readable_path, undo_created
 from .locking import dataset_lock, remove_stale_incomplete
+from .paths import readable_path, undo_created
 from .sources import _quiet_tfds, ensure_built, ensure_data_dir, resolve_data_dir, spec_of
 
 # what --from points at, per dataset (shown in errors and in `jaxsel datasets`)

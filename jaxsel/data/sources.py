@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ..paths import writable_dir
 from .catalog import CATALOG, DatasetSpec  # noqa: F401  (DatasetSpec re-exported)
 from .locking import dataset_lock, remove_stale_incomplete
+from .paths import writable_dir
 
 DEFAULT_DATA_DIR = Path(os.environ.get("JAXSEL_DATA_DIR", Path.home() / ".cache" / "jaxsel" / "tfds"))
 
@@ -58,7 +58,7 @@ def ensure_data_dir(data_dir: str | os.PathLike | None, *, quiet: bool = True) -
 
     jaxsel's own default (~/.cache/jaxsel/tfds, or JAXSEL_DATA_DIR) is created with its
     parents: a new machine has no ~/.cache. A directory the user typed keeps the rule of
-    `jaxsel.paths.writable_dir`: only its last component is created. The default may
+    `jaxsel.data.paths.writable_dir`: only its last component is created. The default may
     arrive already resolved (the CLI passes paths on), so it is recognised by value.
     """
     root = resolve_data_dir(data_dir)
@@ -90,7 +90,7 @@ def ensure_built(name: str, data_dir: str | os.PathLike | None = None, **options
     """Build an embedded dataset into `data_dir` once (offline); return the data dir.
 
     Safe when several processes call it at once (a file lock; see locking.py). A data dir
-    that cannot be created or written raises `jaxsel.paths.UnusablePath` (one line).
+    that cannot be created or written raises `jaxsel.data.paths.UnusablePath` (one line).
     """
     root = resolve_data_dir(data_dir)
     with _quiet_tfds():   # a first look at an empty data dir is no cause for a warning

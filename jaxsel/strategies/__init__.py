@@ -1,16 +1,19 @@
-"""One module per method, each a trigger x what-is-synced x aggregator on the sync core."""
-from ..sync import NonReplicatedDecisionError, StepContext, Strategy
+"""One module per method, each a trigger x what-is-synced x aggregator on the sync core.
+
+Importing this package registers every built-in strategy by name (`STRATEGIES`);
+`build_strategy` builds one from its name and options.
+"""
+from ..core.sync import STRATEGIES, NonReplicatedDecisionError, StepContext, Strategy
 from .bsp import BSP
+from .build import build_strategy, register_strategy
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
 from .postlocal import PostLocalSGD
-from .registry import STRATEGIES, build_strategy, register_strategy
 from .selsync import SelSync
 from .ssdsgd import SSDSGD
 from .ssp import ASP, SSP
 from .streaming_diloco import StreamingDiLoCo
 from .superstep import Superstep
 from .syncswitch import SyncSwitch, feed_step_times
-from .syncswitch_search import FractionSearch, search_bsp_fraction
 from .triggered import Triggered, TriggeredStrategy

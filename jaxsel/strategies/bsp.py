@@ -4,11 +4,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..aggregate import get_aggregator
-from ..triggers import Always
+from ..core.aggregate import get_aggregator
+from ..core.sync import STRATEGIES
+from ..core.triggers import Always
 from .triggered import Triggered
 
 
+@STRATEGIES.register("bsp")
 @dataclasses.dataclass(frozen=True)
 class BSP(Triggered):
     """Bulk-synchronous parallel. With N replicas on batches of b it equals one device

@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import compression
-from ..aggregate import Bound, get_aggregator
-from ..sync import StepResult, Strategy, Timing, local_update, sync_where
-from ..triggers import Periodic
+from ..core import compression
+from ..core.aggregate import Bound, get_aggregator
+from ..core.sync import STRATEGIES, StepResult, Strategy, Timing, local_update, sync_where
+from ..core.triggers import Periodic
 from .triggered import Synced
 
 
@@ -87,6 +87,7 @@ class DiLoCoState(NamedTuple):
     outer_opt: Any       # the outer optimizer's state
 
 
+@STRATEGIES.register("diloco")
 @dataclasses.dataclass(frozen=True)
 class DiLoCo(OuterLoop, Strategy):
     """inner_steps: H; the outer loop's options (OuterLoop)."""

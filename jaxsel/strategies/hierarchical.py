@@ -34,44 +34,15 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..collectives import Groups
-from ..sync import StepResult, Strategy, SyncReport, Timing
-from .triggered import Triggered, TriggeredState, update
+from ..core.collectives import Groups
+from ..core.sync import STRATEGIES, StepResult, Strategy, SyncReport, Timing
+from .build import build_level
+from .triggered import TriggeredState, update
 
 
 class HierarchicalState(NamedTuple):
     inner: TriggeredState   # the group level's trigger state (and sample counter)
     outer: TriggeredState   # the all-replica level's
-
-
-def is_level_strategy(strategy) -> bool:
-    """A plain trigger x sync mode x aggregator strategy (its step is `Triggered.apply`)."""
-    return isinstance(strategy, Triggered) and type(strategy).apply is Triggered.apply
-
-
-def level_names() -> list[str]:
-    """The registered strategies a level may be."""
-    from .registry import STRATEGIES
-
-    return [name for name, cls in STRATEGIES.items()
-            if issubclass(cls, Triggered) and cls.apply is Triggered.apply]
-
-
-def _level(level: str, spec, options: dict):
-    """The level's strategy from a registered name (and its options) or itself."""
-    if isinstance(spec, str):
-        if spec not in level_names():
-            raise ValueError(f"{level}={spec!r} is not a trigger-based strategy; choose one of "
-                             f"{', '.join(level_names())}")
-        from .registry import build_strategy
-
-        spec = build_strategy(spec, options)
-    elif options:
-        raise ValueError(f"{level}_options {sorted(options)} given with a built {level} strategy")
-    if not is_level_strategy(spec):
-        raise ValueError(f"{level} must be a trigger-based strategy ({', '.join(level_names())}), "
-                         f"got {getattr(spec, 'name', type(spec).__name__)}")
-    return spec
 
 
 def _and_not(a, b):
@@ -89,6 +60,7 @@ def _or(a, b):
     return jnp.logical_or(a, b)
 
 
+@STRATEGIES.register("hierarchical")
 @dataclasses.dataclass(frozen=True)
 class Hierarchical(Strategy):
     """inner: the group level (a strategy or a registered name: bsp, localsgd, fedavg,
@@ -106,7 +78,7 @@ class Hierarchical(Strategy):
 
     def __post_init__(self):
         for level in self.levels:
-            object.__setattr__(self, level, _level(level, getattr(self, level), getattr(self, f"{level}_options")))
+            object.__setattr__(self, level, build_level(level, getattr(self, level), getattr(self, f"{level}_options")))
             object.__setattr__(self, f"{level}_options", {})
         g = self.groups
         if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):

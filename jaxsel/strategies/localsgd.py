@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..aggregate import Aggregator, ClientSampled, get_aggregator
-from ..triggers import Periodic
+from ..core.aggregate import Aggregator, ClientSampled, get_aggregator
+from ..core.sync import STRATEGIES
+from ..core.triggers import Periodic
 from .triggered import Triggered
 
 
+@STRATEGIES.register("localsgd")
 @dataclasses.dataclass(frozen=True)
 class LocalSGD(Triggered):
     """Every replica applies its own update each step; after every `period`-th update
@@ -35,6 +37,7 @@ class LocalSGD(Triggered):
         return f"{super().describe()} (period {self.period})"
 
 
+@STRATEGIES.register("fedavg")
 @dataclasses.dataclass(frozen=True)
 class FedAvg(LocalSGD):
     """Federated averaging (McMahan et al.): rounds of `period` local steps, then the

@@ -12,13 +12,14 @@ from typing import Any, ClassVar
 
 import jax.numpy as jnp
 
-from .. import compression
-from ..aggregate import Bound, get_aggregator
-from ..sync import StepResult, Timing
-from ..triggers import Before, Periodic
+from ..core import compression
+from ..core.aggregate import Bound, get_aggregator
+from ..core.sync import STRATEGIES, StepResult, Timing
+from ..core.triggers import Before, Periodic
 from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
 
 
+@STRATEGIES.register("postlocal")
 @dataclasses.dataclass(frozen=True)
 class PostLocalSGD(Triggered):
     """switch_step: first local step (None: half of `total_steps`); period: local SGD's

@@ -4,11 +4,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..aggregate import get_aggregator
-from ..triggers import Significance
+from ..core.aggregate import get_aggregator
+from ..core.sync import STRATEGIES
+from ..core.triggers import Significance
 from .triggered import Triggered
 
 
+@STRATEGIES.register("selsync")
 @dataclasses.dataclass(frozen=True)
 class SelSync(Triggered):
     """Tyagi & Swany (CLUSTER'23). Each replica votes from a windowed EWMA of the relative

@@ -30,9 +30,9 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..aggregate import get_aggregator
-from ..sync import StepResult, Strategy, Timing, local_cond, local_update, sync_where, tree_where
-from ..triggers import AnyOf, Before, Periodic
+from ..core.aggregate import get_aggregator
+from ..core.sync import STRATEGIES, StepResult, Strategy, Timing, local_cond, local_update, sync_where, tree_where
+from ..core.triggers import AnyOf, Before, Periodic
 
 
 class SSDState(NamedTuple):
@@ -41,6 +41,7 @@ class SSDState(NamedTuple):
     local_opt: Any       # the local steps' own optimizer state
 
 
+@STRATEGIES.register("ssdsgd")
 @dataclasses.dataclass(frozen=True)
 class SSDSGD(Strategy):
     """k: pull period; warmup_steps: BSP steps first (None: one epoch when the loop

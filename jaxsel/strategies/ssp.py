@@ -20,8 +20,8 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from ..aggregate import Mean
-from ..sync import StepResult, Strategy, Timing, local_update, sync_where
+from ..core.aggregate import Mean
+from ..core.sync import STRATEGIES, StepResult, Strategy, Timing, local_update, sync_where
 from .staleness import init_ring, resolve_staleness, stale_gradient
 
 
@@ -52,6 +52,7 @@ class Stale(Strategy):
         return StepResult(rs.replace(params=params, opt_state=opt_state, strategy_state=ring), report)
 
 
+@STRATEGIES.register("ssp")
 @dataclasses.dataclass(frozen=True)
 class SSP(Stale):
     """Stale-synchronous parallel, emulated. staleness: s >= 0, or None for ASP (s = N - 1);
@@ -78,6 +79,7 @@ class SSP(Stale):
         return f"{self.name} (emulated, s={s})"
 
 
+@STRATEGIES.register("asp")
 @dataclasses.dataclass(frozen=True)
 class ASP(Stale):
     """Asynchronous parallel, emulated as SSP with the largest staleness s = N - 1."""

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..aggregate import Sum
-from ..sync import StepContext, SyncReport, sync_where
+from ..core.aggregate import Sum
+from ..core.sync import StepContext, SyncReport, sync_where
 
 
 class StaleRing(NamedTuple):

@@ -28,10 +28,10 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
-from .. import compression
-from ..aggregate import Bound
-from ..sync import StepResult, Strategy, SyncReport, local_update, sync_where
-from ..triggers import Periodic
+from ..core import compression
+from ..core.aggregate import Bound
+from ..core.sync import STRATEGIES, StepResult, Strategy, SyncReport, local_update, sync_where
+from ..core.triggers import Periodic
 from .diloco import OuterLoop
 from .fragments import check_rule, put, split_leaves, take
 from .triggered import Synced
@@ -51,6 +51,7 @@ class FragmentState(NamedTuple):
     model_state: Any
 
 
+@STRATEGIES.register("streamingdiloco")
 @dataclasses.dataclass(frozen=True)
 class StreamingDiLoCo(OuterLoop, Strategy):
     """inner_steps: H; fragments: P; alpha: weight of the synchronized fragment in the

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..aggregate import get_aggregator
-from ..triggers import Periodic
+from ..core.aggregate import get_aggregator
+from ..core.sync import STRATEGIES
+from ..core.triggers import Periodic
 from .triggered import Triggered
 
 
+@STRATEGIES.register("superstep")
 @dataclasses.dataclass(frozen=True)
 class Superstep(Triggered):
     """Sync every `epochs` epochs (fractions allowed; at least every step). The training

@@ -24,7 +24,7 @@ that step's averaged gradient, then parameters and optimizer state are averaged 
 restarts from one model, as a parameter server's single copy would.
 
 Step times for the online policy: `step_times="simulated"` draws slowdowns once from
-`jaxsel.stragglers` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
+`jaxsel.costmodel.stragglers` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
 projection with that seed charges) and feeds step t the times of step t - 1, the last
 ones a real worker could have measured; `step_times="state"` reads
 the monitor state's `step_time`, which the training loop fills before each step with
@@ -45,10 +45,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..aggregate import Mean, get_aggregator
-from ..collectives import replica_gather, replica_index, replica_max
-from ..sync import StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where, \
-    tree_where
+from ..core.aggregate import Mean, get_aggregator
+from ..core.collectives import replica_gather, replica_index, replica_max
+from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where,
+                         tree_where)
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
 POLICIES = ("offline", "online")
@@ -104,18 +104,19 @@ def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.
     """(total_steps + 1, n) step-time factors: step t sees the draws of step t - 1 (the
     last ones a real worker could have measured); step 0 saw nothing yet. The same draws a
     cost-model projection with that seed charges."""
-    from ..stragglers import straggler_factors
+    from ..costmodel.stragglers import straggler_factors
 
     return np.vstack([np.ones((1, n)), straggler_factors(stragglers, total_steps, n, seed)])
 
 
+@STRATEGIES.register("syncswitch")
 @dataclasses.dataclass(frozen=True)
 class SyncSwitch(Strategy):
     """Hybrid BSP / emulated-ASP training (see the module docstring).
 
     offline: `switch_step` (first asynchronous step), or `bsp_fraction` x `total_steps`.
     online:  `straggler_factor`, `straggler_steps`, `step_times`, and for simulated times
-             `stragglers` (a jaxsel.stragglers spec, e.g. "transient:probability=0.05,factor=4"),
+             `stragglers` (a jaxsel.costmodel.stragglers spec, e.g. "transient:probability=0.05,factor=4"),
              `total_steps`, `seed`.
     """
 
@@ -152,7 +153,7 @@ class SyncSwitch(Strategy):
             if self.total_steps is None or int(self.total_steps) < 1:
                 raise ValueError("online SyncSwitch with simulated step times needs total_steps >= 1, "
                                  f"got {self.total_steps!r}")
-            from ..stragglers import get_stragglers
+            from ..costmodel.stragglers import get_stragglers
 
             get_stragglers(self.stragglers)  # validate the spec now, not at trace time
 

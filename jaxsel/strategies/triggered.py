@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from .. import compression
-from ..aggregate import Aggregator, Bound, get_aggregator
-from ..sync import StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync, sync_where
-from ..sync_horizon import UNKNOWN, first_sync_step
-from ..triggers import Trigger, get_trigger
+from ..core import compression
+from ..core.aggregate import Aggregator, Bound, get_aggregator
+from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync,
+                         sync_where)
+from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -86,7 +86,7 @@ def update(rs, grads, ctx):
 class Triggered(Strategy):
     """Base of the trigger x what x aggregator strategies. Subclasses provide `trigger`,
     `sync` (one of SYNC_MODES), `aggregator`, `sync_model_state`, `sync_opt_state` and
-    `compress` (a payload codec of `jaxsel.compression`, or None)."""
+    `compress` (a payload codec of `jaxsel.core.compression`, or None)."""
 
     sync_opt_state: bool = False
     compress: str | None = None
@@ -171,6 +171,7 @@ def check_mode(sync: str) -> None:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
 
 
+@STRATEGIES.register("triggered")
 @dataclasses.dataclass(frozen=True)
 class TriggeredStrategy(Triggered):
     """Any trigger with any aggregator: `TriggeredStrategy(trigger=Periodic(10),

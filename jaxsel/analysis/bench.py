@@ -1,0 +1,421 @@
+"""Step-time overheads of jaxsel, measured side by side in one process.
+
+Four ratios answer "what does jaxsel's machinery cost?":
+  selsync_local_over_local  a SelSync step that stays local / a plain local step: the price
+                            of the on-device significance test and its 4-byte vote;
+  selsync_sync_over_bsp     a SelSync step that syncs (parameter averaging) / a BSP step;
+  bsp_over_minimal          jaxsel's BSP step / the hand-written shard_map + pmean SGD step
+                            an expert would write: the price of the framework itself;
+  async_dispatch            steps/s reading metrics every `log_every` steps / every step:
+                            what asynchronous dispatch buys the training loop.
+and, with `packed` replicas (default 8) on one device (the accelerator's, or CPU device 0):
+  packed_selsync_local_over_local  the first ratio with the replicas packed on one device.
+One more, without a target, locates the BSP overhead:
+  bsp_lean_over_minimal     the BSP step built with `grad_norm_metric=False` / the minimal one.
+Variants are warmed up (compiled) first, then timed round-robin (A B C ... A B C ...) one
+blocked step at a time so drift hits all of them alike; medians are reported.
+
+`dtype="bf16"` runs every variant in the mixed precision the throughput script uses
+(`jaxsel.analysis.precision`: bf16 compute, fp32 parameters and optimizer state). `hlo=True` also
+counts each variant's compiled program (fusions and other ops of its entry computation:
+on a GPU each is about one kernel launch), which is where a fixed per-step cost shows.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import re
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ..core.parallel import AXIS, data_mesh, describe_layout, global_batch, num_replicas
+from ..core.state import init_state
+from ..core.step import make_train_step
+from ..core.triggers import Never
+from ..models import count_params
+from ..strategies import BSP, SelSync, TriggeredStrategy
+from . import precision
+
+RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "async_dispatch")
+PACKED_RATIOS = ("packed_selsync_local_over_local",)
+INFO_RATIOS = ("bsp_lean_over_minimal",)
+#: ratios `jaxsel bench` holds to TARGET (async_dispatch has none: higher is better)
+TARGETED = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal") + PACKED_RATIOS
+TARGET = 1.02
+PACKED = 8   # replicas of the packed-replica row (on one device)
+
+#: Defaults per size; explicit arguments to `run_bench` override them.
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(batch=2, repeats=5, warmup=2, dispatch_steps=20, dispatch_repeats=2, log_every=10,
+                 mlp_shape=(16,), image_shape=(8, 8, 3)),
+    "default": dict(batch=32, repeats=50, warmup=5, dispatch_steps=300, dispatch_repeats=3, log_every=100,
+                    mlp_shape=(784,), image_shape=(32, 32, 3)),
+}
+
+LR = 0.01
+#: Queue bound of the async-dispatch loop on CPU (see `run_bench`'s max_inflight).
+CPU_MAX_INFLIGHT = 8
+
+
+def minimal_sgd_step(loss_fn: Callable, mesh, lr: float = LR, stateful: bool = False):
+    """The baseline: what one writes by hand for data-parallel SGD with no framework.
+
+    params / model_state carry a leading replica axis sharded P("data"); a device's k
+    replicas take their gradients (vmap), the mean over them and the devices (a sum of
+    the k slices, then `pmean`) updates each. Returns jitted `step(params, model_state,
+    batch) -> (params, model_state, loss)`.
+    """
+    def local_mean(x):
+        """Mean over the device's k replicas (a sum of slices) and over the devices."""
+        total = x[0]
+        for i in range(1, x.shape[0]):
+            total = total + x[i]
+        return lax.pmean(total, AXIS) / x.shape[0]
+
+    def replica(params, model_state, batch):
+        k = jax.tree.leaves(params)[0].shape[0]
+        batch = jax.tree.map(lambda x: x.reshape((k, -1) + x.shape[1:]), batch)
+        if stateful:
+            grad = jax.value_and_grad(lambda q, ms, b: loss_fn(q, ms, b), has_aux=True)
+            (loss, model_state), g = jax.vmap(grad)(params, model_state, batch)
+        else:
+            loss, g = jax.vmap(jax.value_and_grad(loss_fn))(params, batch)
+        g = jax.tree.map(local_mean, g)
+        params = jax.tree.map(lambda w, d: w - lr * d, params, g)
+        return params, model_state, local_mean(loss)
+
+    sharded = jax.shard_map(replica, mesh=mesh, in_specs=(P(AXIS), P(AXIS), P(AXIS)),
+                            out_specs=(P(AXIS), P(AXIS), P()))
+    return jax.jit(sharded, donate_argnums=(0, 1))
+
+
+class _Runner:
+    """One variant: its own state, stepped one (blocked) step at a time."""
+
+    def __init__(self, name: str, step: Callable, state: Any, batch: Any, minimal: bool = False):
+        self.name, self._step, self.state, self._batch, self._minimal = name, step, state, batch, minimal
+        self.times: list[float] = []
+        self.synced: list = []
+
+    def step(self):
+        if self._minimal:
+            params, ms, loss = self._step(*self.state, self._batch)
+            self.state = (params, ms)
+            return {"loss": loss}
+        self.state, metrics = self._step(self.state, self._batch)
+        return metrics
+
+    def timed_step(self) -> None:
+        t0 = time.perf_counter()
+        metrics = self.step()
+        jax.block_until_ready((self.state, metrics))
+        self.times.append(time.perf_counter() - t0)
+        if "synced" in metrics:
+            self.synced.append(metrics["synced"])
+
+    def warm(self, steps: int) -> None:
+        for _ in range(steps):
+            jax.block_until_ready(self.step())
+
+    def median_s(self) -> float:
+        return statistics.median(self.times)
+
+    def compiled_text(self) -> str:
+        """The optimized HLO of this variant's step (as XLA compiled it for its devices)."""
+        args = (*self.state, self._batch) if self._minimal else (self.state, self._batch)
+        return self._step.lower(*args).compile().as_text()
+
+
+#: entry-computation instructions that launch no work of their own
+_FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast"}
+
+
+def hlo_counts(text: str) -> dict:
+    """Fusions and other work-launching ops in the entry computation of compiled HLO text
+    (branches of a conditional are not counted; the conditional is, once)."""
+    entry = text[text.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    ops = re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\(", entry, re.M)
+    work = [op for op in ops if op not in _FREE_OPS]
+    return {"fusions": sum(op == "fusion" for op in work), "ops": len(work)}
+
+
+def _steps_per_s(runner: _Runner, steps: int, read_every: int, max_inflight: int | None) -> float:
+    """Dispatch `steps` steps, fetching metrics to the host every `read_every` steps.
+
+    With `max_inflight`, wait for the step that many steps back before dispatching more
+    (a bounded queue, as a real loop keeps; see `run_bench`).
+    """
+    pending: collections.deque = collections.deque()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        metrics = runner.step()
+        if (i + 1) % read_every == 0:
+            jax.device_get(metrics)
+            pending.clear()  # everything before it has finished too
+        elif max_inflight:
+            pending.append(metrics)
+            if len(pending) > max_inflight:
+                jax.block_until_ready(pending.popleft())
+    jax.block_until_ready(runner.state)
+    return steps / (time.perf_counter() - t0)
+
+
+def _random_batch(input_shape, num_classes: int, n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"image": rng.standard_normal((n, *input_shape), dtype=np.float32),
+            "label": rng.integers(0, num_classes, size=(n,), dtype=np.int32)}
+
+
+_COUNTS = ("batch", "repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")
+
+
+def resolve_settings(size: str, **given) -> dict:
+    """The size's defaults for every count left None, each checked to be an integer >= 1."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    out = {}
+    for name in _COUNTS:
+        value = SIZES[size][name] if given.get(name) is None else given[name]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        out[name] = int(value)
+    return out
+
+
+class _Workload:
+    """The model, its loss in the asked precision, and the random data of one layout."""
+
+    def __init__(self, model: str, input_shape, num_classes: int, seed: int, dtype: str, batch: int):
+        self.fm = precision.build(model, input_shape, num_classes, seed, dtype)
+        self.loss_fn, self.stateful = precision.classification_loss(self.fm, dtype), self.fm.stateful
+        self.input_shape, self.num_classes, self.seed, self.batch = input_shape, num_classes, seed, batch
+        self.opt = optax.sgd(LR)
+
+    def data(self, mesh):
+        return global_batch(_random_batch(self.input_shape, self.num_classes, num_replicas(mesh) * self.batch,
+                                          self.seed), mesh)
+
+    def jaxsel(self, name: str, strategy, mesh, **step_options) -> _Runner:
+        fm = self.fm
+        state = init_state(fm.params, self.opt, strategy, mesh, fm.model_state if self.stateful else None)
+        step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful, **step_options)
+        return _Runner(name, step, state, self.data(mesh))
+
+    def minimal(self, mesh) -> _Runner:
+        n, fm = num_replicas(mesh), self.fm
+        put = lambda t: jax.device_put(
+            jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), t), NamedSharding(mesh, P(AXIS)))
+        state = (put(fm.params), put(fm.model_state if self.stateful else {}))
+        return _Runner("minimal", minimal_sgd_step(self.loss_fn, mesh, LR, self.stateful), state,
+                       self.data(mesh), minimal=True)
+
+
+def _selsync_local():
+    """window=1: syncs only on step 0 (warm-up), then never (delta is out of reach)."""
+    return SelSync(delta=1e9, window=1)
+
+
+def _plain_local():
+    return TriggeredStrategy(trigger=Never(), sync="params", name="local")
+
+
+def _runners(work: _Workload, mesh, packed_mesh) -> list[_Runner]:
+    runners = [
+        work.jaxsel("selsync_local", _selsync_local(), mesh),
+        work.jaxsel("local", _plain_local(), mesh),
+        work.jaxsel("selsync_sync", SelSync(delta=0.0), mesh),   # every step votes: always syncs
+        work.jaxsel("bsp", BSP(), mesh),
+        work.jaxsel("bsp_lean", BSP(), mesh, grad_norm_metric=False),
+        work.minimal(mesh),
+    ]
+    if packed_mesh is not None:
+        runners += [work.jaxsel("selsync_local_packed", _selsync_local(), packed_mesh),
+                    work.jaxsel("local_packed", _plain_local(), packed_mesh)]
+    return runners
+
+
+def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict[str, _Runner]:
+    for r in runners:
+        r.warm(warmup)
+    for _ in range(repeats):
+        for r in runners:
+            r.timed_step()
+    by = {r.name: r for r in runners}
+    for name in ("selsync_local", "selsync_local_packed"):
+        if name in by and any(bool(s) for s in jax.device_get(by[name].synced)):
+            raise RuntimeError(f"the SelSync {name!r} variant synchronized during timing; its ratio would be invalid")
+    if not all(bool(s) for s in jax.device_get(by["selsync_sync"].synced)):
+        raise RuntimeError("the SelSync 'sync' variant skipped a sync during timing; its ratio would be invalid")
+    return by
+
+
+def _dispatch_rates(bsp: _Runner, cfg: dict, max_inflight: int) -> dict:
+    lazy, eager = [], []
+    for _ in range(cfg["dispatch_repeats"]):
+        lazy.append(_steps_per_s(bsp, cfg["dispatch_steps"], cfg["log_every"], max_inflight))
+        eager.append(_steps_per_s(bsp, cfg["dispatch_steps"], 1, max_inflight))
+    return {f"read_every_{cfg['log_every']}": statistics.median(lazy), "read_every_1": statistics.median(eager)}
+
+
+def _ratios(med: dict, sps: dict, log_every: int) -> dict:
+    ratios = {
+        "selsync_local_over_local": med["selsync_local"] / med["local"],
+        "selsync_sync_over_bsp": med["selsync_sync"] / med["bsp"],
+        "bsp_over_minimal": med["bsp"] / med["minimal"],
+        "async_dispatch": sps[f"read_every_{log_every}"] / sps["read_every_1"],
+        "bsp_lean_over_minimal": med["bsp_lean"] / med["minimal"],
+    }
+    if "local_packed" in med:
+        ratios["packed_selsync_local_over_local"] = med["selsync_local_packed"] / med["local_packed"]
+    return ratios
+
+
+def _settings(work: _Workload, model: str, dtype: str, mesh, packed_mesh, cfg: dict) -> dict:
+    """What a result was measured on and with (the JSON's and the table's header)."""
+    device, n = mesh.devices.flat[0], num_replicas(mesh)
+    return {"device_kind": device.device_kind, "platform": device.platform, "replicas": n,
+            "layout": describe_layout(mesh),
+            "packed_layout": describe_layout(packed_mesh) if packed_mesh is not None else None,
+            "dtype": dtype, "model": model, "params": count_params(work.fm.params),
+            "input_shape": list(work.input_shape), "num_classes": int(work.num_classes),
+            "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
+            **{k: cfg[k] for k in ("repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")},
+            "jax_version": jax.__version__}
+
+
+def run_bench(
+    model: str = "mlp",
+    replicas: int | None = None,
+    batch: int | None = None,
+    repeats: int | None = None,
+    warmup: int | None = None,
+    out_json: str | None = None,
+    *,
+    size: str = "default",
+    input_shape: Sequence[int] | None = None,
+    num_classes: int = 10,
+    dispatch_steps: int | None = None,
+    dispatch_repeats: int | None = None,
+    log_every: int | None = None,
+    max_inflight: int | None = None,
+    seed: int = 0,
+    verbose: bool = True,
+    devices: int | None = None,
+    platform: str | None = None,
+    dtype: str = "fp32",
+    packed: int = PACKED,
+    hlo: bool = False,
+) -> dict:
+    """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
+
+    model: a classification model of `jaxsel.models` ("mlp", "cnn", "resnet18", ...) fed
+        random data of `input_shape` (default: the size's; (784,) for the MLP, else images).
+    replicas / devices / platform: the layout (`jaxsel.data_mesh(replicas, devices=...,
+        platform=...)`: default one replica per device of the default backend, the
+        accelerator's when there is one; replicas packed on the devices when there are fewer).
+    batch: examples per replica per step (global batch = replicas * batch).
+    repeats: timed steps per variant (medians over them); warmup: untimed steps first.
+    size: "default" or "tiny" (for tests): the defaults of every None count above.
+    dispatch_steps / dispatch_repeats / log_every: the async-dispatch loop's length, how
+        often it is repeated, and how often its "lazy" variant reads metrics (100).
+    max_inflight: the lazy loop keeps at most this many steps queued (0 = unbounded).
+        None = 8 on CPU, unbounded elsewhere: XLA's in-process CPU collectives deadlock
+        (rendezvous timeout, abort) with dozens of collective steps queued on a few cores.
+    dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
+    packed: replicas of the packed row (SelSync local / plain local, all on the first
+        device); 0 leaves the row out.
+    hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more).
+
+    Returns {"ratios": {...}, "median_step_ms": {...}, "steps_per_s": {...}, ("hlo": {...}),
+    and the settings: device_kind, platform, layout, replicas, dtype, model, ...}.
+    """
+    cfg = resolve_settings(size, batch=batch, repeats=repeats, warmup=warmup, dispatch_steps=dispatch_steps,
+                           dispatch_repeats=dispatch_repeats, log_every=log_every)
+    precision.check_dtype(dtype)
+    if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
+        raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
+    shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
+    shape = tuple(int(d) for d in shape)
+    mesh = data_mesh(replicas, devices=devices, platform=platform)
+    packed_mesh = data_mesh(int(packed), devices=1, platform=platform) if packed else None
+    device = mesh.devices.flat[0]
+    if max_inflight is None:
+        max_inflight = CPU_MAX_INFLIGHT if device.platform == "cpu" else 0
+    if isinstance(max_inflight, bool) or int(max_inflight) < 0:
+        raise ValueError(f"max_inflight must be an integer >= 0 (0 = unbounded), got {max_inflight!r}")
+    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"])
+    by = _time_interleaved(_runners(work, mesh, packed_mesh), cfg["warmup"], cfg["repeats"])
+    sps = _dispatch_rates(by["bsp"], cfg, int(max_inflight))
+    med = {name: r.median_s() for name, r in by.items()}
+    result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
+              "steps_per_s": sps, **_settings(work, model, dtype, mesh, packed_mesh, cfg),
+              "max_inflight": int(max_inflight), "size": size}
+    if hlo:
+        result["hlo"] = {name: hlo_counts(r.compiled_text()) for name, r in by.items()}
+    if verbose:
+        print(format_table(result))
+    if out_json:
+        with open(out_json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+_LABELS = {
+    "selsync_local": "SelSync step, stays local",
+    "local": "plain local step (Never trigger)",
+    "selsync_sync": "SelSync step, syncs (param avg)",
+    "bsp": "BSP step (grad mean)",
+    "bsp_lean": "BSP step, no grad_norm metric",
+    "minimal": "hand-written shard_map + pmean SGD",
+    "selsync_local_packed": "packed: SelSync step, stays local",
+    "local_packed": "packed: plain local step",
+}
+
+
+def format_table(result: dict) -> str:
+    """The human-readable report of a `run_bench` result."""
+    hlo = result.get("hlo")
+    lines = [
+        f"jaxsel bench: model={result['model']} ({result['params']:,} params) dtype={result.get('dtype', 'fp32')} "
+        f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})",
+        f"layout: {result.get('layout', '?')}",
+        *([f"packed row layout: {result['packed_layout']}"] if result.get("packed_layout") else []),
+        f"batch {result['batch_per_replica']}/replica (global {result['global_batch']}), "
+        f"{result['repeats']} timed steps per variant after {result['warmup']} warm-up, medians, interleaved",
+        "",
+        f"{'variant':38s} {'ms/step':>10s}" + (f" {'fusions':>8s} {'ops':>5s}" if hlo else ""),
+    ]
+    for key, label in _LABELS.items():
+        if key in result["median_step_ms"]:
+            counts = f" {hlo[key]['fusions']:8d} {hlo[key]['ops']:5d}" if hlo else ""
+            lines.append(f"{label:38s} {result['median_step_ms'][key]:10.3f}{counts}")
+    lines += ["", f"{'ratio':38s} {'value':>10s}"]
+    for key in RATIOS + PACKED_RATIOS + INFO_RATIOS:
+        if key in result["ratios"]:
+            lines.append(f"{key:38s} {result['ratios'][key]:10.3f}")
+    every = result["log_every"]
+    lazy, eager = result["steps_per_s"][f"read_every_{every}"], result["steps_per_s"]["read_every_1"]
+    lines.append(f"  (BSP steps/s reading metrics every {every} steps: {lazy:.1f}; every step: {eager:.1f})")
+    if hlo:
+        lines.append("  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)")
+    return "\n".join(lines)
+
+
+def ratios_ok(result: dict) -> bool:
+    """True when every ratio is a positive finite number."""
+    return all(math.isfinite(v) and v > 0 for v in result["ratios"].values())
+
+
+def missed_targets(result: dict) -> list[str]:
+    """The targeted ratios above TARGET, as "name=value"."""
+    return [f"{k}={result['ratios'][k]:.3f}" for k in TARGETED if result["ratios"].get(k, 0) > TARGET]

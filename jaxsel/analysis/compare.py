@@ -1,0 +1,176 @@
+"""`jaxsel compare`: train strategies (and variants of one) side by side, over seeds.
+
+Each `--strategies` entry (`variants.py`: `selsync`, `selsync:delta=0.05`) is a row,
+trained once per seed (`seed_grid.py`) into OUT/<row>/seed<S>/ (metrics.jsonl,
+evals.json, final.json). With `match_budget`, every row whose sync pattern is adaptive
+gets a local-SGD row with as many syncs (`matched_budget.py`), and one sentence says
+whether it beat that baseline beyond the seed spread. Writes results.json (one row per
+variant: means over seeds, the accuracy's std, time-to-accuracy of the seed-mean curve,
+every seed's figures) and five pictures: comparison.png, accuracy_vs_time.png,
+sync_timeline.png, divergence.png (seed means with their spread) and pareto.png
+(accuracy against MB sent and against projected time to target).
+
+The comparison directory is locked as a whole while it runs (training/runlock.py), and one that
+already holds a comparison's results is refused rather than overwritten.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..training.config import ConfigError, TrainConfig
+from ..training.runlock import DirectoryLock
+from ..training.runlog import projected_cluster, write_json
+from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
+from .matched_budget import is_adaptive, matched_label, matched_slug, matched_variant
+from .pareto import plot_pareto
+from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
+from .seed_grid import RowRuns, mean_std, mean_syncs, row_result, run_row
+from .significance_reach import after_warmup, quiet_note, significance_options
+from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups
+from .variants import Variant, check_variants, parse_strategies
+
+PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png")
+
+
+@dataclasses.dataclass
+class Comparison:
+    rows: list[dict]           # results.json
+    row_runs: list[RowRuns]    # the runs behind each row
+
+
+def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path, target: str = DEFAULT_TARGET,
+            *, seeds: int = 1, match_budget: bool = False) -> list[dict]:
+    """Run every entry of `strategies` (a `--strategies` text or a list of entries) with
+    `base`'s settings for seeds base.seed .. base.seed + seeds - 1; return the rows
+    written to results.json."""
+    return run_comparison(base, strategies, out_dir, target, seeds=seeds, match_budget=match_budget).rows
+
+
+def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
+                   target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
+                   keep_states: bool = False, on_start=None, announce=None) -> Comparison:
+    """`compare`, returning the runs too (`keep_states`: with each run's final TrainState,
+    one per run in memory). `on_start()` is called once the directory is locked and found
+    fresh, `announce(text)` with a line of progress before each run."""
+    plan = plan_rows(base, strategies, seeds, match_budget)
+    out = Path(out_dir)
+    base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
+    lock = DirectoryLock(out, "compare directory").acquire()
+    try:
+        check_fresh(out)
+        if on_start is not None:
+            on_start()
+        row_runs = run_rows(base, plan, seeds, out, keep_states, announce)
+        rows = results(row_runs, base, target)
+        write_json(out / "results.json", rows)
+        write_pictures(row_runs, rows, out)
+    finally:
+        lock.release()
+    return Comparison(rows, row_runs)
+
+
+def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
+    """Every entry checked before anything trains: (variant, gets a matched row)."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
+    variants = parse_strategies(strategies)
+    built = check_variants(base, variants)
+    return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]
+
+
+def check_fresh(out: Path) -> None:
+    """A comparison never overwrites another's results (or runs) in its directory."""
+    found = [str(p.relative_to(out)) for p in [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")),
+                                               *sorted(out.glob("*/metrics.jsonl"))] if p.is_file()]
+    if found:
+        raise ConfigError(f"compare directory {str(out)!r} already holds a comparison ({found[0]}"
+                          f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}); choose another --out")
+
+
+def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> list[RowRuns]:
+    """Each row over the seeds; an adaptive row's matched baseline right after it. A
+    matched row with the configuration of a row already trained (two adaptive rows with
+    as many syncs, or an explicit local SGD row) shares that row's runs: the same
+    configuration and seeds give the same runs, bit for bit."""
+    seed_list = list(range(base.seed, base.seed + seeds))
+    say = announce or (lambda text: None)
+    trained: dict[str, RowRuns] = {}
+
+    def train_row(variant, slug, where: str):
+        key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
+        if key in trained:
+            say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
+            return RowRuns(variant, trained[key].slug, trained[key].runs)
+        tell = lambda v, seed: say(f"{where} {v.entry}, seed {seed} ({seed - base.seed + 1} of {seeds})")
+        trained[key] = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
+        return trained[key]
+
+    rows: list[RowRuns] = []
+    for i, ((variant, match), slug) in enumerate(zip(plan, unique_slugs([v for v, _ in plan])), 1):
+        row = train_row(variant, slug, f"[entry {i} of {len(plan)}]")
+        row.label = variant.label(row.runs[0].final["strategy"])
+        rows.append(row)
+        if match:
+            twin = matched_variant(variant, base.steps, mean_syncs(row))
+            period = twin.options["period"]
+            matched = train_row(twin, matched_slug(period, slug), f"[entry {i} of {len(plan)}, matched baseline]")
+            matched = dataclasses.replace(matched, label=matched_label(period, variant.entry), matched_to=row)
+            rows.append(matched)
+    return rows
+
+
+def unique_slugs(variants: list[Variant]) -> list[str]:
+    """Each row's directory name, made unique where two entries' names clean up alike."""
+    out: list[str] = []
+    for v in variants:
+        slug, n = v.slug(), 2
+        while slug in out:
+            slug, n = f"{v.slug()}-{n}", n + 1
+        out.append(slug)
+    return out
+
+
+def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dict]:
+    """results.json's rows: the target from the seed means, speedups against the plain BSP row."""
+    goal = resolve_target(target, {r.variant.entry: mean_std([x.final["final_test_accuracy"] for x in r.runs])[0]
+                                   for r in row_runs})
+    rows = [row_result(r, goal, network_label(base)) for r in row_runs]
+    speedups(rows, key="entry")
+    for run, row in zip(row_runs, rows):
+        row.update(significance_row(run, row))
+    return rows
+
+
+def network_label(cfg: TrainConfig) -> str:
+    """What the projection ran on, for tables and plots: the --project-network as given,
+    or both networks of a two-level cluster."""
+    cluster = projected_cluster(cfg)
+    return cluster.label(cfg.replicas) if cluster.two_level else cfg.project_network
+
+
+def significance_row(row: RowRuns, result: dict) -> dict:
+    """For a significance-triggered row: its syncs after warm-up (mean over seeds, each
+    seed's in `per_seed`), the peak Delta_bar over seeds, and why it stayed quiet
+    (`quiet_note`) when no seed synchronized after the warm-up."""
+    if not any("delta" in r for r in row.runs[0].records):
+        return {}
+    delta, window, alpha = significance_options(row.runs[0])
+    stats = [after_warmup(run.records, window) for run in row.runs]
+    for seed, s in zip(result["per_seed"], stats):
+        seed["syncs_after_warmup"] = s["syncs_after_warmup"]
+    peaks = [s["max_delta_bar_after_warmup"] for s in stats if s["max_delta_bar_after_warmup"] is not None]
+    agg = {"warmup_steps": stats[0]["warmup_steps"],
+           "syncs_after_warmup": mean_std([s["syncs_after_warmup"] for s in stats])[0],
+           "max_delta_bar_after_warmup": max(peaks) if peaks else None}
+    return {**agg, "quiet_note": quiet_note(row.label, agg, delta, window, alpha)}
+
+
+def write_pictures(row_runs: list[RowRuns], rows: list[dict], out: Path) -> None:
+    goal = Target(rows[0]["target_accuracy"], rows[0]["target"])
+    plot_comparison(row_runs, out / "comparison.png")
+    plot_accuracy_vs_time(row_runs, goal, rows[0]["project_network"], out / "accuracy_vs_time.png")
+    plot_sync_timeline(row_runs, out / "sync_timeline.png")
+    plot_divergence(row_runs, out / "divergence.png")
+    plot_pareto(rows, setting(row_runs[0]), out / "pareto.png")

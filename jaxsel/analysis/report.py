@@ -1,0 +1,190 @@
+"""`jaxsel report RUN_DIR`: accuracy against measured time and against projected time.
+
+A run measured on this host says little about a cluster; the cost model replays the run's
+logged sync pattern (which steps synced, bytes moved, votes) onto chosen networks and
+straggler models, from the run's own measured step time. One figure shows both, so a
+method that wins on a laptop but loses on 10 GbE (or the reverse) is visible at a glance.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..costmodel import Cluster, get_network, project_run
+from ..data.paths import writable_dir
+from ..training.numbers import significant
+from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
+
+
+def find_runs(run_dir: str | Path) -> list[Path]:
+    """The run itself, or the runs of a `jaxsel compare` dir (ROW/seedS/, or ROW/ as
+    comparisons wrote them before seeds)."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise ValueError(f"run dir {str(root)!r} does not exist; pass a `jaxsel train --out` or `compare --out` dir")
+    if (root / "metrics.jsonl").is_file():
+        return [root]
+    runs = sorted(p.parent for p in [*root.glob("*/metrics.jsonl"), *root.glob("*/seed*/metrics.jsonl")])
+    if not runs:
+        raise ValueError(f"{str(root)!r} holds no metrics.jsonl (nor do its subdirs); pass a run dir "
+                         f"written by `jaxsel train` or `jaxsel compare`")
+    return runs
+
+
+def load_run(path: Path, root: Path | None = None) -> dict:
+    """config, per-step records, evaluations of one run dir (named by its path under
+    `root`, a comparison's dir, else by its strategy)."""
+    records = []
+    for line in (path / "metrics.jsonl").read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:   # a line cut off by an interruption
+            continue
+    config = read_json(path / "config.json", {})
+    evals = read_json(path / "evals.json", [])
+    name = path.relative_to(root).as_posix() if root is not None and path != root else config.get("strategy", path.name)
+    return {"name": name, "path": path, "config": config,
+            "records": records, "evals": evals, "timing": recorded_timing(path)}
+
+
+def measured_step_times(records: list[dict]) -> np.ndarray:
+    """Per-step seconds from the log: steps fetched in one window share its elapsed time."""
+    out = np.zeros(len(records))
+    prev, start = 0.0, 0
+    for i in range(len(records) + 1):
+        boundary = i == len(records) or (i > start and records[i]["train_time_s"] != records[start]["train_time_s"])
+        if boundary and i > start:
+            now = float(records[start]["train_time_s"])
+            out[start:i] = max(now - prev, 0.0) / (i - start)
+            prev, start = now, i
+    return out
+
+
+def recorded_timing(path: Path) -> dict:
+    """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
+    runs written before it was recorded are projected with the cost model's defaults."""
+    return dict(read_json(path / "strategy.json", {}).get("timing", {}))
+
+
+def read_json(path: Path, empty):
+    """A run file's JSON (`empty` when the file is absent, of the same type); a damaged one is
+    a ValueError naming the file and what is wrong."""
+    if not path.is_file():
+        return empty
+    try:
+        value = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); restore it or remove it from the run dir") from None
+    if not isinstance(value, type(empty)):
+        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not the {type(empty).__name__} a run "
+                         f"writes there; restore it or remove it from the run dir")
+    return value
+
+
+def project(run: dict, network, stragglers=None, compute_s: float | None = None) -> np.ndarray:
+    """Projected seconds after each logged step of `run` on `network` (a preset or a Cluster)."""
+    recs = run["records"]
+    compute = measured_step_times(recs) if compute_s is None else compute_s
+    cfg = run["config"]
+    times, _ = project_run(recs, network, cfg.get("replicas", 1), compute, stragglers, cfg.get("seed", 0),
+                           **run.get("timing", {}))
+    return times
+
+
+def _at_steps(times: np.ndarray, steps: list[int]) -> list[float]:
+    """Time after `step` steps (0 before the first)."""
+    return [0.0 if s <= 0 else float(times[min(s, len(times)) - 1]) for s in steps]
+
+
+def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | None = None, out=None, *,
+           gpus_per_host: int = 1, intra_network: str = "nvlink", target: float | None = None) -> str:
+    """Write report.png and report.json beside the runs; return a text table. With
+    `gpus_per_host` > 1 each network joins hosts of that many replicas (`intra_network`
+    inside); with `target`, the table adds each run's projected time to that test accuracy."""
+    if compute_s is not None and not compute_s >= 0:
+        raise ValueError(f"compute_s must be a number >= 0 (seconds per step), got {compute_s!r}")
+    if target is not None and not 0 < target <= 1:
+        raise ValueError(f"target must be a test accuracy in (0, 1], got {target!r}")
+    if out:   # only the file's folder is created, and only its last component (paths.writable_dir)
+        writable_dir(Path(out).parent, "--out")
+    networks = [get_network(n.strip()).name for n in networks if n.strip()]
+    clusters = {n: Cluster(n, intra_network, gpus_per_host) for n in networks}
+    runs = [load_run(p, Path(run_dir)) for p in find_runs(run_dir)]
+    runs = [r for r in runs if r["records"]]
+    if not runs:
+        raise ValueError(f"the runs in {str(run_dir)!r} logged no steps yet")
+    rows = [_project_row(r, clusters, stragglers, compute_s, target) for r in runs]
+    base = Path(run_dir)
+    png = Path(out) if out else base / "report.png"
+    _plot(runs, networks, stragglers, png)
+    (base / "report.json").write_text(json.dumps({"networks": networks, "stragglers": stragglers,
+                                                  "compute_s": compute_s, "gpus_per_host": gpus_per_host,
+                                                  "intra_network": intra_network, "target": target,
+                                                  "runs": rows}, indent=2))
+    where = "" if gpus_per_host == 1 else \
+        f"\nprojected on hosts of {gpus_per_host} replicas ({clusters[networks[0]].intra.name} inside, the network between)"
+    lines = [n for n in (calibration_line(r["name"], r["records"]) for r in runs) if n]
+    calibration = "\n".join(["", CALIBRATION_HEAD, *lines, CALIBRATION_CAVEAT]) if lines else ""
+    return _table(rows, networks, target) + where + calibration + f"\n\nwrote {png} and {base / 'report.json'}"
+
+
+def _project_row(r: dict, clusters: dict, stragglers, compute_s, target) -> dict:
+    """One run's table row; also stores its projections on `r` for the plot."""
+    steps = [e["step"] for e in r["evals"]]
+    r["projected"] = {n: project(r, c, stragglers, compute_s) for n, c in clusters.items()}
+    r["eval_projected"] = {n: _at_steps(t, steps) for n, t in r["projected"].items()}
+    hit = next((e for e in r["evals"] if target is not None and e["test_accuracy"] >= target), None)
+    reach = {f"to_target_s_{n}": None if hit is None else _at_steps(r["projected"][n], [hit["step"]])[0]
+             for n in clusters} if target is not None else {}
+    return {"strategy": r["name"], "steps": len(r["records"]),
+            "test_accuracy": r["evals"][-1]["test_accuracy"] if r["evals"] else None,
+            "sync_fraction": float(np.mean([bool(x["synced"]) for x in r["records"]])),
+            "measured_s": float(r["records"][-1]["train_time_s"]),
+            **{f"projected_s_{n}": float(r["projected"][n][-1]) for n in clusters}, **reach}
+
+
+def _table(rows: list[dict], networks: list[str], target: float | None = None) -> str:
+    w = max(10, *(len(r["strategy"]) for r in rows))
+    cols = [(f"projected_s_{n}", f"proj. s {n}") for n in networks]
+    cols += [(f"to_target_s_{n}", f"s to {significant(target)} {n}") for n in networks] if target is not None else []
+    head = f"{'strategy':<{w}} {'test acc':>8} {'sync':>7} {'measured s':>11}" + "".join(f" {h:>19}" for _, h in cols)
+    lines = [head, "-" * len(head)]
+    bsp = next((r for r in rows if r["strategy"] == "bsp"), None)
+    for r in rows:
+        line = (f"{r['strategy']:<{w}} {significant(r['test_accuracy']):>8} {significant(r['sync_fraction']):>7} "
+                f"{significant(r['measured_s']):>11}")
+        for key, _ in cols:
+            v, b = r[key], (bsp or {}).get(key)
+            ratio = f" ({significant(b / v)}x)" if b and v and bsp is not r else ""
+            line += f" {'never' if v is None else significant(v) + ratio:>19}"
+        lines.append(line)
+    if bsp:
+        lines.append("(x: BSP's projected time over this run's; 'never': the target was not reached)")
+    return "\n".join(lines)
+
+
+def _plot(runs: list[dict], networks: list[str], stragglers, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = 1 + len(networks)
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4), squeeze=False)
+    axes = axes[0]
+    for r in runs:
+        acc = [e["test_accuracy"] for e in r["evals"]]
+        axes[0].plot([e["train_time_s"] for e in r["evals"]], acc, marker=".", label=r["name"])
+        for ax, n in zip(axes[1:], networks):
+            ax.plot(r["eval_projected"][n], acc, marker=".", label=r["name"])
+    axes[0].set(xlabel="measured training time (s)", ylabel="test accuracy", title="measured (this host)")
+    for ax, n in zip(axes[1:], networks):
+        extra = f"\nstragglers {stragglers}" if stragglers else ""
+        ax.set(xlabel="projected time (s)", title=f"projected: {n}, {runs[0]['config'].get('replicas', '?')} "
+                                                  f"workers{extra}")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

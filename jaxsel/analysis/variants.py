@@ -1,0 +1,164 @@
+"""`--strategies` entries: a strategy name, or a variant `NAME:KEY=VALUE[:KEY=VALUE...]`.
+
+A comparison puts variants of one strategy side by side (`selsync,selsync:delta=0.05`),
+so an entry carries its own options. Values may themselves hold ':' and ','
+(`aggregator=trimmed:2`): a ','-piece that does not start with a registered strategy name
+(followed by ':' or nothing) continues the value before it, and so does a ':'-segment
+without '='. Values are read like `--opt` values (`options.parse_value`). The global
+strategy flags (`--delta`, `--period`, `--opt`, ...) are defaults for every entry that
+takes them; an entry's own options win.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from ..core.options import OptionError, parse_value
+from ..strategies.build import options_for, takes
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One row of a comparison: a registered strategy and the options its entry sets."""
+
+    name: str
+    options: dict                      # the entry's own options (over the global flags)
+    entry: str                         # as written in --strategies (e.g. "selsync:delta=0.05")
+
+    def effective(self, global_options: dict) -> dict:
+        """The options the row trains with: the global ones it takes, then its own."""
+        return {**options_for(self.name, global_options), **self.options}
+
+    def label(self, description: str) -> str:
+        """The row's name in tables and pictures: the strategy as built (`describe()`) for
+        a plain entry, else the name and the options the entry sets."""
+        if not self.options:
+            return description
+        return f"{self.name} ({', '.join(f'{k}={_shown(v)}' for k, v in self.options.items())})"
+
+    def slug(self) -> str:
+        """A file-system-safe directory name for the row's runs."""
+        text = self.entry.replace(":", "_").replace(",", "+")
+        return re.sub(r"[^A-Za-z0-9._=+-]", "-", text)[:100]
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def registered() -> dict:
+    from ..strategies import STRATEGIES
+
+    return STRATEGIES
+
+
+def _starts_entry(piece: str, previous: str | None) -> bool:
+    """Whether a ','-piece starts a new entry rather than continuing a value of the
+    previous entry (possible only when that entry sets an option)."""
+    if previous is None or "=" not in previous or not piece.strip():
+        return True   # (an empty piece is an empty entry, never part of a value)
+    name = piece.split(":", 1)[0].strip()
+    return name in registered()
+
+
+def split_entries(text: str) -> list[str]:
+    """`--strategies` text -> entries (see the module docstring); an empty list or an
+    empty entry is an OptionError."""
+    allowed = f"give one or more of: {', '.join(registered())} (a variant: NAME:KEY=VALUE)"
+    if not text.strip(" ,"):
+        raise OptionError(f"--strategies {text!r} names no strategy; {allowed}")
+    entries: list[str] = []
+    for piece in text.split(","):
+        if entries and not _starts_entry(piece, entries[-1]):
+            entries[-1] += "," + piece
+            continue
+        if not piece.strip():
+            raise OptionError(f"--strategies {text!r} has an empty entry (two commas, or one at an end); {allowed}")
+        entries.append(piece.strip())
+    return entries
+
+
+def parse_entry(entry: str) -> Variant:
+    """`NAME` or `NAME:KEY=VALUE[:KEY=VALUE...]` -> Variant; a bad name or key is an
+    OptionError naming the entry and what is allowed."""
+    name, *segments = entry.strip().split(":")
+    name = name.strip()
+    strategies = registered()
+    if name not in strategies:
+        raise OptionError(f"--strategies entry {entry!r}: unknown strategy {name!r}; choose from "
+                          f"{', '.join(strategies)}")
+    pairs: list[list[str]] = []
+    for seg in segments:
+        if "=" in seg:
+            pairs.append(seg.split("=", 1))
+        elif pairs:
+            pairs[-1][1] += ":" + seg     # a value holding ':' (aggregator=trimmed:2)
+        else:
+            raise OptionError(f"--strategies entry {entry!r}: expected NAME:KEY=VALUE after {name!r}, "
+                              f"got {seg!r}")
+    options: dict = {}
+    for key, raw in pairs:
+        key = key.strip()
+        if not takes(strategies[name], key):
+            from ..core.options import option_names
+
+            raise OptionError(f"--strategies entry {entry!r}: strategy {name!r} has no option {key!r}; its "
+                              f"options: {', '.join(option_names(strategies[name])) or 'none'}")
+        if key in options:
+            raise OptionError(f"--strategies entry {entry!r} sets {key!r} twice; set it once")
+        options[key] = parse_value(raw.strip())
+    return Variant(name, options, entry.strip())
+
+
+def parse_strategies(strategies: str | list[str]) -> list[Variant]:
+    """A `--strategies` text, or a list of entries (one each), as Variants."""
+    entries = split_entries(strategies) if isinstance(strategies, str) else list(strategies)
+    if not entries:
+        raise OptionError("no strategy to compare; give one or more entries")
+    return [parse_entry(e) for e in entries]
+
+
+def row_config(base, variant: Variant, out_dir: str | None = None, seed: int | None = None):
+    """The TrainConfig of one run of `variant` (`base`: the comparison's settings)."""
+    return dataclasses.replace(base, strategy=variant.name, strategy_options=variant.effective(base.strategy_options),
+                               out_dir=out_dir, seed=base.seed if seed is None else seed)
+
+
+def check_variants(base, variants: list[Variant]) -> list:
+    """Before anything trains: every entry's strategy builds with its options (a bad key
+    or value names the entry), every global option reaches a row, and no two entries
+    train the same configuration. Returns the strategies as built."""
+    from ..training.run import check_strategy
+
+    check_globals_reach(variants, base.strategy_options)
+    built: list[tuple[Variant, Any]] = []
+    for v in variants:
+        try:
+            strategy = check_strategy(row_config(base, v))
+        except ValueError as err:
+            raise OptionError(f"--strategies entry {v.entry!r}: {err}") from None
+        for other, same in built:
+            if same == strategy:
+                what = (f"lists {v.entry!r} twice" if other.entry == v.entry else
+                        f"entries {other.entry!r} and {v.entry!r} train the same configuration "
+                        f"({strategy.describe()})")
+                raise OptionError(f"--strategies {what}; drop one")
+        built.append((v, strategy))
+    return [s for _, s in built]
+
+
+def check_globals_reach(variants: list[Variant], options: dict) -> None:
+    """A global strategy option (flag or --opt) must be taken by some entry that does not
+    set it itself: otherwise it would change nothing, silently."""
+    for key in options:
+        takers = [v for v in variants if key in options_for(v.name, {key: None})]
+        if not takers:
+            from ..core.options import option_names
+
+            valid = sorted({o for v in variants for o in option_names(registered()[v.name])})
+            raise OptionError(f"no strategy of {', '.join(v.entry for v in variants)} has option {key!r}; "
+                              f"their options: {', '.join(valid)}")
+        if all(key in v.options for v in takers):
+            raise OptionError(f"the global option {key}={options[key]!r} reaches no row: every entry that "
+                              f"takes it ({', '.join(v.entry for v in takers)}) sets its own; drop one")

@@ -1,0 +1,6 @@
+"""`python -m jaxsel.cli`: the `jaxsel` command."""
+import sys
+
+from . import main
+
+sys.exit(main())

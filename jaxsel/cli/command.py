@@ -1,0 +1,681 @@
+"""The `jaxsel` command: train, compare (and the subcommands other modules register).
+
+Bad input exits with code 2 and one line naming the value and what is allowed.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
+#: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
+#: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
+DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": "milestones", "eval_every": 25}
+DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
+                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50%% and 75%% of the steps; "
+                     "SelSync's data injection with --inject ALPHA,BETA.")
+
+
+class UsageError(ValueError):
+    """Bad user input: reported as one line, exit code 2."""
+
+
+@contextmanager
+def user_input():
+    """A ValueError raised while checking what the user asked for is a usage error (exit 2);
+    elsewhere a ValueError is a bug and keeps its traceback."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _user_errors() -> tuple[type, ...]:
+    """Errors about the user's input found while running: one line, exit code 2."""
+    from ..data.formats import FormatError
+    from ..data.paths import UnusablePath
+    from ..data.prepare import CannotPrepare
+    from ..data.sources import DatasetNotPrepared
+    from ..training.checkpoint import CheckpointError, CheckpointMismatch
+    from ..training.config import ConfigError
+    from ..training.distributed import SettingsMismatch
+    from ..training.runlock import RunLocked
+
+    return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
+            SettingsMismatch, UnusablePath, FormatError, CannotPrepare)
+
+
+#: file-system failures a user can fix (disk full, quota, read-only, permissions)
+FS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                       errno.EISDIR, errno.ENAMETOOLONG})
+REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line and the traceback above"
+
+
+def _run_faults() -> tuple[type, ...]:
+    """Training faults reported as one line with exit code 1 (imported only when raised)."""
+    from ..training.distributed import PeerLostError
+    from ..training.faults import NonFiniteError
+
+    return (NonFiniteError, PeerLostError)
+
+
+def _interrupted() -> type:
+    from ..training.faults import TrainingInterrupted
+
+    return TrainingInterrupted
+
+
+def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument("--dataset", default="digits", help="dataset name (`jaxsel datasets` lists them)")
+    g.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
+    g.add_argument("--replicas", type=int, default=8,
+                   help="model replicas, packed k per device when there are fewer devices (1..M or a multiple of M)")
+    g.add_argument("--platform", default=None,
+                   help="put the replicas on this platform's devices (e.g. cpu; default: the accelerator if any)")
+    g.add_argument("--devices", type=int, default=None, help="use the first N devices (default: all)")
+    g.add_argument("--local-replicas", choices=("auto", "vmap", "unroll", "map"), default="auto",
+                   help="a device's packed replicas: batched (vmap), k plain copies (unroll), a loop (map); "
+                        "auto: unroll on CPU, vmap elsewhere")
+    g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
+    g.add_argument("--global-batch-size", type=int, default=None,
+                   help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
+    g.add_argument("--steps", type=int, default=steps, help="training steps")
+    g.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw")
+    g.add_argument("--lr", type=float, default=0.05, help="learning rate")
+    g.add_argument("--lr-schedule", default="constant", metavar="SPEC",
+                   help="constant, or milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each milestone "
+                        "(M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75)")
+    g.add_argument("--momentum", type=float, default=0.9, help="optimizer momentum (sgd)")
+    g.add_argument("--weight-decay", type=float, default=0.0, help="weight decay")
+    g.add_argument("--clip-norm", type=float, default=None, help="clip gradients to this global norm")
+    g.add_argument("--partition", default="seldp",
+                   help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
+    g.add_argument("--partition-opt", action="append", metavar="KEY=VALUE",
+                   help="partitioner option, e.g. classes_per_replica=1 or alpha=0.5 (dirichlet)")
+    g.add_argument("--inject", default=None, metavar="ALPHA,BETA",
+                   help="SelSync data injection: ceil(ALPHA*C) foreign classes, BETA*b*N/C samples each")
+    g.add_argument("--dataset-opt", action="append", metavar="KEY=VALUE",
+                   help="dataset option: seq_len, in_memory, records_per_window, num_samples, seed")
+    g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
+                   help="on-device random crop + flip (auto: the dataset's default)")
+    g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
+    from ..training.config import EVAL_REPLICAS
+
+    g.add_argument("--eval-replicas", choices=EVAL_REPLICAS, default="final",
+                   help="also evaluate each replica's own model (replica_accuracy): at the end, at every evaluation, "
+                        "or not")
+    g.add_argument("--loader", choices=("auto", "grain", "threads"), default="auto",
+                   help="how batches are built: Grain worker processes or threads (auto: Grain for image sets "
+                        "decoded on the host, e.g. imagenet2012, cars196; threads for in-memory sets)")
+    g.add_argument("--loader-workers", type=int, default=None, metavar="N",
+                   help="Grain worker processes (default: all cores but one) or loader threads (default 2)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
+    g.add_argument("--eval-every", type=int, default=50, help="steps between test evaluations")
+    g.add_argument("--log-every", type=int, default=10, help="steps between metric reads (one host round-trip)")
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    d = p.add_argument_group("dashboards (written at the metric reads, every --log-every steps)")
+    d.add_argument("--tensorboard", action="store_true",
+                   help='TensorBoard event files in the run directory (pip install "jaxsel[tensorboard]")')
+    d.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help='log to this W&B project; WANDB_MODE=offline writes it locally (pip install "jaxsel[wandb]")')
+    c = p.add_argument_group("projected wall-clock (logged as projected_time_s; see `jaxsel report`)")
+    c.add_argument("--project-network", default="10gbe",
+                   help="network preset of the projection (between hosts with --gpus-per-host > 1): "
+                        "nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
+    c.add_argument("--intra-network", "--project-intra-network", dest="project_intra_network", default="nvlink",
+                   metavar="PRESET", help="network inside a projected host (with --gpus-per-host > 1): nvlink, "
+                                          "pcie, ...")
+    c.add_argument("--gpus-per-host", "--project-gpus-per-host", dest="project_gpus_per_host", type=int, default=1,
+                   metavar="K", help="replicas per projected host (divides --replicas); 1: every replica on its own "
+                                     "host, one network")
+    c.add_argument("--project-stragglers", default=None, metavar="SPEC",
+                   help="straggler model, e.g. fixed:factor=2,replicas=0 or lognormal:sigma=0.2")
+    c.add_argument("--project-compute-s", type=float, default=None, metavar="SECONDS",
+                   help="per-step compute time to project with (default: this run's measured step time)")
+    from .strategy_args import add_strategy_args
+
+    add_strategy_args(p)
+
+
+def config_from_args(args, strategy: str, out_dir: str | None):
+    from ..training.config import TrainConfig, parse_options
+    from ..training.config_file import apply_to_config
+    from .strategy_args import options_from_args
+
+    options = options_from_args(args)
+    partition_options = parse_options(getattr(args, "partition_opt", None), "--partition-opt")
+    if getattr(args, "inject", None):
+        try:
+            alpha, beta = (float(v) for v in args.inject.split(","))
+        except ValueError:
+            raise UsageError(f"--inject expects ALPHA,BETA (two numbers), got {args.inject!r}") from None
+        partition_options["injection"] = (alpha, beta)
+    cfg = TrainConfig(
+        dataset=args.dataset, model=args.model, strategy=strategy,
+        strategy_options={k: v for k, v in options.items() if v is not None},
+        replicas=args.replicas, platform=args.platform, devices=args.devices, local_replicas=args.local_replicas,
+        batch_size=_per_replica_batch(args), steps=args.steps,
+        optimizer=args.optimizer, lr=args.lr, lr_schedule=args.lr_schedule, momentum=args.momentum,
+        weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
+        seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
+        data_dir=args.data_dir, out_dir=out_dir, progress=not args.no_progress,
+        partition_options=partition_options,
+        dataset_options=parse_options(getattr(args, "dataset_opt", None), "--dataset-opt"),
+        augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
+        eval_examples=getattr(args, "eval_examples", None),
+        eval_replicas=getattr(args, "eval_replicas", "final"),
+        loader=args.loader, loader_workers=args.loader_workers,
+        tensorboard=args.tensorboard, wandb_project=args.wandb,
+        project_network=args.project_network, project_stragglers=args.project_stragglers,
+        project_intra_network=args.project_intra_network, project_gpus_per_host=args.project_gpus_per_host,
+        project_compute_s=args.project_compute_s,
+    )
+    return apply_to_config(cfg, getattr(args, "config_rest", None))   # --config FILE
+
+
+def _per_replica_batch(args) -> int:
+    """--batch-size, or --global-batch-size split evenly over the replicas."""
+    total = getattr(args, "global_batch_size", None)
+    if total is None:
+        return args.batch_size
+    if total < 1 or args.replicas < 1 or total % args.replicas:
+        raise UsageError(f"--global-batch-size {total} must be a positive multiple of --replicas "
+                         f"{args.replicas} (each replica gets an equal share)")
+    return total // args.replicas
+
+
+def add_run_control_args(p: argparse.ArgumentParser) -> None:
+    """Checkpoints, resume, fault handling and multi-host options (`jaxsel train`)."""
+    g = p.add_argument_group("checkpoints and faults")
+    g.add_argument("--checkpoint-dir", default=None,
+                   help="checkpoint directory (default checkpoints/<name of the run directory>)")
+    g.add_argument("--checkpoint-every", type=int, default=100,
+                   help="steps between asynchronous checkpoints (also saved at the end and on SIGTERM/SIGINT)")
+    g.add_argument("--keep", type=int, default=3, help="newest checkpoints to keep")
+    g.add_argument("--no-checkpoint", action="store_true", help="write no checkpoints")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the newest readable checkpoint (needs --out or --checkpoint-dir)")
+    g.add_argument("--nonfinite", choices=("stop", "skip"), default="stop",
+                   help="NaN/inf loss or gradient: stop (keep the last good checkpoint) or skip the step")
+    m = p.add_argument_group("multi-host (jax.distributed; every process runs the same command)")
+    m.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="process 0's address")
+    m.add_argument("--num-processes", type=int, default=None, help="number of processes")
+    m.add_argument("--process-id", type=int, default=None, help="this process's index, 0..P-1")
+    m.add_argument("--distributed", choices=("off", "auto"), default="off",
+                   help="auto: let jax.distributed detect the cluster (SLURM, Open MPI, TPU, ...)")
+    m.add_argument("--peer-timeout", type=float, default=60.0,
+                   help="seconds without a heartbeat before a peer counts as dead and this process exits")
+    m.add_argument("--join-timeout", type=float, default=120.0,
+                   help="seconds for every process to join the job; the processes that did not are named")
+
+
+def _start_processes(args):
+    """Simulated CPU devices and, for a multi-host run, jax.distributed plus the peer
+    watchdog; all before JAX starts its backends. Returns the watchdog (or None)."""
+    from ..training import distributed
+
+    auto = args.distributed == "auto"
+    _check_layout(args)
+    if not (auto or args.coordinator):
+        _start_jax(args.replicas)
+        return None
+    if args.num_processes and "JAX_NUM_CPU_DEVICES" not in os.environ:
+        from ..core.parallel import request_cpu_devices
+
+        request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
+    with user_input():   # --distributed auto found no cluster
+        return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
+                                 peer_timeout=args.peer_timeout, join_timeout=args.join_timeout)
+
+
+def _check_layout(args) -> None:
+    from ..training.distributed import check_process_layout
+
+    with user_input():
+        check_process_layout(args.coordinator, args.num_processes, args.process_id,
+                             args.distributed == "auto", args.peer_timeout, args.join_timeout)
+
+
+def _supervised_train(args, argv: list[str]) -> int:
+    """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
+    from ..training import early_stop, supervisor
+
+    _check_layout(args)   # usage errors from here, before a child starts
+    early_stop.check()
+    who = (f"process {args.process_id} of {args.num_processes}" if args.process_id is not None
+           else "this process")
+    return supervisor.supervise([sys.executable, "-m", "jaxsel.cli", *argv], who)
+
+
+def _default_out(prefix: str) -> str:
+    return str(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _check_path_text(path: str | None, option: str) -> None:
+    """A path that cannot be written as UTF-8 (bytes from a broken locale) breaks every
+    log line and JSON file that names it: refuse it up front."""
+    if path is None:
+        return
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{option} {ascii(str(path))} is not valid UTF-8; choose a path that is") from None
+
+
+def _ensure_writable(path: str, option: str = "--out", *, default: bool = False) -> bool:
+    """Make `path` a writable directory; True if this created it. Of a path the user typed
+    only the last component is created (a typo in a parent is an error, not a new tree);
+    jaxsel's own defaults (runs/..., checkpoints/...) get their parents too. The run prints
+    its directory itself, so the creation is not announced again."""
+    from ..data.paths import writable_dir
+
+    _check_path_text(path, option)
+    return writable_dir(path, option, parents=default, quiet=True)
+
+
+def _start_jax(replicas: int) -> None:
+    """Give a CPU-only host enough simulated devices before JAX initialises."""
+    from ..core.parallel import request_cpu_devices
+
+    request_cpu_devices(max(8, replicas))
+
+
+def _layout(cfg) -> str:
+    """The true layout line of a run's config; replicas that do not fit: a usage error."""
+    from ..core.parallel import data_mesh, describe_layout
+
+    return describe_layout(data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform))
+
+
+def cmd_compare(args) -> int:
+    _start_jax(args.replicas)
+    from ..analysis.seed_grid import reuse_compilations
+
+    with reuse_compilations():   # before anything compiles
+        return _compare(args)
+
+
+def _compare(args) -> int:
+    from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
+    from ..analysis.time_to_accuracy import parse_target
+    from ..data.paths import undo_created
+    from ..training.config import check_config
+
+    out = args.out or _default_out("compare")
+    match = args.match_budget is not False   # on unless --no-match-budget
+    with user_input():
+        parse_target(args.target)
+        base = config_from_args(args, "bsp", None)   # each row sets its strategy
+        check_config(base)
+        plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
+        layout = _layout(base)
+        check_fresh(Path(out))
+    created = _ensure_writable(out, default=not args.out)
+
+    def start():   # the directory is ours (locked, fresh): say what runs where
+        print(f"run directory: {out}", flush=True)
+        print(f"layout: {layout}", flush=True)
+        if args.match_budget and not any(m for _, m in plan):
+            print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
+
+    started = time.perf_counter()
+    with undo_created(out, created):
+        done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
+                              on_start=start,
+                              announce=lambda text: print(text, flush=True))
+    seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
+    options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
+    print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
+          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
+          f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
+          f"{layout}; took {time.perf_counter() - started:.0f} s")
+    print(format_table(done.rows))
+    print(f"\nwrote {out}/results.json and {', '.join(PICTURES)}")
+    return 0
+
+
+def _check_train_args(args) -> None:
+    """What `jaxsel train` can refuse before JAX starts."""
+    if args.resume and args.out is None and args.checkpoint_dir is None:
+        raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
+    if args.resume and args.no_checkpoint:
+        raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
+    for option in ("out", "checkpoint_dir", "data_dir"):
+        _check_path_text(getattr(args, option), "--" + option.replace("_", "-"))
+
+
+def _train_config(args, out: str):
+    """The TrainConfig of `jaxsel train` and its layout, every check made (run.check_run):
+    nothing is created or printed before a usage error."""
+    import dataclasses
+
+    from ..training.run import check_run, resumed_settings
+
+    with user_input():
+        cfg = config_from_args(args, args.strategy, out)
+        if not args.no_checkpoint:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir,
+                                      checkpoint_every=args.checkpoint_every, keep=args.keep, resume=args.resume)
+        cfg = resumed_settings(dataclasses.replace(cfg, nonfinite=args.nonfinite))
+        layout = _layout(cfg)
+        check_run(cfg)
+    return cfg, layout
+
+
+def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
+    """Create the run and checkpoint directories; the ones this run made (removed again if
+    it fails before writing to them)."""
+    from ..data.paths import undo_created
+
+    created = []
+    if lead and _ensure_writable(cfg.out_dir, default=args.out is None):
+        created.append(cfg.out_dir)
+    root = cfg.checkpoint_root()
+    with undo_created(cfg.out_dir, bool(created)):   # a checkpoint dir that cannot be made: no run dir either
+        if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=args.checkpoint_dir is None):
+            created.append(str(root))
+    return created
+
+
+def cmd_train(args) -> int:
+    from ..training import early_stop
+
+    _check_train_args(args)
+    watchdog = _start_processes(args)
+    import jax
+
+    from ..data.paths import undo_created
+    from ..training.train import train
+
+    lead = jax.process_index() == 0
+    out = args.out if args.out is not None else _default_out(args.strategy)
+    try:
+        cfg, layout = _train_config(args, out)
+        early_stop.check()   # a Ctrl-C so far: stop before anything is created
+        created = _make_run_dirs(cfg, args, lead)
+        if lead:
+            print(f"run directory: {out}", flush=True)
+            print(f"layout: {layout}", flush=True)
+        with contextlib.ExitStack() as undo:
+            for path in created:
+                undo.enter_context(undo_created(path, True))
+            result = train(cfg)
+    except BaseException as err:
+        if watchdog is not None:   # never leave the other processes waiting in a collective
+            from ..training.distributed import leave_after_error
+
+            leave_after_error(watchdog, err, f"jaxsel {args.command}")
+        raise
+    if watchdog is not None:
+        watchdog.finish()
+    if lead:
+        _print_summary(result.final)
+    return 0
+
+
+def _print_summary(final: dict) -> None:
+    """The run's final figures, 4 significant digits, no negative zeros."""
+    from ..training.numbers import significant
+
+    for k, v in final.items():
+        if k != "projection":
+            shown = significant(v) if isinstance(v, float) else v
+            if isinstance(v, dict) and "per_replica" in v:   # replica_accuracy, replica_loss
+                shown = f"mean {significant(v['mean'])}, min {significant(v['min'])}, max {significant(v['max'])}"
+            print(f"{k:>22}: {shown}")
+    p = final["projection"]
+    print(f"{'projected on':>22}: {p['network']}, stragglers {p['stragglers']} (compute "
+          f"{significant(p['compute'])} s, waiting {significant(max(p['waiting'], 0.0))} s, communication "
+          f"{significant(p['communication'])} s)")
+
+
+def cmd_datasets(args) -> int:
+    """List every known dataset and whether it is ready in the data dir."""
+    from ..data.sources import KNOWN, resolve_data_dir, status
+
+    root = resolve_data_dir(args.data_dir)
+    print(f"data dir: {root}")
+    print(f"{'name':<14} {'kind':<13} {'TFDS name':<13} status")
+    for name, spec in sorted(KNOWN.items(), key=lambda kv: (kv[1].builder is None, kv[0])):
+        line = f"{name:<14} {spec.kind:<13} {spec.source_name:<13} {status(name, root)}"
+        print(line + (f"\n{'':<42}{spec.description}" if args.verbose and spec.description else ""))
+    from ..data.prepare import SOURCES
+
+    print("\n`jaxsel prepare NAME --from PATH` needs no TensorFlow; PATH is:")
+    for name, what in SOURCES.items():
+        print(f"  {name:<14} {what}")
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    """Prepare a dataset in the data dir: a real one from the user's files (no TensorFlow,
+    no network), an embedded one offline; safe to run in several processes at once."""
+    from ..data.prepare import prepare
+
+    prepare(args.name, args.source, args.data_dir, progress=not args.no_progress)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    """Step overheads side by side: table on stdout, JSON to --json."""
+    _start_jax(args.replicas or 1)
+    from ..analysis.bench import TARGET, missed_targets, run_bench
+
+    with user_input():
+        shape = tuple(int(d) for d in args.input_shape.split("x")) if args.input_shape else None
+    if args.json:
+        _ensure_writable(str(Path(args.json).parent or "."), "--json")
+    with user_input():
+        result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
+                           size=args.size, input_shape=shape, log_every=args.log_every,
+                           dispatch_steps=args.dispatch_steps, devices=args.devices, platform=args.platform,
+                           dtype=args.dtype, packed=args.packed, hlo=args.hlo)
+    missed = missed_targets(result)
+    print(f"\ntargets: overhead ratios <= {TARGET}; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")
+    if args.json:
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Accuracy against measured and projected time for one run or a compare dir."""
+    from ..analysis.report import report
+
+    with user_input():
+        text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,
+                      compute_s=args.compute_s, out=args.out, gpus_per_host=args.gpus_per_host,
+                      intra_network=args.intra_network, target=args.target)
+    print(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+
+    from .strategy_args import HelpFormatter, strategy_epilog
+
+    p = sub.add_parser("compare", help="train several strategies side by side (the default job)",
+                       description="The default job: " + DEFAULT_TASK_NOTE,
+                       formatter_class=HelpFormatter, epilog=strategy_epilog())
+    add_training_args(p)
+    p.set_defaults(**DEFAULT_TASK)
+    p.add_argument("--strategies", default=DEFAULT_STRATEGIES, metavar="ENTRIES",
+                   help="comma-separated entries, each a strategy name or a variant NAME:KEY=VALUE[:KEY=VALUE...] "
+                        "(e.g. bsp,localsgd:period=8,selsync,selsync:delta=0.05); global strategy flags are "
+                        "defaults for every entry that takes them, an entry's own options win")
+    p.add_argument("--seeds", type=int, default=3, metavar="K",
+                   help="train every entry with seeds --seed .. --seed+K-1; tables show mean ± std")
+    p.add_argument("--match-budget", action=argparse.BooleanOptionalAction, default=None,
+                   help="add, for every row whose sync pattern is adaptive (selsync, ...), local SGD with as many "
+                        "syncs, and say whether the row beat it beyond the seed spread (default: on)")
+    p.add_argument("--target", default="99%", metavar="ACC|PCT%",
+                   help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
+    p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="settings from a TOML/JSON/YAML file (TrainConfig fields, strategies, ...); flags typed "
+                        "override it")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("train", help="train one strategy", formatter_class=HelpFormatter,
+                       epilog=strategy_epilog())
+    add_training_args(p)
+    add_run_control_args(p)
+    from ..strategies import STRATEGIES
+
+    p.add_argument("--strategy", default="selsync", help=f"one of: {', '.join(STRATEGIES)}")
+    p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="settings from a TOML/JSON/YAML file (TrainConfig fields); flags typed override it; "
+                        "RUN_DIR/config.json reproduces that run")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("datasets", help="list known datasets and which are prepared locally")
+    p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also describe each dataset")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("prepare", help="write a dataset into the data dir from local files (no TensorFlow)")
+    p.add_argument("name", help="dataset: cifar10, cifar100, mnist, fashion_mnist, imagenet2012, cars196, "
+                                "or an embedded one (digits, mnist1d)")
+    p.add_argument("--from", dest="source", default=None, metavar="PATH",
+                   help="the files you have: a CIFAR python tarball, a folder of MNIST IDX files, "
+                        "or an image folder (SPLIT/CLASS/*.jpg)")
+    p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
+    p.add_argument("--model", default="mlp", help="model of jaxsel.models fed random data (mlp, cnn, resnet18, ...)")
+    p.add_argument("--replicas", type=int, default=None,
+                   help="model replicas (default: one per device of the platform, the accelerator's if any)")
+    p.add_argument("--platform", default=None, help="this platform's devices (default: the accelerator if any)")
+    p.add_argument("--devices", type=int, default=None, help="use the first N devices; replicas are packed on them")
+    p.add_argument("--batch", type=int, default=None, help="examples per replica (default: the size's)")
+    p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (medians)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps per variant first")
+    p.add_argument("--size", choices=("default", "tiny"), default="default", help="defaults of the above")
+    p.add_argument("--input-shape", default=None, metavar="HxWxC", help="e.g. 32x32x3 (default: the size's)")
+    p.add_argument("--log-every", type=int, default=None, help="metric reads of the lazy dispatch loop (100)")
+    p.add_argument("--dispatch-steps", type=int, default=None, help="steps per async-dispatch loop")
+    p.add_argument("--dtype", default="fp32",
+                   help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
+    p.add_argument("--packed", type=int, default=8, metavar="N",
+                   help="replicas of the packed row, all on one device (0: no packed row)")
+    p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("report", help="plot accuracy against measured and projected time of a run")
+    p.add_argument("run_dir", help="a `jaxsel train` run dir, or a `jaxsel compare` dir of them")
+    p.add_argument("--networks", default="10gbe", help="comma-separated network presets to project onto")
+    p.add_argument("--stragglers", default=None, metavar="SPEC", help="straggler model of the projections")
+    p.add_argument("--compute-s", type=float, default=None, metavar="SECONDS",
+                   help="per-step compute time (default: each run's measured step time)")
+    p.add_argument("--gpus-per-host", type=int, default=1, metavar="K",
+                   help="project onto hosts of K replicas, --networks between them (default 1: one network)")
+    p.add_argument("--intra-network", default="nvlink", metavar="PRESET",
+                   help="network inside a host with --gpus-per-host > 1 (nvlink, pcie, ...)")
+    p.add_argument("--target", type=float, default=None, metavar="ACC",
+                   help="also show each run's projected time to this test accuracy")
+    p.add_argument("--out", default=None, help="PNG path (default RUN_DIR/report.png)")
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..training.early_stop import StartupSignals
+
+    with StartupSignals() as startup:   # first: a Ctrl-C from here on is one line and exit 130
+        return _main(sys.argv[1:] if argv is None else list(argv), startup)
+
+
+def _main(argv: list[str], startup) -> int:
+    from ..training.early_stop import StoppedEarly, check
+
+    try:
+        from .strategy_args import load_plugins
+
+        load_plugins(argv)   # registered names must be known before the parser lists them
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command != "train":
+            startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
+        check()
+    except ValueError as err:
+        print(f"jaxsel: error: {one_line(err)}", file=sys.stderr)
+        return 2
+    except StoppedEarly as stop:
+        print(f"jaxsel: {stop}", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:   # a second Ctrl-C
+        print("jaxsel: interrupted", file=sys.stderr)
+        return 130
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        if getattr(args, "config", None):
+            _apply_config_file(args, argv)
+        multihost_train = args.command == "train" and (args.coordinator or args.distributed == "auto")
+        if multihost_train:
+            from ..training.supervisor import available
+
+            if available():
+                return _supervised_train(args, argv)
+        return int(args.func(args) or 0)
+    except _user_errors() as err:
+        print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return 2
+    except (_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
+        print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
+        return stop.exit_code
+    except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1
+        print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"jaxsel {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:
+        if err.errno not in FS_ERRNOS:
+            return _unexpected(args.command)
+        where = f": {err.filename}" if err.filename else ""
+        print(f"jaxsel {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - a bug: its traceback once, and where to send it
+        return _unexpected(args.command)
+
+
+def _apply_config_file(args, argv: list[str]) -> None:
+    """--config FILE: its settings as if typed before the flags (training/config_file.py)."""
+    from ..training.config_file import apply_to_args, command_keys, explicit_dests, load_settings, subcommand
+
+    training = argparse.ArgumentParser(add_help=False)
+    add_training_args(training)
+    settings = load_settings(args.config, command_keys(subcommand(build_parser(), args.command), training))
+    args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line: some carry a library's multi-line detail (a tarball
+    that is not one lists every compression tried)."""
+    return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+
+
+def _unexpected(command: str) -> int:
+    import traceback
+
+    traceback.print_exc()
+    print(f"jaxsel {command}: error: {REPORT_BUGS}", file=sys.stderr, flush=True)
+    return 1
+

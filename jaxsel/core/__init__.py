@@ -1,0 +1,9 @@
+"""The device core: what runs inside the jitted, shard_map'd training step.
+
+Replicas and their mesh (`parallel`), the collectives over packed replicas and devices
+(`collectives`), how replicas are combined (`aggregate`) and compressed (`compression`),
+the one guarded sync primitive and the strategy protocol (`sync`), when to sync
+(`triggers`), the replicated training state (`state`), the step itself (`step`), options
+as dataclass fields (`options`) and the leaf registry of names (`registry`).
+Imports nothing of jaxsel's above it (tests/test_layers.py).
+"""

@@ -1,0 +1,280 @@
+"""The sync core: every synchronization decision and collective goes through here.
+
+A strategy decides *when* (a replicated predicate), *what* (a payload pytree) and *how*
+(an aggregator); `sync_where` is the one place that turns that into a collective:
+
+- it checks at trace time that the decision is identical on every replica (a collective
+  inside one branch of `lax.cond` deadlocks when replicas disagree);
+- only the collective (and work that exists only on a synced step) sits inside the
+  `lax.cond`; everything both branches would do stays outside, fused with the step
+  (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
+  local step; see BENCHMARKS.md);
+- it counts the bytes the collective moves and returns a typed `SyncReport`;
+- with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
+  decision batched over a device's replicas (the cond would become a select that runs the
+  collective every step) and an aggregate that differs across them (a raw mesh collective
+  that skipped `jaxsel.collectives`' local stage).
+
+`sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
+(`jaxsel.core.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
+strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
+the report then counts the compressed bytes (what each replica actually sends).
+
+`local_cond` is the only other conditional: for replica-local work that happens on some
+steps only (no collective may sit inside it; tests/test_sync_core.py checks every
+strategy's traced step for that). No other function calls `lax.cond` or `lax.switch`
+(tests/test_layers.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from . import compression
+from .aggregate import Bound
+from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
+from .registry import Registry
+
+SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
+
+
+class NonReplicatedDecisionError(PackedReplicasDisagree):
+    """A sync decision differs across replicas: `lax.cond` around a collective would deadlock."""
+
+
+# --------------------------------------------------------------------- replication types
+
+def varying_axes(x) -> frozenset:
+    """Manual mesh axes along which `x` may differ (its varying-manual-axes type)."""
+    aval = jax.typeof(x)
+    vma = getattr(aval, "vma", None)
+    if vma is None:
+        vma = getattr(getattr(aval, "manual_axis_type", None), "varying", frozenset())
+    return frozenset(vma)
+
+
+def ensure_replicated(decide, axis: str, who: str = "trigger") -> None:
+    """Raise at trace time unless `decide` is provably identical on every replica: not
+    varying over the mesh axis (devices) and not batched over a device's packed replicas
+    (a batched predicate turns `lax.cond` into a select that pays for the collective on
+    every step)."""
+    if isinstance(decide, (bool, int)):
+        return
+    if jnp.shape(decide) != ():
+        raise NonReplicatedDecisionError(f"{who} must return a scalar decision, got shape {jnp.shape(decide)}")
+    where = (f"the {axis!r} axis" if axis in varying_axes(decide) else
+             "a device's packed replicas" if varies_across_local_replicas(decide) else None)
+    if where is not None:
+        raise NonReplicatedDecisionError(
+            f"{who} returned a sync decision that varies across {where}; replicas could "
+            f"disagree and deadlock inside lax.cond. Reduce per-replica votes over all replicas "
+            f"first: jaxsel.collectives.replica_max(vote, {axis!r}) (any replica) or replica_min "
+            f"(all replicas), or triggers.any_replica."
+        )
+
+
+def ensure_agreed(tree: Any, who: str = "aggregator") -> Any:
+    """`tree`, checked (when the step's vmap batches it) to be identical across a device's
+    packed replicas: an aggregate built from a raw `lax` collective over the mesh axis
+    reduces over devices only, and is an error."""
+    message = (f"{who} returned a value that differs across a device's packed replicas; combine "
+               f"replicas with jaxsel.collectives (replica_mean, replica_sum, replica_gather, ...), "
+               f"which reduce over the packed replicas and the devices, not raw lax collectives")
+    return jax.tree.map(lambda x: must_agree(x, message, NonReplicatedDecisionError), tree)
+
+
+def to_varying(tree: Any, axis: str) -> Any:
+    """Cast invariant leaves to varying so both `lax.cond` branches have equal types."""
+    return jax.tree.map(lambda x: x if axis in varying_axes(x) else lax.pcast(x, axis, to="varying"), tree)
+
+
+def tree_where(pred, on_true: Any, on_false: Any) -> Any:
+    """Elementwise select of two pytrees of equal structure (for small state only)."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+# ------------------------------------------------------------------ what a strategy sees
+
+
+@dataclasses.dataclass(frozen=True)
+class StepContext:
+    """What a strategy sees of the step besides the replica's own state."""
+
+    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
+    n: int                 # number of replicas (all devices, all packed replicas)
+    step: jax.Array        # replicated step counter (before this step)
+    optimizer: optax.GradientTransformation
+    weight: jax.Array      # this replica's sample count this step (FedAvg's weights)
+    replica: Any = None    # this replica's global index (int32; d * k + j)
+
+
+class StepStats(NamedTuple):
+    """What a trigger may base its decision on. Per-replica values are varying: a
+    trigger reduces its votes across replicas (psum/pmax) before deciding."""
+
+    step: jax.Array        # replicated step counter (before this step)
+    loss: jax.Array        # this replica's loss
+    grad_norm: jax.Array   # sum over tensors of each tensor's L2 norm (SelSync's s_t)
+
+
+class SyncReport(NamedTuple):
+    """What one step's synchronization did, for metrics and the cost model."""
+
+    synced: jax.Array          # True when the replicas waited on a collective this step
+    payload_bytes: jax.Array   # bytes each replica put into this step's collectives
+    vote_bytes: jax.Array      # of which the decision's own vote (charged as latency)
+
+    def merge(self, other: "SyncReport") -> "SyncReport":
+        return SyncReport(self.synced | other.synced, self.payload_bytes + other.payload_bytes,
+                          self.vote_bytes + other.vote_bytes)
+
+
+class Timing(NamedTuple):
+    """How the cost model charges a strategy's steps (`costmodel.Projector` settings)."""
+
+    collective: str = "allreduce"        # "allreduce" or "allgather" for a sync
+    background: str = "async"            # how a step that moves bytes without waiting is paid
+    staleness: int | None = None         # async protocols: steps a worker may run ahead
+    groups: int | None = None            # two-level methods: replica groups (hosts); steps report
+                                         # their group-level bytes as the metric "group_bytes"
+
+
+def byte_count(nbytes, when=True) -> jax.Array:
+    """`nbytes` where `when` holds, else 0, as the step's integer byte metric."""
+    dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    return jnp.asarray(when).astype(dtype) * jnp.asarray(nbytes, dtype)
+
+
+def tree_bytes(tree: Any) -> int:
+    """Exact payload size of a pytree as traced inside the step (one replica's copy)."""
+    return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
+
+
+def no_sync(vote_bytes: int = 0) -> SyncReport:
+    """The report of a step that moved nothing but (maybe) its vote."""
+    return SyncReport(jnp.asarray(False), byte_count(vote_bytes), byte_count(vote_bytes))
+
+
+# ------------------------------------------------------------------------ the primitive
+
+def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepContext, *,
+               state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
+               compress: str | None = None, who: str = "strategy",
+               groups: int | None = None) -> tuple[Any, SyncReport]:
+    """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
+
+    Without `state`/`finish`: returns (aggregate(payload) if decide else payload, report).
+    With them: returns (finish(aggregate(payload), state) if decide else state, report) —
+    `finish` is work that exists only on a synced step (e.g. DiLoCo's outer optimizer
+    step), so it shares the collective's branch instead of running every step.
+    `decide` is a Python bool (static: no cond, no dead branch) or a replicated scalar.
+    `compress` ("bf16", "int8"; None or "none": off) sends the payload's floating leaves
+    compressed (`jaxsel.core.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
+    linear aggregator, and the report counts the compressed bytes.
+    `groups`: the aggregate combines replicas within groups (`collectives.Groups`), so it
+    agrees within a group only and may differ across a device's packed replicas; the
+    decision must still be replicated over all replicas.
+    """
+    ensure_replicated(decide, ctx.axis, who=who)
+    if finish is None:
+        state, finish = payload, (lambda agg, _: agg)
+    nbytes = compression.payload_bytes(payload, compress)
+    if compression.check_codec(compress) is not None:
+        if not isinstance(aggregate, Bound):
+            raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
+                            f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
+        aggregate = compression.compressed_aggregate(compress, aggregate)
+    aggregate = aggregate if groups else _checked(aggregate)
+    if isinstance(decide, (bool, int)):
+        out = finish(aggregate(payload), state) if decide else state
+        return out, SyncReport(jnp.asarray(bool(decide)), byte_count(nbytes, bool(decide)), byte_count(0))
+    with jax.named_scope(SYNC_SCOPE):
+        out = lax.cond(decide,
+                       lambda p, s: to_varying(finish(aggregate(p), s), ctx.axis),
+                       lambda p, s: to_varying(s, ctx.axis),
+                       payload, state)
+    return out, SyncReport(jnp.asarray(decide), byte_count(nbytes, decide), byte_count(0))
+
+
+def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda payload: ensure_agreed(aggregate(payload))
+
+
+def local_cond(pred, if_true: Callable, if_false: Callable, *operands):
+    """Replica-local work on some steps only (no collective inside either branch).
+
+    `pred` may differ across replicas: nothing inside waits on another replica."""
+    if isinstance(pred, (bool, int)):
+        return (if_true if pred else if_false)(*operands)
+    axis_of = lambda tree: {a for x in jax.tree.leaves(tree) for a in varying_axes(x)}
+    axes = axis_of(operands) | varying_axes(pred)
+    cast = (lambda t: jax.tree.map(lambda x: _vary_all(x, axes), t)) if axes else (lambda t: t)
+    return lax.cond(pred, lambda *o: cast(if_true(*o)), lambda *o: cast(if_false(*o)), *operands)
+
+
+def _vary_all(x, axes):
+    missing = tuple(a for a in axes if a not in varying_axes(x))
+    return lax.pcast(x, missing, to="varying") if missing else x
+
+
+def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
+    """One optimizer step on `grads`: (params, opt_state). `scale` multiplies the updates,
+    which for optimizers linear in the learning rate (sgd, momentum, adam(w)) is training
+    at lr * scale; the optimizer's own state is unaffected."""
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    if not (isinstance(scale, (int, float)) and scale == 1.0):
+        updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)
+    return optax.apply_updates(params, updates), opt_state
+
+
+# ------------------------------------------------------------------------ the protocol
+
+class StepResult(NamedTuple):
+    """A strategy's step: the replica's new state, what synchronized, and its metrics."""
+
+    state: Any                           # the replica's TrainState (no replica axis)
+    report: SyncReport
+    replica_metrics: dict = {}           # per-replica values (varying), e.g. SelSync's delta
+    shared_metrics: dict = {}            # replicated values, e.g. Sync-Switch's mode
+
+
+class Strategy:
+    """A synchronization method. Subclasses are frozen dataclasses whose fields are the
+    method's options (the CLI and configs check option names against them)."""
+
+    name: ClassVar[str] = "strategy"
+    #: run facts the training loop may pass when the user left the field unset
+    context_fields: ClassVar[tuple[str, ...]] = ()
+
+    def init(self, params, opt_state, n: int) -> Any:
+        """Per-replica strategy state (unbatched, a typed pytree); `init_state` adds the replica axis."""
+        return ()
+
+    def apply(self, rs, grads, stats: StepStats, ctx: StepContext) -> StepResult:
+        raise NotImplementedError
+
+    def eval_params(self, state):
+        """The replica-axis parameters a run is evaluated on (through their replica mean):
+        the replicas' own weights, unless the method keeps a global model of its own."""
+        return state.params
+
+    def timing(self, n: int) -> Timing:
+        return Timing()
+
+    def adaptive_sync(self) -> bool:
+        """Whether the steps that synchronize are decided during the run (by the data, by
+        step times) rather than fixed in advance by the step count. `jaxsel compare
+        --match-budget` gives such a method a periodic baseline with as many syncs."""
+        return False
+
+    def describe(self) -> str:
+        return self.name
+
+
+#: strategies by name; each registers itself where it is defined (`jaxsel.strategies`)
+STRATEGIES = Registry("strategy", Strategy, "jaxsel.Strategy")

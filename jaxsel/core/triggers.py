@@ -1,0 +1,239 @@
+"""WHEN to synchronize: triggers evaluated on the device, inside the shard_map'd step.
+
+`trigger(tstate, stats, axis) -> (tstate, decide, metrics)`. `stats` is a `StepStats`
+(step, this replica's loss and gradient norm), so a loss- or norm-based trigger needs no
+change to the step. The decision must be identical on every replica (the sync core
+checks it at trace time): static triggers return a Python bool or a function of the
+replicated step; data-dependent ones reduce per-replica votes across replicas (any vote
+syncs). Triggers are frozen dataclasses whose fields are their options; state is a typed
+pytree (a NamedTuple), never a string-keyed dict.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import jax.numpy as jnp
+
+from .collectives import replica_sum
+from .registry import Registry
+from .sync import StepStats
+
+
+def ewma_weights(window: int, alpha: float) -> jnp.ndarray:
+    """Normalised weights (1-alpha)^k, k = 1 (newest) ... window (oldest)."""
+    w = (1.0 - alpha) ** jnp.arange(1, window + 1, dtype=jnp.float32)
+    return w / jnp.sum(w)
+
+
+def any_replica(vote, axis: str):
+    """True on every replica when any replica votes (packed replicas included). A float32
+    sum, not an int32 max: XLA fuses it with the loss mean's all-reduce, so a step that
+    stays local still runs one collective, as a plain local step does."""
+    return replica_sum(jnp.asarray(vote).astype(jnp.float32), axis) > 0
+
+
+class Trigger:
+    """Base class. Subclasses are frozen dataclasses (fields = options)."""
+
+    #: bytes each replica contributes to the decision's own collective (a vote), per step
+    vote_bytes: ClassVar[int] = 0
+
+    def init(self) -> Any:
+        return ()
+
+    def __call__(self, tstate, stats: StepStats, axis: str):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+        return f"{type(self).__name__}({fields})"
+
+
+#: triggers by name (`--opt trigger=NAME`); each registers itself below
+TRIGGERS = Registry("trigger", Trigger, "jaxsel.triggers.Trigger")
+
+
+@TRIGGERS.register("always")
+@dataclasses.dataclass(frozen=True)
+class Always(Trigger):
+    """Synchronize every step (BSP)."""
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, True, {}
+
+
+@TRIGGERS.register("never")
+@dataclasses.dataclass(frozen=True)
+class Never(Trigger):
+    """Never synchronize (independent replicas)."""
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, False, {}
+
+
+def _check_step(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+@TRIGGERS.register("periodic")
+@dataclasses.dataclass(frozen=True)
+class Periodic(Trigger):
+    """Synchronize after every `period` steps counted from `start`: at step t >= start
+    when (t - start + 1) % period == 0.
+
+    PyTorch's PeriodicModelAverager averages when step % period == 0 counting from 0
+    (so also right after the first step); jaxsel's count means "after `period` steps".
+    """
+
+    period: int
+    start: int = 0
+
+    def __post_init__(self):
+        _check_step("period", self.period, 1)
+        _check_step("start", self.start, 0)
+
+    def fires(self, step):
+        due = (step - self.start + 1) % self.period == 0
+        return due if self.start == 0 else due & (step >= self.start)
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, self.fires(stats.step), {}
+
+
+@TRIGGERS.register("before")
+@dataclasses.dataclass(frozen=True)
+class Before(Trigger):
+    """Synchronize on every step before `step` (a warm-up or first phase)."""
+
+    step: int
+
+    def __post_init__(self):
+        _check_step("step", self.step, 0)
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, stats.step < self.step, {}
+
+
+@dataclasses.dataclass(frozen=True)
+class AnyOf(Trigger):
+    """Synchronize when any of `triggers` fires (their states kept side by side)."""
+
+    triggers: tuple
+
+    @property
+    def vote_bytes(self) -> int:
+        return sum(t.vote_bytes for t in self.triggers)
+
+    def init(self):
+        return tuple(t.init() for t in self.triggers)
+
+    def __call__(self, tstate, stats, axis):
+        new, decide, metrics = [], False, {}
+        for trig, st in zip(self.triggers, tstate):
+            st, d, m = trig(st, stats, axis)
+            new.append(st)
+            decide = decide | d
+            metrics.update(m)
+        return tuple(new), decide, metrics
+
+
+class SignificanceState(NamedTuple):
+    t: Any            # steps seen (int32)
+    s_hist: Any       # last W gradient norms, newest first
+    g_prev: Any       # G_{t-1}
+    d_hist: Any       # last W relative changes, newest first
+
+
+@TRIGGERS.register("significance")
+@dataclasses.dataclass(frozen=True)
+class Significance(Trigger):
+    """SelSync's significance test (Tyagi & Swany, CLUSTER'23).
+
+    s_t = grad_norm (sum over tensors of per-tensor L2 norms); G_t = windowed EWMA of s
+    over the last `window` values (defined for t >= W-1); Delta_t = |G_t - G_{t-1}| /
+    max(G_{t-1}, eps) (t >= W); Delta_bar_t = the same windowed EWMA of Delta (t >= 2W-1).
+    A replica votes while t < 2W-1 (warm-up) or when Delta_bar_t >= delta; any vote syncs.
+    """
+
+    delta: float = 0.3
+    window: int = 25
+    alpha: float = 0.01
+    eps: float = 1e-12
+    vote_bytes: ClassVar[int] = 4  # one float32 psum per step
+
+    def __post_init__(self):
+        if not (math.isfinite(float(self.delta)) and float(self.delta) >= 0.0):
+            raise ValueError(f"delta must be a finite number >= 0, got {self.delta!r}")
+        _check_step("window", self.window, 1)
+        if not (0.0 <= float(self.alpha) < 1.0):
+            raise ValueError(f"alpha must be in [0, 1), got {self.alpha!r}")
+
+    def init(self):
+        w = self.window
+        z = jnp.zeros((), jnp.float32)
+        return SignificanceState(jnp.zeros((), jnp.int32), jnp.zeros((w,), jnp.float32), z,
+                                 jnp.zeros((w,), jnp.float32))
+
+    def local_vote(self, st: SignificanceState, grad_norm):
+        """The per-replica part: new window state, this replica's vote and Delta_bar."""
+        w = self.window
+        weights = ewma_weights(w, self.alpha)
+        s_hist = jnp.concatenate([grad_norm.astype(jnp.float32)[None], st.s_hist[:-1]])
+        g = jnp.dot(weights, s_hist)
+        change = jnp.abs(g - st.g_prev) / jnp.maximum(st.g_prev, self.eps)
+        d_pushed = jnp.concatenate([change[None], st.d_hist[:-1]])
+        d_hist = jnp.where(st.t >= w, d_pushed, st.d_hist)
+        d_bar = jnp.dot(weights, d_hist)
+        warm = st.t < 2 * w - 1
+        vote = warm | (d_bar >= self.delta)
+        return SignificanceState(st.t + 1, s_hist, g, d_hist), vote, jnp.where(warm, jnp.nan, d_bar)
+
+    def __call__(self, tstate, stats, axis):
+        new, vote, d_bar = self.local_vote(tstate, stats.grad_norm)
+        return new, any_replica(vote, axis), {"delta": d_bar, "vote": vote}
+
+
+UNKNOWN = -1   # first_sync_step of a data-dependent trigger: no promise either way
+
+
+def first_sync_step(trigger) -> int | None:
+    """The first step the trigger fires (None: never; UNKNOWN: depends on the data)."""
+    if isinstance(trigger, Always):
+        return 0
+    if isinstance(trigger, Never):
+        return None
+    if isinstance(trigger, Periodic):
+        return trigger.start + trigger.period - 1
+    if isinstance(trigger, Before):
+        return 0 if trigger.step > 0 else None
+    if isinstance(trigger, AnyOf):
+        firsts = [first_sync_step(t) for t in trigger.triggers]
+        if UNKNOWN in firsts:
+            return UNKNOWN
+        known = [f for f in firsts if f is not None]
+        return min(known) if known else None
+    return UNKNOWN
+
+
+def register_trigger(name: str, cls: type | None = None):
+    """Make a user-defined trigger reachable by name (`--opt trigger=NAME` of the
+    `triggered` strategy, experiment configs): `register_trigger(name, cls)` or
+    `@register_trigger(name)`. `cls` is a frozen dataclass subclassing Trigger; its fields
+    are its options (`--opt trigger.FIELD=VALUE`)."""
+    return TRIGGERS.register(name, cls)
+
+
+def get_trigger(spec, options=None) -> Trigger:
+    """A trigger from its registered name and options, or itself."""
+    if isinstance(spec, Trigger):
+        if options:
+            raise ValueError(f"trigger options {sorted(options)} given with a built trigger {spec!r}")
+        return spec
+    from .options import build
+
+    if spec not in TRIGGERS:
+        raise ValueError(TRIGGERS.unknown(spec))
+    return build(TRIGGERS[spec], options, kind="trigger", name=spec)

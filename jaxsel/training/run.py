@@ -1,0 +1,306 @@
+"""Run assembly: everything a training run is made of, built once from a TrainConfig.
+
+The mesh, the data side, the model, the optimizer, the strategy (built here and nowhere
+else), the initial state, the jitted step and the evaluation. The three places that talk
+to the strategy layer beyond building it are `strategy_timing`, `describe_strategy` and
+`evaluation_weights`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..core import parallel
+from ..core.state import consensus, consensus_model_state, init_state
+from ..core.step import make_train_step
+from ..data import Loader
+from ..data.paths import writable_dir
+from ..data.pipeline import build_input
+from ..data.sources import KNOWN
+from ..models import FunctionalModel, build_model
+from ..strategies import build_strategy
+from . import distributed
+from .checkpoint import existing_steps, newest_meta
+from .config import ConfigError, TrainConfig, check_config
+from .lr_schedule import never_fires_warning
+from .numbers import byte_size
+from .optim import build_optimizer
+from .runlock import check_unlocked
+from .sync_horizon import warn_if_never_syncs
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything a training run is made of, built from a TrainConfig."""
+
+    cfg: TrainConfig
+    mesh: Any
+    fm: FunctionalModel
+    optimizer: Any
+    strategy: Any
+    state: Any
+    step_fn: Any
+    loader: Loader
+    test: dict
+    evaluate: Any
+    timing: dict          # the strategy's cost-model keywords (`strategy_timing`)
+    description: str      # the strategy as the run reports it (`describe_strategy`)
+    layout: str           # where the replicas run (`parallel.describe_layout`), printed and recorded
+
+
+def build_run(cfg: TrainConfig) -> Run:
+    """Check `cfg` (the one place it is checked) and assemble the run."""
+    cfg = resumed_settings(cfg)
+    check_config(cfg)
+    check_paths(cfg)
+    return assemble_run(cfg)
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """Every check a run can make before it builds or writes anything (the command line runs
+    them before it prints or creates a directory); ConfigError/RunLocked name the problem."""
+    check_config(cfg)
+    check_strategy(cfg)
+    check_unlocked(cfg.out_dir, cfg.checkpoint_root())
+    check_paths(cfg)
+
+
+def assemble_run(cfg: TrainConfig) -> Run:
+    """The run of a checked config: data, model, optimizer, strategy, state, step."""
+    mesh = make_mesh(cfg)
+    data = build_input(cfg, mesh)   # tables, partition/injection, prefetching loader, transform
+    spec, loader = data.spec, data.loader
+    model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
+    fm = FunctionalModel.from_module(model)
+    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm,
+                                lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length)
+    strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
+    check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
+    state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
+    loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
+    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
+                                             local_replicas=cfg.local_replicas))
+    return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
+               make_eval_fn(fm, spec), strategy_timing(strategy, cfg.replicas),
+               describe_strategy(strategy, cfg.strategy), parallel.describe_layout(mesh))
+
+
+def make_mesh(cfg: TrainConfig):
+    """The run's replicas on its devices; replicas that do not fit are a ConfigError.
+    A multi-host run uses every device of every process (replicas: a multiple of them)."""
+    n = jax.device_count()
+    if distributed.is_multiprocess() and (cfg.replicas % n or cfg.devices not in (None, n)):
+        raise ConfigError(f"a multi-host run uses every device: replicas must be a multiple of {n} "
+                          f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
+                          f"got {cfg.replicas}")
+    try:
+        return parallel.data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform)
+    except parallel.LayoutError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
+    """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
+    try:
+        return build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
+                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch, base_lr=cfg.lr,
+                              seed=cfg.seed)
+    except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
+        raise ConfigError(str(err)) from None
+
+
+def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
+    """The run's strategy (built once per run), with a warning if it would never sync."""
+    strategy = check_strategy(cfg, steps_per_epoch)
+    if jax.process_index() == 0:
+        warn_if_never_syncs(strategy, cfg.steps)
+        late = never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps)
+        if late:
+            print(late, file=sys.stderr, flush=True)
+    return strategy
+
+
+def strategy_timing(strategy, replicas: int) -> dict:
+    """The strategy's cost-model settings (`costmodel.Projector`), as plain JSON values."""
+    return strategy.timing(replicas)._asdict()
+
+
+def describe_strategy(strategy, name: str) -> str:
+    return strategy.describe()
+
+
+def evaluation_weights(state, strategy) -> tuple[Any, Any]:
+    """(params, model_state) the strategy evaluates: its eval params averaged over replicas."""
+    return consensus(state, strategy), consensus_model_state(state)
+
+
+def make_eval_fn(fm: FunctionalModel, spec, batch_size: int = 512):
+    """Accuracy and mean loss of (params, model_state) on a full in-memory split."""
+    logits_fn = jax.jit(fm.logits_fn(spec.input_key))
+
+    def evaluate(params, model_state, arrays) -> dict:
+        correct, total_loss, n, rows = 0, 0.0, 0, len(arrays[spec.label_key])
+        for i in range(0, rows, batch_size):
+            batch = {k: v[i:i + batch_size] for k, v in arrays.items()}
+            logits = logits_fn(params, model_state, batch)
+            labels = batch[spec.label_key]
+            correct += int(jnp.sum(jnp.argmax(logits, -1) == labels))
+            total_loss += float(optax.softmax_cross_entropy_with_integer_labels(logits, labels).sum())
+            n += int(np.size(labels))  # per token for language models
+        return {"test_accuracy": correct / n, "test_loss": total_loss / n}
+
+    return evaluate
+
+
+def check_paths(cfg: TrainConfig) -> None:
+    """The filesystem side, checked before any data is read: a run directory that holds
+    another run (when not resuming: nothing is overwritten), a checkpoint dir that already
+    holds another run's checkpoints (when not resuming), and an explicit data_dir that does
+    not exist (an error for a dataset that must be prepared there; embedded datasets are
+    built into it, so it is created and said, last); TensorBoard without a run directory
+    to write to."""
+    if cfg.tensorboard and not cfg.out_dir:
+        raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
+    if cfg.out_dir and not cfg.resume:
+        held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
+        if held:
+            raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
+                              f"continue it with --resume, or choose another --out (nothing is overwritten)")
+    root = cfg.checkpoint_root()
+    if root is not None and not cfg.resume:
+        steps = existing_steps(root)
+        if steps:
+            raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
+                              f"{max(steps)}); continue that run with --resume, or choose another "
+                              f"--checkpoint-dir")
+    if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
+        spec = KNOWN.get(cfg.dataset)
+        if spec is None or spec.builder is None:
+            hint = spec.prepare_hint(str(cfg.data_dir)) if spec is not None else ""
+            raise ConfigError(
+                f"data_dir {str(cfg.data_dir)!r} does not exist or is not a directory, so dataset "
+                f"{cfg.dataset!r} is not prepared there; pass the --data-dir that holds it"
+                + (f", or prepare it: {hint}" if hint else ""))
+        writable_dir(cfg.data_dir, "--data-dir")   # the embedded dataset is built into it
+
+
+#: what makes a run directory hold a run (config.json alone is a run stopped before its first step)
+RUN_RECORDS = ("metrics.jsonl", "evals.json", "final.json")
+
+
+def _nonempty(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def resumed_settings(cfg: TrainConfig) -> TrainConfig:
+    """What a resumed run takes from the run it continues: where its checkpoints are (the
+    run directory's config.json records it; a run directory of an earlier jaxsel used
+    checkpoints/<its name>), and the run length its fractional LR milestones refer to (its
+    checkpoints record it), so `--resume --steps N` past the end never moves them."""
+    if not cfg.resume:
+        return cfg
+    if cfg.checkpoint_dir is None and cfg.out_dir:
+        recorded = _recorded_checkpoint_dir(Path(cfg.out_dir))
+        if recorded is not None:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=recorded)
+    if cfg.lr_schedule_steps is None:
+        length = newest_meta(cfg.checkpoint_root()).get("lr_schedule_steps")
+        if length is not None:
+            cfg = dataclasses.replace(cfg, lr_schedule_steps=int(length))
+    return cfg
+
+
+def _recorded_checkpoint_dir(out: Path) -> str | None:
+    try:
+        recorded = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        return None   # no run here yet (or not one jaxsel can read): the default
+    if not isinstance(recorded, dict):
+        return None
+    if recorded.get("checkpoint_root"):
+        return recorded["checkpoint_root"]
+    legacy = Path("checkpoints") / out.name   # jaxsel before unique checkpoint folders
+    return str(legacy) if existing_steps(legacy) else None
+
+
+class Resources(NamedTuple):
+    """What a run needs, estimated before anything is allocated or compiled."""
+
+    state: int           # bytes of the whole replicated TrainState (all replicas)
+    batches: int         # bytes of the batches in flight (prefetched + the current one)
+    activations: int     # a lower bound: every layer's outputs, kept for the backward pass
+    host: int            # this process's host memory: host batches + projection tables
+
+
+def estimate_resources(cfg: TrainConfig, fm: FunctionalModel, optimizer, strategy, mesh,
+                       input_shape) -> Resources:
+    """Parameters x replicas x (1 + optimizer slots) + strategy state (e.g. SelSync's
+    windows) from the abstract state; batch and activations from the shapes."""
+    shapes = jax.eval_shape(lambda: init_state(fm.params, optimizer, strategy, mesh,
+                                               model_state=fm.model_state))
+    state = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    example = int(np.prod(input_shape)) * 4
+    widths = sum(int(x.shape[-1]) for x in jax.tree.leaves(fm.params) if np.ndim(x) >= 2)
+    examples = cfg.replicas * cfg.batch_size
+    batches = examples * example * (cfg.prefetch + 1)
+    activations = 2 * examples * (example + 4 * widths)
+    host = examples * example * (cfg.prefetch + 1) + cfg.steps * cfg.replicas * 8
+    return Resources(state, batches, activations, host)
+
+
+def _device_limit(mesh) -> int | None:
+    device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    return int(stats["bytes_limit"]) if stats and stats.get("bytes_limit") else None
+
+
+def _host_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
+    """ConfigError with the figures when the run cannot fit in memory or on disk."""
+    devices = mesh.devices.size
+    per_device = (need.state + need.batches + need.activations) / devices
+    what = (f"state {byte_size(need.state)} over {devices} devices, batches {byte_size(need.batches)}, "
+            f"activations >= {byte_size(need.activations)}")
+    hint = "lower --batch-size, --replicas, --steps or the strategy's window"
+    limit = _device_limit(mesh)
+    if limit is not None and per_device > limit:
+        k = max(1, cfg.replicas // devices)
+        raise ConfigError(f"the run needs about {byte_size(per_device)} per device for its {k} replica(s) "
+                          f"per device ({what}) but a {mesh.devices.flat[0].device_kind} has "
+                          f"{byte_size(limit)}; {hint}, or spread the replicas over more devices")
+    local = len([d for d in mesh.devices.flat if d.process_index == jax.process_index()])
+    host = need.host + (per_device * local if limit is None else 0)   # CPU devices live in host memory
+    available = _host_available()
+    if host > available:
+        raise ConfigError(f"the run needs about {byte_size(host)} of host memory ({what}; projection "
+                          f"tables {byte_size(cfg.steps * cfg.replicas * 8)}) but {byte_size(available)} "
+                          f"is available; {hint}")
+    root = cfg.checkpoint_root()
+    if root is not None and jax.process_index() == 0:
+        kept = cfg.keep + 1 - (len(existing_steps(root)) if cfg.resume else 0)
+        disk = need.state * max(kept, 1)
+        probe = next(p for p in [root.absolute(), *root.absolute().parents] if p.exists())
+        free = shutil.disk_usage(probe).free
+        if disk > free:
+            raise ConfigError(f"checkpoints need about {byte_size(disk)} in {str(root)!r} ({cfg.keep} kept "
+                              f"+ 1 being written, {byte_size(need.state)} each) but {byte_size(free)} "
+                              f"is free; lower --keep, free space or choose another --checkpoint-dir")

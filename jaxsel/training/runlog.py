@@ -1,0 +1,341 @@
+"""The run log: what a training run has done so far, kept on the host.
+
+Metrics stay on the device between reads: the loop hands each step's metrics to `RunLog`,
+which fetches a whole window in one transfer (`flush`), checks it for non-finite values,
+advances the running counters and the projected wall-clock, and appends the rows to
+`metrics.jsonl` (flushed per window, so a killed run loses no written row). The counters
+and evaluations travel in checkpoints (`checkpoint_meta`), so a resumed run continues
+every figure where it stopped. The rows also go to the dashboards the run asks for
+(writers.py), at the same reads.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from ..costmodel import Cluster, Projector
+from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
+from .lr_schedule import scheduled_lr
+from .writers import MetricWriter, dashboard_writers
+
+
+def jsonable(x):
+    """Plain JSON values of a pytree of arrays and numbers (non-finite floats -> None)."""
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (np.ndarray, jax.Array)):
+        return jsonable(np.asarray(x).tolist())
+    if isinstance(x, (np.floating, float)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def write_json(path: Path, value) -> None:
+    """Write JSON atomically: a reader (or a crash) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(jsonable(value), indent=2))
+    os.replace(tmp, path)
+
+
+def projected_cluster(cfg) -> Cluster:
+    """The cluster a run is projected onto (one network unless project_gpus_per_host > 1)."""
+    return Cluster(cfg.project_network, cfg.project_intra_network, cfg.project_gpus_per_host)
+
+
+def make_projector(cfg, timing: dict, saved: dict | None = None) -> Projector:
+    """The live projection of this run (`timing`: the strategy's cost-model keywords)."""
+    return Projector(projected_cluster(cfg), cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
+                     **timing, state=saved)
+
+
+@dataclasses.dataclass
+class Counters:
+    """Running totals over the whole run (carried across resumes in checkpoints)."""
+
+    train_time_s: float = 0.0
+    bytes_allreduced: int = 0
+    projected_time_s: float = 0.0
+    synced_steps: int = 0
+    skipped_steps: int = 0
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> "Counters":
+        return cls(**{f.name: (int if f.type == "int" else float)(meta.get(f.name, 0))
+                      for f in dataclasses.fields(cls)})
+
+
+class MetricsFile:
+    """metrics.jsonl, appended to and flushed per write.
+
+    Resuming at step `start` keeps every row of an earlier step and drops the rows of steps
+    >= `start`, which the resumed run writes again (equal), so the resumed log equals an
+    uninterrupted one. No earlier row is ever cut: a line that is not a row is named in one
+    warning and kept aside in metrics.jsonl.bad, the rows after it stay, and earlier steps
+    with no row (a log cut short, or lost) are named in one warning. A last line cut off
+    mid-write (no newline) is the interruption itself and goes without a word.
+    A `writers.MetricWriter`; evaluations go to evals.json (train.py), not here."""
+
+    def __init__(self, path: Path, start: int):
+        self.path = path
+        self.earlier = self._resume(start) if start else []
+        if not start:
+            path.write_text("")
+        self.file = open(path, "a", encoding="utf-8")
+
+    def _resume(self, start: int) -> list[dict]:
+        existed = self.path.exists()
+        kept, bad, prefix = _read_rows(self.path, start)
+        if bad:
+            aside = self.path.with_name(self.path.name + ".bad")
+            with open(aside, "ab") as f:
+                f.write(b"".join(line for _, line in bad))
+            _warn(f"{self.path} line(s) {_spans([i for i, _ in bad])} are not metrics rows: kept aside in "
+                  f"{aside.name}; the rows after them are kept")
+        if not existed:
+            self.path.write_text("")
+        elif prefix is not None:   # the kept rows are the file's beginning: cut after them, in place
+            os.truncate(self.path, prefix)
+            if kept and not kept[-1][1].endswith(b"\n"):
+                with open(self.path, "ab") as f:
+                    f.write(b"\n")
+        else:                      # rows to keep after a dropped line: write them anew, atomically
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_bytes(b"".join(line.rstrip(b"\n") + b"\n" for _, line in kept))
+            os.replace(tmp, self.path)
+        rows = [row for row, _ in kept]
+        missing = _missing_steps(sorted(r["step"] for r in rows), start)
+        if missing:
+            what = "has no rows for" if existed else "is missing: no rows for"
+            _warn(f"{self.path} {what} step(s) {_spans(missing)} before the checkpoint of step {start}; "
+                  f"they stay missing, the log continues at step {start}")
+        return rows
+
+    def write(self, rows: list[dict]) -> None:
+        try:
+            self.file.write("".join(json.dumps(jsonable(r)) + "\n" for r in rows))
+            self.file.flush()
+        except OSError as err:   # a full disk: say which file
+            raise OSError(err.errno, err.strerror, str(self.path)) from None
+
+    def write_eval(self, row: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _read_rows(path: Path, start: int) -> tuple[list[tuple[dict, bytes]], list[tuple[int, bytes]], int | None]:
+    """(the rows of steps < `start` with their lines, the lines that are not rows with their
+    numbers, and the length of the file's beginning made of exactly the kept lines: None
+    when a dropped line lies before a kept one)."""
+    kept, bad, dropped, broken, length = [], [], False, False, 0
+    if not path.exists():
+        return kept, bad, 0
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            row = _row(line)
+            if row is not None and row["step"] < start:
+                kept.append((row, line))
+                length += len(line)
+                broken |= dropped
+                continue
+            dropped = True
+            if row is None and line.endswith(b"\n"):   # an unterminated last line: the interruption
+                bad.append((number, line))
+    return kept, bad, None if broken else length
+
+
+def _row(line: bytes) -> dict | None:
+    """A metrics row (a JSON object with an integer step), or None."""
+    try:
+        row = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    ok = isinstance(row, dict) and isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
+    return row if ok else None
+
+
+def _missing_steps(steps: list[int], start: int) -> list[int]:
+    """The steps 0..start-1 absent from sorted `steps`, as [first, last] pairs of runs."""
+    spans, expect = [], 0
+    for step in steps + [start]:
+        if step > expect:
+            spans.append([expect, min(step, start) - 1])
+        expect = max(expect, step + 1)
+    return spans
+
+
+def _spans(items: list) -> str:
+    """'3, 50-139' from line numbers or [first, last] runs; long lists are shortened."""
+    text = [f"{a}-{b}" if a != b else f"{a}" for a, b in (i if isinstance(i, list) else (i, i) for i in items)]
+    return ", ".join(text[:8]) + (f" and {len(text) - 8} more" if len(text) > 8 else "")
+
+
+def _warn(text: str) -> None:
+    print(f"jaxsel: warning: {text}", file=sys.stderr, flush=True)
+
+
+def records_from(window: list[tuple[int, dict]], fetch: Callable = jax.device_get) -> list[dict]:
+    """Fetch a window of on-device metrics in one transfer and split them per step."""
+    fetched = fetch([m for _, m in window])
+    out = []
+    for (t, _), m in zip(window, fetched):
+        rec = {"step": t}
+        for k, v in m.items():
+            v = np.asarray(v)
+            rec[k] = v.item() if v.ndim == 0 else v.tolist()
+        out.append(rec)
+    return out
+
+
+class RunLog:
+    """Metrics window, counters, evaluations, projection and the JSONL log of one run.
+
+    `out_dir` None: nothing is written (other processes of a multi-host run, library
+    runs without a run directory). `history` is a checkpoint's meta (resuming)."""
+
+    def __init__(self, cfg, timing: dict, out_dir: Path | None, start: int, history: dict,
+                 fetch: Callable = jax.device_get, bar=None, lead: bool = True):
+        self.cfg, self.fetch, self.bar, self.lead = cfg, fetch, bar, lead
+        saved = history.get("counters", {})
+        self.counters = Counters.from_meta(saved)
+        self.projector = make_projector(cfg, timing, saved.get("projector"))
+        self.evals: list[dict] = list(history.get("evals", []))
+        self.window: list[tuple[int, dict]] = []
+        self.divergences: dict[int, Any] = {}
+        self.skip_run = 0
+        self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length)
+        file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
+        self.records: list[dict] = list(file.earlier) if file else []
+        self.writers: list[MetricWriter] = [file] if file else []
+        if lead:
+            try:
+                self.writers += dashboard_writers(cfg, out_dir, start, self.counters.synced_steps,
+                                                  self.counters.bytes_allreduced)
+            except BaseException:
+                self.close()
+                raise
+        self.tick()
+
+    def tick(self) -> None:
+        """Start timing training again (evaluating and saving are not training time)."""
+        self.started = time.perf_counter()
+
+    def add_step(self, t: int, metrics: dict) -> None:
+        self.window.append((t, metrics))
+
+    def add_divergence(self, t: int, value) -> None:
+        self.divergences[t] = value
+
+    def flush(self, t: int) -> dict | None:
+        """Fetch, check, count, project and write the window; the record that must stop
+        the run (non-finite), if any, is returned after everything before it was logged."""
+        new = records_from(self.window, self.fetch)
+        self.window = []
+        divs = self.fetch({r["step"]: self.divergences.pop(r["step"]) for r in new
+                           if r["step"] in self.divergences})
+        bad = self._first_bad(new, divs)
+        if bad is not None:
+            new = new[:bad + 1]
+        self._count_and_project(new)
+        self.records.extend(new)
+        for writer in self.writers:
+            writer.write(new)
+        self._report(new, t)
+        return new[-1] if bad is not None else None
+
+    def _first_bad(self, new: list[dict], divs: dict) -> int | None:
+        c, bad = self.counters, None
+        for i, rec in enumerate(new):
+            if rec["step"] in divs:
+                rec["divergence"] = float(divs[rec["step"]])
+            rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps)   # a skipped step leaves the optimizer be
+            c.bytes_allreduced += int(rec["bytes_allreduced"])
+            c.synced_steps += bool(rec["synced"])
+            if self.cfg.nonfinite == "skip":
+                self.skip_run = self.skip_run + 1 if rec["nonfinite"] else 0
+                c.skipped_steps += bool(rec["nonfinite"])
+                if self.skip_run >= MAX_CONSECUTIVE_SKIPS and bad is None:
+                    bad = i
+            elif bad is None and describe_nonfinite(rec):
+                bad = i
+        return bad
+
+    def _count_and_project(self, new: list[dict]) -> None:
+        c, cfg = self.counters, self.cfg
+        elapsed = time.perf_counter() - self.started
+        c.train_time_s += elapsed
+        step_s = cfg.project_compute_s if cfg.project_compute_s is not None else elapsed / max(len(new), 1)
+        for rec in new:
+            rec["train_time_s"] = c.train_time_s
+            vote, group = int(rec.get("vote_bytes", 0)), int(rec.get("group_bytes", 0))
+            c.projected_time_s = self.projector.advance(
+                rec["step"], bool(rec["synced"]), int(rec["bytes_allreduced"]) - vote - group, vote, step_s,
+                group_payload=group, group_synced=bool(rec.get("group_synced", group > 0)))
+            rec["projected_time_s"] = c.projected_time_s
+
+    def _report(self, new: list[dict], t: int) -> None:
+        if self.bar is not None:
+            self.bar.update(len(new))
+            self.bar.set_postfix(loss=f"{new[-1]['loss']:.3f}", sync=f"{self.counters.synced_steps / (t + 1):.2f}")
+        skipped = [r["step"] for r in new if r.get("nonfinite")]
+        if skipped and self.lead:
+            print(f"jaxsel: warning: skipped non-finite step(s) {skipped} (state left unchanged)",
+                  file=sys.stderr, flush=True)
+
+    def add_eval(self, step: int, result: dict) -> None:
+        c = self.counters
+        self.evals.append({"step": step, **result, "train_time_s": c.train_time_s,
+                           "projected_time_s": c.projected_time_s, "bytes_allreduced": c.bytes_allreduced})
+        for writer in self.writers:
+            writer.write_eval(self.evals[-1])
+
+    def checkpoint_meta(self) -> dict:
+        """What a resumed run needs to continue every figure."""
+        return {"evals": jsonable(self.evals),
+                "counters": {**dataclasses.asdict(self.counters), "projector": self.projector.state()}}
+
+    def final(self, description: str, compile_time: float, start: int) -> dict:
+        """The run's closing figures (final.json)."""
+        cfg, c, summary = self.cfg, self.counters, self.projector.summary()
+        tail = self.records[-cfg.log_every:]
+        final = {
+            "strategy": description,
+            "final_test_accuracy": self.evals[-1]["test_accuracy"],
+            "final_test_loss": self.evals[-1]["test_loss"],
+            "final_train_loss": float(np.mean([r["loss"] for r in tail])) if tail else float("nan"),
+            "sync_fraction": c.synced_steps / cfg.steps,
+            "bytes_allreduced": c.bytes_allreduced,
+            "wall_time_s": c.train_time_s,
+            "compile_time_s": compile_time,
+            "projected_time_s": summary["total"],
+            "projection": summary,
+            "steps": cfg.steps,
+            "replicas": cfg.replicas,
+        }
+        if cfg.nonfinite == "skip":
+            final["skipped_steps"] = c.skipped_steps
+        if start:
+            final["resumed_from_step"] = start
+        return final
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        for writer in self.writers:
+            writer.close()

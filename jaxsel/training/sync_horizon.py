@@ -1,0 +1,63 @@
+"""Will a strategy synchronize at all within the run? A warning for periodic strategies
+whose period outlasts the run.
+
+DiLoCo's default H = 500 (the paper's) in a 200-step run never takes an outer step, and
+its evaluated global model stays at its initialization: a chance-level result with no
+hint why. Static triggers (always, periodic, before, any-of) say exactly when they first
+fire; data-dependent ones (SelSync's significance test) cannot be judged in advance.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..core.triggers import UNKNOWN, first_sync_step
+
+
+#: what never synchronizing means beyond "the replicas train alone"
+CONSEQUENCES = {"diloco": "no outer step: the evaluated global model stays at its initialization",
+                "streamingdiloco": "no fragment's outer step: the evaluated global model stays at its initialization"}
+
+
+#: what a two-level method's level never synchronizing means
+LEVEL_CONSEQUENCES = {"inner": "the replicas of a group never average among themselves",
+                      "outer": "the groups never average with each other"}
+
+
+def _first(strategy) -> int | None:
+    trigger = getattr(strategy, "trigger", None)
+    return first_sync_step(trigger) if trigger is not None else UNKNOWN
+
+
+def _beyond(first, total_steps: int) -> str | None:
+    """How the trigger misses the run ("never fires", ...), None when it fires within it."""
+    if first == UNKNOWN or (first is not None and first < total_steps):
+        return None
+    return "never fires" if first is None else f"first fires after step {first + 1}"
+
+
+def never_syncs_warning(strategy, total_steps: int) -> str | None:
+    """One line when `strategy`'s (periodic) synchronization, or a level's of a two-level
+    method (`levels`), first falls after the run."""
+    desc = strategy.describe() if hasattr(strategy, "describe") else type(strategy).__name__
+    levels = getattr(strategy, "levels", ())
+    if levels:
+        missed = [(lv, _beyond(_first(getattr(strategy, lv)), total_steps)) for lv in levels]
+        parts = [f"the {lv} level's trigger {when}, so {LEVEL_CONSEQUENCES.get(lv, 'it never syncs')}"
+                 for lv, when in missed if when]
+        return (f"jaxsel: warning: {desc}: {'; '.join(parts)} in this {total_steps}-step run; lower that "
+                f"level's period (--opt LEVEL.period=P) or raise --steps") if parts else None
+    when = _beyond(_first(strategy), total_steps)
+    if when is None:
+        return None
+    name = getattr(strategy, "name", type(strategy).__name__)
+    what = CONSEQUENCES.get(name, "its periodic averaging never happens")
+    return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
+            f"{what}; lower its period (--period) or raise --steps")
+
+
+def warn_if_never_syncs(strategy, total_steps: int, stream=None) -> str | None:
+    """Print `never_syncs_warning` (if any) as one line on stderr; return it."""
+    line = never_syncs_warning(strategy, total_steps)
+    if line:
+        print(line, file=stream or sys.stderr, flush=True)
+    return line

@@ -1,0 +1,279 @@
+"""The training loop: asynchronous step dispatch over a built run (run.py) and a run log
+(runlog.py); checkpoints and resume (checkpoint.py), NaN and signal handling (faults.py)
+and multi-host runs (distributed.py).
+
+Steps are dispatched without waiting; metrics stay on the device and are fetched every
+`log_every` steps (one host round-trip per window, never per step).
+"""
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+
+from ..core import parallel
+from ..core.state import divergence
+from . import distributed
+from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
+from .config import TrainConfig, agreed_settings, check_config
+from .environment import environment
+from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
+    describe_nonfinite, guard_nonfinite
+from .lr_schedule import parse_lr_schedule
+from .replica_eval import evaluate_replicas
+from .run import Run, assemble_run, build_run, check_paths, evaluation_weights, resumed_settings
+from .runlock import lock_run
+from .runlog import RunLog, write_json
+
+__all__ = ["RunResult", "TrainConfig", "build_run", "train"]
+
+# Simulated CPU devices share a few cores: with dozens of collective steps queued, XLA's
+# CPU rendezvous can time out (observed at 50+ queued BSP steps on 2 cores). On CPU the
+# loop waits for the device every this many steps; on accelerators it never waits per step.
+CPU_MAX_INFLIGHT = 8
+
+
+@dataclasses.dataclass
+class RunResult:
+    config: TrainConfig
+    records: list[dict]            # one per step
+    evals: list[dict]              # {step, test_accuracy, test_loss}
+    final: dict
+    state: Any
+    strategy_name: str
+    timing: dict = dataclasses.field(default_factory=dict)   # the strategy's cost-model keywords
+
+
+class Due(NamedTuple):
+    """What the loop does after step t."""
+
+    flush: bool   # read the metrics window (always before an evaluation or a save)
+    eval: bool
+    save: bool
+    halt: bool    # a stop signal: save and leave
+
+
+def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
+    """Train per `cfg`; returns per-step records, evaluations and final figures.
+
+    With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
+    `checkpoint_every` steps, at the end and on SIGTERM/SIGINT (then `TrainingInterrupted`
+    is raised); `resume` continues from the newest verified checkpoint and the metrics
+    log continues where it left off. A non-finite loss or gradient raises
+    `NonFiniteError` (or skips the step: `nonfinite="skip"`); see faults.py. The run
+    owns its run and checkpoint directories while it trains (runlock.py), and the
+    processes of a multi-host run first agree on their settings.
+    """
+    cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
+    with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
+        if run is None:
+            check_config(cfg)   # (a run given was built by `build_run`, which checked it)
+        distributed.agree_settings(agreed_settings(cfg))   # before anything collective
+        lead = jax.process_index() == 0
+        with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
+            if run is None:
+                check_paths(cfg)   # after the lock: a run in progress is named as such
+                run = assemble_run(cfg)
+            return _train(cfg, run, signals)
+
+
+def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
+    lead = jax.process_index() == 0
+    distributed.barrier("train-start")   # every process has its data before the first collective
+    ckpt, start, state, history = _restore(cfg, run, lead)
+    out_dir = _open_run_dir(cfg, run) if cfg.out_dir and lead else None   # one writer: process 0
+    log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
+                 _progress(cfg, start) if lead else None, lead)
+    step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
+    pace = _Pacer(run.mesh)
+    try:
+        t0 = time.perf_counter()
+        compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
+        compile_time = time.perf_counter() - t0
+        if signals.signum is not None and not distributed.is_multiprocess():
+            _halt(signals.signum, start, ckpt if start else None)   # stopped during start-up
+        if not log.evals:
+            _evaluate(run, state, log, start)
+        log.tick()
+        for t, batch in run.loader.iterate(start, cfg.steps):
+            state, metrics = compiled(state, batch)
+            log.add_step(t, metrics)
+            pace(t, state, metrics)
+            if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
+                log.add_divergence(t, pace.wait(divergence(state.params)))
+            due = _due(cfg, t, ckpt is not None, signals.signum is not None)
+            if due.flush:
+                bad = log.flush(t)   # before a save: a checkpoint never holds an unchecked step
+                if bad is not None:
+                    raise _nonfinite_error(bad, cfg, ckpt)
+                if due.eval:
+                    _evaluate(run, state, log, t + 1)
+                if due.save:
+                    ckpt.save(t + 1, state, {"identity": run_identity(cfg), "seed": cfg.seed,
+                                             "lr_schedule_steps": run.cfg.lr_schedule_length,
+                                             **log.checkpoint_meta()})
+                log.tick()
+            if due.halt:
+                _halt(signals.signum, t + 1, ckpt)
+        if start >= cfg.steps and (not log.evals or log.evals[-1]["step"] != cfg.steps):
+            _evaluate(run, state, log, cfg.steps)   # resumed a finished run
+    finally:
+        log.close()
+        if ckpt is not None:
+            try:
+                ckpt.wait()
+            finally:
+                ckpt.close()
+    final = {**log.final(run.description, compile_time, start), "layout": run.layout,
+             **_replica_figures(run, state, log)}
+    if out_dir:
+        write_json(out_dir / "evals.json", log.evals)
+        write_json(out_dir / "final.json", final)
+    return RunResult(cfg, log.records, log.evals, final, state, cfg.strategy, run.timing)
+
+
+def _due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
+    last = t + 1 == cfg.steps
+    boundary = (t + 1) % cfg.log_every == 0 or last
+    # every process must stop at the same step: multi-host agrees at log reads
+    if distributed.is_multiprocess():
+        halt = boundary and distributed.agree_any(signalled)
+    else:
+        halt = signalled
+    halt = halt and not last   # a signal during the last step: just finish
+    eval_due = (t + 1) % cfg.eval_every == 0 or last
+    every = cfg.checkpoint_every
+    save = checkpointing and (last or halt or bool(every and (t + 1) % every == 0))
+    return Due(boundary or eval_due or save or halt, eval_due, save, halt)
+
+
+class _Pacer:
+    """When the host waits for the device: after every step where programs must not
+    overlap (multi-process CPU, gloo), every CPU_MAX_INFLIGHT steps on CPU, never on
+    accelerators."""
+
+    def __init__(self, mesh):
+        self.serialize = distributed.serialize_steps()
+        self.on_cpu = mesh.devices.flat[0].platform == "cpu"
+
+    def __call__(self, t: int, state, metrics) -> None:
+        if self.serialize:
+            jax.block_until_ready(state)   # gloo: no overlapping multi-process programs
+        elif self.on_cpu and (t + 1) % CPU_MAX_INFLIGHT == 0:
+            jax.block_until_ready(metrics)   # see CPU_MAX_INFLIGHT
+
+    def wait(self, x):
+        return jax.block_until_ready(x) if self.serialize else x
+
+
+def _evaluate(run: Run, state, log: RunLog, step: int) -> None:
+    params, model_state = evaluation_weights(state, run.strategy)
+    if distributed.is_multiprocess():   # global arrays -> host copies, evaluated by each process
+        params, model_state = distributed.to_host((params, model_state))
+    result = run.evaluate(params, model_state, run.test)
+    if run.cfg.eval_replicas == "every":
+        result.update(evaluate_replicas(run, state))
+    log.add_eval(step, result)
+
+
+def _replica_figures(run: Run, state, log: RunLog) -> dict:
+    """Each replica's own accuracy at the end of the run (replica_eval.py): evaluated now
+    (eval_replicas "final"), or the last evaluation's ("every")."""
+    keys = ("replica_accuracy", "replica_loss")
+    if run.cfg.eval_replicas == "off":
+        return {}
+    if run.cfg.eval_replicas == "every" and all(k in log.evals[-1] for k in keys):
+        return {k: log.evals[-1][k] for k in keys}
+    return evaluate_replicas(run, state)
+
+
+def _restore(cfg: TrainConfig, run: Run, lead: bool):
+    """(checkpointer or None, first step, state, the checkpoint's meta)."""
+    root = cfg.checkpoint_root()
+    if root is None:
+        return None, 0, run.state, {}
+    ckpt = Checkpointer(root, run.mesh, keep=cfg.keep)
+    if not cfg.resume:
+        return ckpt, 0, run.state, {}
+    try:
+        restored = ckpt.restore_latest(run.state, run_identity(cfg), max_step=cfg.steps)
+    except BaseException:
+        ckpt.close()
+        raise
+    if restored is None:
+        start, state, history = 0, run.state, {}
+    else:
+        start, state, history = restored.step, restored.state, restored.meta
+        _check_schedule_length(run, history, ckpt)
+    if lead:
+        print(f"jaxsel: resuming from the checkpoint of step {start} in {ckpt.directory}" if start
+              else f"jaxsel: no checkpoint in {ckpt.directory} yet; starting from step 0",
+              file=sys.stderr, flush=True)
+    return ckpt, start, state, history
+
+
+def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
+    """A run built with other LR milestones than its checkpoint's (a run built before the
+    checkpoint's length was known, `resumed_settings`) must not continue silently."""
+    recorded, length = meta.get("lr_schedule_steps"), run.cfg.lr_schedule_length
+    fractional = any(m < 1 for m in parse_lr_schedule(run.cfg.lr_schedule)[1])
+    if recorded is not None and int(recorded) != length and fractional:
+        ckpt.close()
+        raise CheckpointMismatch(f"checkpoint in {ckpt.directory} was written by a run whose fractional "
+                                 f"--lr-schedule milestones refer to {recorded} steps, this run's to {length}; "
+                                 f"build the run with lr_schedule_steps={recorded}")
+
+
+def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
+    """The run directory with what the run is: its settings, where its checkpoints go (a
+    resumed run finds them there, whatever the working directory), its strategy as built
+    and what it runs on (environment.py)."""
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    root = cfg.checkpoint_root()
+    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout,
+                                     "checkpoint_root": str(root.absolute()) if root is not None else None})
+    write_json(out / "environment.json", environment(run.layout, run.loader.describe()))
+    write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
+                                       "timing": run.timing})
+    return out
+
+
+def _halt(signum: int | None, step: int, ckpt) -> None:
+    if ckpt is not None:
+        ckpt.wait()
+    raise TrainingInterrupted(signum or signal.SIGTERM, step, str(ckpt.directory) if ckpt is not None else None)
+
+
+def _nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
+    step = rec["step"]
+    if cfg.nonfinite == "skip":
+        what = f"{MAX_CONSECUTIVE_SKIPS} consecutive steps were non-finite (the state itself may be)"
+    else:
+        what = f"non-finite {describe_nonfinite(rec)}"
+    if ckpt is not None:
+        ckpt.wait()
+        good = ckpt.latest_step()
+        kept = (f"the last good checkpoint is step {good} in {ckpt.directory} (continue from it with "
+                f"--resume after lowering --lr or setting --clip-norm, or use --nonfinite skip)"
+                if good is not None else f"no checkpoint was written yet to {ckpt.directory}")
+    else:
+        kept = "checkpointing is off, nothing to roll back to"
+    return NonFiniteError(f"{what} at step {step}; training stopped, {kept}", step)
+
+
+def _progress(cfg: TrainConfig, start: int):
+    if not cfg.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=cfg.steps, desc=f"{cfg.strategy:>9}", unit="step", leave=True,
+               dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 5.0)
+    if start:
+        bar.update(start)
+    return bar
