@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 
+from .checks import check_int
 from .collectives import replica_sum
 from .registry import Registry
 from .sync import StepStats
@@ -74,8 +75,7 @@ class Never(Trigger):
 
 
 def _check_step(name: str, value, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    check_int(name, value, low)
 
 
 @TRIGGERS.register("periodic")

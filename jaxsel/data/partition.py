@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..core.checks import is_int
+
 
 @dataclasses.dataclass(frozen=True)
 class Partition:
@@ -84,7 +86,7 @@ def label_skew(labels: np.ndarray, replicas: int, seed: int = 0, classes_per_rep
     all_classes = sorted(pools_by_class)
     if classes is None:
         k = math.ceil(len(all_classes) / replicas) if classes_per_replica is None else classes_per_replica
-        if not _is_int(k) or not 1 <= k <= len(all_classes):
+        if not is_int(k) or not 1 <= k <= len(all_classes):
             raise ValueError(f"classes_per_replica must be in 1..{len(all_classes)}, got {k}")
         classes = [[all_classes[(r * k + j) % len(all_classes)] for j in range(k)] for r in range(replicas)]
     owned = tuple(tuple(sorted({int(c) for c in cs})) for cs in classes)
@@ -138,8 +140,6 @@ PARTITION_OPTIONS = {"disjoint": (), "seldp": (), "label_skew": ("classes_per_re
                      "dirichlet": ("alpha", "min_size", "max_tries")}
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def _check_alpha(alpha) -> None:
@@ -159,13 +159,13 @@ def check_partition_options(name: str, options: dict, replicas: int, num_classes
         theirs = f"its options: {', '.join(allowed)}" if allowed else "it takes no options"
         raise ValueError(f"partition {name!r} has no option {', '.join(map(repr, unknown))}; {theirs}")
     k = options.get("classes_per_replica")
-    if k is not None and not (_is_int(k) and 1 <= k <= (num_classes or k)):
+    if k is not None and not (is_int(k) and 1 <= k <= (num_classes or k)):
         upper = f"1..{num_classes}" if num_classes else "an integer >= 1"
         raise ValueError(f"label_skew classes_per_replica must be in {upper} (the dataset's classes), got {k!r}")
     if "alpha" in options:
         _check_alpha(options["alpha"])
     for key in ("min_size", "max_tries"):
-        if key in options and not (_is_int(options[key]) and options[key] >= 1):
+        if key in options and not (is_int(options[key]) and options[key] >= 1):
             raise ValueError(f"dirichlet {key} must be an integer >= 1, got {options[key]!r}")
 
 

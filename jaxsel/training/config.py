@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
-import math
 from pathlib import Path
 
-import numpy as np
 
+from ..core.checks import check_int, check_number
 from ..core.options import parse_kv
 
 #: the step counter is an int32 on the device
@@ -144,27 +143,13 @@ def _names(d) -> str:
     return ", ".join(sorted(d))
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
 def _check_int(name: str, v, low: int, high: int | None = None, optional: bool = False) -> None:
-    if optional and v is None:
-        return
-    if not _is_int(v) or v < low or (high is not None and v > high):
-        allowed = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
-        raise ConfigError(f"{name} must be {allowed}{' (or unset)' if optional else ''}, got {v!r}")
+    check_int(name, v, low, high, optional=optional, error=ConfigError)
 
 
 def _check_number(name: str, v, *, positive: bool, optional: bool = False, unit: str = "") -> None:
     """Finite, and > 0 (`positive`) or >= 0."""
-    if optional and v is None:
-        return
-    ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(float(v)) \
-        and (v > 0 if positive else v >= 0)
-    if not ok:
-        raise ConfigError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}{unit}"
-                          f"{' (or unset)' if optional else ''}, got {v!r}")
+    check_number(name, v, positive=positive, optional=optional, unit=unit, error=ConfigError)
 
 
 def check_config(cfg: TrainConfig) -> None:

@@ -1,0 +1,41 @@
+"""The checks every option shares: an integer in a range, a finite number in a range.
+
+Options arrive from flags, config files and library calls, so a bool (an int to Python)
+or a NaN must not slip through; each check raises one line naming the option, what is
+allowed and what was given. `error` picks the exception class of the caller's layer (a
+`ConfigError` for run settings, a plain ValueError for strategies and triggers).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+
+def is_int(value) -> bool:
+    """An integer that is not a bool (NumPy integers included)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """A finite real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def check_int(name: str, value, low: int, high: int | None = None, *, optional: bool = False,
+              error: type[Exception] = ValueError) -> None:
+    """`value` is an integer in [low, high] (or None where `optional`)."""
+    if optional and value is None:
+        return
+    if not is_int(value) or value < low or (high is not None and value > high):
+        allowed = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+        raise error(f"{name} must be {allowed}{' (or unset)' if optional else ''}, got {value!r}")
+
+
+def check_number(name: str, value, *, positive: bool, optional: bool = False, unit: str = "",
+                 error: type[Exception] = ValueError) -> None:
+    """`value` is finite and > 0 (`positive`) or >= 0 (or None where `optional`)."""
+    if optional and value is None:
+        return
+    if not (is_number(value) and (value > 0 if positive else value >= 0)):
+        raise error(f"{name} must be a finite number {'> 0' if positive else '>= 0'}{unit}"
+                    f"{' (or unset)' if optional else ''}, got {value!r}")
