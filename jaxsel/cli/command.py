@@ -1,4 +1,4 @@
-"""The `jaxsel` command: train, compare (and the subcommands other modules register).
+"""The `jaxsel` command's parser and subcommands (train, compare, report, bench, datasets, ...).
 
 Bad input exits with code 2 and one line naming the value and what is allowed.
 """
@@ -593,16 +593,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ..training.early_stop import StartupSignals
-
-    with StartupSignals() as startup:   # first: a Ctrl-C from here on is one line and exit 130
-        return _main(sys.argv[1:] if argv is None else list(argv), startup)
-
-
-def _main(argv: list[str], startup) -> int:
+def run(argv: list[str] | None, startup) -> int:
+    """The command line under the start-up signal handler `startup` (installed by `jaxsel.cli.main`)."""
     from ..training.early_stop import StoppedEarly, check
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         from .strategy_args import load_plugins
 
