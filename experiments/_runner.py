@@ -15,8 +15,9 @@ import dataclasses
 import math
 from typing import Callable
 
+from jaxsel.core.options import parse_kv
 from jaxsel.core.parallel import request_cpu_devices
-from jaxsel.training.config import parse_options
+from jaxsel.data.injection import parse_injection
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,13 +60,12 @@ def config(exp: Experiment, args: argparse.Namespace):
     options = dict(cfg.strategy_options)
     if args.strategy and args.strategy != cfg.strategy:   # a baseline: the method's options don't apply
         changes["strategy"], options = args.strategy, {}
-    changes["strategy_options"] = {**options, **parse_options(args.opt)}
+    changes["strategy_options"] = {**options, **parse_kv(args.opt)}
     if args.noniid:
-        alpha, beta = (float(v) for v in args.noniid.split(","))
         changes["partition"] = "label_skew"
-        changes["partition_options"] = {**cfg.partition_options, "injection": (alpha, beta)}
+        changes["partition_options"] = {**cfg.partition_options, "injection": parse_injection(args.noniid)}
     fields = {f.name for f in dataclasses.fields(cfg)}
-    for key, value in parse_options(args.set, "--set").items():
+    for key, value in parse_kv(args.set, "--set").items():
         if key not in fields:
             raise SystemExit(f"{exp.name}: --set {key}: TrainConfig has no such field")
         changes[key] = value

@@ -12,7 +12,7 @@ import pytest
 from run_hooks import trees_equal
 
 from jaxsel.cli import main as cli_main
-from jaxsel.cli.command import _apply_config_file, build_parser, config_from_args
+from jaxsel.cli.command import TRAIN_DEFAULTS, _apply_config_file, build_parser, config_from_args
 from jaxsel.training.checkpoint import Checkpointer
 from jaxsel.training.config import ConfigError, TrainConfig
 from jaxsel.training.config_file import explicit_dests, load_settings
@@ -38,7 +38,7 @@ def parsed(argv):
     args = build_parser().parse_args(argv)
     if args.config:
         _apply_config_file(args, argv)
-    return args, config_from_args(args, getattr(args, "strategy", "selsync"), args.out)
+    return args, config_from_args(args, **({"strategy": "bsp"} if args.command == "compare" else {}))
 
 
 def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
@@ -53,12 +53,12 @@ def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
                      "classes_per_replica=1"])
     assert cfg.progress is False and cfg.partition_options == {"classes_per_replica": 1} and cfg.lr == 0.1
     _, plain = parsed(["train"])
-    assert plain == TrainConfig(out_dir=None)   # without --config nothing changes
+    assert plain == TrainConfig(**TRAIN_DEFAULTS)   # without --config: TrainConfig's defaults and train's own
 
 
 def test_explicit_flags_are_read_from_the_command_line_not_guessed_from_values():
     argv = ["compare", "--lr", "0.05", "--steps=600", "--intra-network", "nvlink", "--no-progress", "--window", "3"]
-    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project_intra_network", "no_progress", "window"}
+    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project_intra_network", "progress", "strategy.window"}
 
 
 def test_a_compare_file_sets_the_strategies_and_the_target(tmp_path):

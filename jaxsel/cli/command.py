@@ -17,6 +17,10 @@ DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
 #: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
 #: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
 DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": "milestones", "eval_every": 25}
+#: `jaxsel train`'s own defaults: the command line checkpoints a run (a library TrainConfig
+#: writes no checkpoints unless asked, so its checkpoint_every is None)
+TRAIN_DEFAULTS = {"checkpoint_every": 100}
+TRAIN_DEFAULTS_NOTE = "--no-checkpoint writes none."
 DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
                      "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50%% and 75%% of the steps; "
                      "SelSync's data injection with --inject ALPHA,BETA.")
@@ -73,114 +77,29 @@ def _interrupted() -> type:
     return TrainingInterrupted
 
 
-def add_training_args(p: argparse.ArgumentParser, *, steps: int = 600) -> None:
-    g = p.add_argument_group("training")
-    g.add_argument("--dataset", default="digits", help="dataset name (`jaxsel datasets` lists them)")
-    g.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
-    g.add_argument("--model", default="mlp", help="model name (mlp, cnn, ...)")
-    g.add_argument("--replicas", type=int, default=8,
-                   help="model replicas, packed k per device when there are fewer devices (1..M or a multiple of M)")
-    g.add_argument("--platform", default=None,
-                   help="put the replicas on this platform's devices (e.g. cpu; default: the accelerator if any)")
-    g.add_argument("--devices", type=int, default=None, help="use the first N devices (default: all)")
-    g.add_argument("--local-replicas", choices=("auto", "vmap", "unroll", "map"), default="auto",
-                   help="a device's packed replicas: batched (vmap), k plain copies (unroll), a loop (map); "
-                        "auto: unroll on CPU, vmap elsewhere")
-    g.add_argument("--batch-size", type=int, default=16, help="per-replica batch size")
-    g.add_argument("--global-batch-size", type=int, default=None,
+def add_training_args(p: argparse.ArgumentParser, command: str, overrides: dict | None = None) -> None:
+    """`command`'s TrainConfig flags (generated: config_args.py) and --global-batch-size (the
+    strategy flags come last: `add_strategy_args`)."""
+    from .config_args import add_config_args
+
+    add_config_args(p, command, overrides)
+    p.add_argument("--global-batch-size", type=int, default=None,
                    help="total batch over all replicas (instead of --batch-size; divisible by --replicas)")
-    g.add_argument("--steps", type=int, default=steps, help="training steps")
-    g.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw")
-    g.add_argument("--lr", type=float, default=0.05, help="learning rate")
-    g.add_argument("--lr-schedule", default="constant", metavar="SPEC",
-                   help="constant, or milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each milestone "
-                        "(M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75)")
-    g.add_argument("--momentum", type=float, default=0.9, help="optimizer momentum (sgd)")
-    g.add_argument("--weight-decay", type=float, default=0.0, help="weight decay")
-    g.add_argument("--clip-norm", type=float, default=None, help="clip gradients to this global norm")
-    g.add_argument("--partition", default="seldp",
-                   help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
-    g.add_argument("--partition-opt", action="append", metavar="KEY=VALUE",
-                   help="partitioner option, e.g. classes_per_replica=1 or alpha=0.5 (dirichlet)")
-    g.add_argument("--inject", default=None, metavar="ALPHA,BETA",
-                   help="SelSync data injection: ceil(ALPHA*C) foreign classes, BETA*b*N/C samples each")
-    g.add_argument("--dataset-opt", action="append", metavar="KEY=VALUE",
-                   help="dataset option: seq_len, in_memory, records_per_window, num_samples, seed")
-    g.add_argument("--augment", choices=("auto", "on", "off"), default="auto",
-                   help="on-device random crop + flip (auto: the dataset's default)")
-    g.add_argument("--eval-examples", type=int, default=None, help="evaluate on the first N test examples")
-    from ..training.config import EVAL_REPLICAS
-
-    g.add_argument("--eval-replicas", choices=EVAL_REPLICAS, default="final",
-                   help="also evaluate each replica's own model (replica_accuracy): at the end, at every evaluation, "
-                        "or not")
-    g.add_argument("--loader", choices=("auto", "grain", "threads"), default="auto",
-                   help="how batches are built: Grain worker processes or threads (auto: Grain for image sets "
-                        "decoded on the host, e.g. imagenet2012, cars196; threads for in-memory sets)")
-    g.add_argument("--loader-workers", type=int, default=None, metavar="N",
-                   help="Grain worker processes (default: all cores but one) or loader threads (default 2)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
-    g.add_argument("--eval-every", type=int, default=50, help="steps between test evaluations")
-    g.add_argument("--log-every", type=int, default=10, help="steps between metric reads (one host round-trip)")
-    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    d = p.add_argument_group("dashboards (written at the metric reads, every --log-every steps)")
-    d.add_argument("--tensorboard", action="store_true",
-                   help='TensorBoard event files in the run directory (pip install "jaxsel[tensorboard]")')
-    d.add_argument("--wandb", default=None, metavar="PROJECT",
-                   help='log to this W&B project; WANDB_MODE=offline writes it locally (pip install "jaxsel[wandb]")')
-    c = p.add_argument_group("projected wall-clock (logged as projected_time_s; see `jaxsel report`)")
-    c.add_argument("--project-network", default="10gbe",
-                   help="network preset of the projection (between hosts with --gpus-per-host > 1): "
-                        "nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
-    c.add_argument("--intra-network", "--project-intra-network", dest="project_intra_network", default="nvlink",
-                   metavar="PRESET", help="network inside a projected host (with --gpus-per-host > 1): nvlink, "
-                                          "pcie, ...")
-    c.add_argument("--gpus-per-host", "--project-gpus-per-host", dest="project_gpus_per_host", type=int, default=1,
-                   metavar="K", help="replicas per projected host (divides --replicas); 1: every replica on its own "
-                                     "host, one network")
-    c.add_argument("--project-stragglers", default=None, metavar="SPEC",
-                   help="straggler model, e.g. fixed:factor=2,replicas=0 or lognormal:sigma=0.2")
-    c.add_argument("--project-compute-s", type=float, default=None, metavar="SECONDS",
-                   help="per-step compute time to project with (default: this run's measured step time)")
-    from .strategy_args import add_strategy_args
-
-    add_strategy_args(p)
 
 
-def config_from_args(args, strategy: str, out_dir: str | None):
-    from ..training.config import TrainConfig, parse_options
+def config_from_args(args, **fixed):
+    """The TrainConfig of `args` (its command's flags, then --config FILE's remaining
+    settings); `fixed`: fields the command sets itself (compare's placeholder strategy,
+    train's run directory)."""
+    from ..training.config import TrainConfig
     from ..training.config_file import apply_to_config
+    from .config_args import config_values
     from .strategy_args import options_from_args
 
-    options = options_from_args(args)
-    partition_options = parse_options(getattr(args, "partition_opt", None), "--partition-opt")
-    if getattr(args, "inject", None):
-        try:
-            alpha, beta = (float(v) for v in args.inject.split(","))
-        except ValueError:
-            raise UsageError(f"--inject expects ALPHA,BETA (two numbers), got {args.inject!r}") from None
-        partition_options["injection"] = (alpha, beta)
-    cfg = TrainConfig(
-        dataset=args.dataset, model=args.model, strategy=strategy,
-        strategy_options={k: v for k, v in options.items() if v is not None},
-        replicas=args.replicas, platform=args.platform, devices=args.devices, local_replicas=args.local_replicas,
-        batch_size=_per_replica_batch(args), steps=args.steps,
-        optimizer=args.optimizer, lr=args.lr, lr_schedule=args.lr_schedule, momentum=args.momentum,
-        weight_decay=args.weight_decay, clip_norm=args.clip_norm, partition=args.partition,
-        seed=args.seed, eval_every=args.eval_every, log_every=args.log_every,
-        data_dir=args.data_dir, out_dir=out_dir, progress=not args.no_progress,
-        partition_options=partition_options,
-        dataset_options=parse_options(getattr(args, "dataset_opt", None), "--dataset-opt"),
-        augment={"on": True, "off": False}.get(getattr(args, "augment", "auto")),
-        eval_examples=getattr(args, "eval_examples", None),
-        eval_replicas=getattr(args, "eval_replicas", "final"),
-        loader=args.loader, loader_workers=args.loader_workers,
-        tensorboard=args.tensorboard, wandb_project=args.wandb,
-        project_network=args.project_network, project_stragglers=args.project_stragglers,
-        project_intra_network=args.project_intra_network, project_gpus_per_host=args.project_gpus_per_host,
-        project_compute_s=args.project_compute_s,
-    )
-    return apply_to_config(cfg, getattr(args, "config_rest", None))   # --config FILE
+    values = {**config_values(args, args.command), **fixed}
+    values["strategy_options"] = {k: v for k, v in options_from_args(args).items() if v is not None}
+    values["batch_size"] = _per_replica_batch(args)
+    return apply_to_config(TrainConfig(**values), getattr(args, "config_rest", None))   # --config FILE
 
 
 def _per_replica_batch(args) -> int:
@@ -195,18 +114,8 @@ def _per_replica_batch(args) -> int:
 
 
 def add_run_control_args(p: argparse.ArgumentParser) -> None:
-    """Checkpoints, resume, fault handling and multi-host options (`jaxsel train`)."""
-    g = p.add_argument_group("checkpoints and faults")
-    g.add_argument("--checkpoint-dir", default=None,
-                   help="checkpoint directory (default checkpoints/<name of the run directory>)")
-    g.add_argument("--checkpoint-every", type=int, default=100,
-                   help="steps between asynchronous checkpoints (also saved at the end and on SIGTERM/SIGINT)")
-    g.add_argument("--keep", type=int, default=3, help="newest checkpoints to keep")
-    g.add_argument("--no-checkpoint", action="store_true", help="write no checkpoints")
-    g.add_argument("--resume", action="store_true",
-                   help="continue from the newest readable checkpoint (needs --out or --checkpoint-dir)")
-    g.add_argument("--nonfinite", choices=("stop", "skip"), default="stop",
-                   help="NaN/inf loss or gradient: stop (keep the last good checkpoint) or skip the step")
+    """`jaxsel train`'s own options: no checkpoints, and the multi-host ones."""
+    p.add_argument("--no-checkpoint", action="store_true", help="write no checkpoints")
     m = p.add_argument_group("multi-host (jax.distributed; every process runs the same command)")
     m.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="process 0's address")
     m.add_argument("--num-processes", type=int, default=None, help="number of processes")
@@ -315,7 +224,7 @@ def _compare(args) -> int:
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
-        base = config_from_args(args, "bsp", None)   # each row sets its strategy
+        base = config_from_args(args, strategy="bsp")   # each row sets its strategy
         check_config(base)
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = _layout(base)
@@ -346,12 +255,12 @@ def _compare(args) -> int:
 
 def _check_train_args(args) -> None:
     """What `jaxsel train` can refuse before JAX starts."""
-    if args.resume and args.out is None and args.checkpoint_dir is None:
+    if args.resume and args.out_dir is None and args.checkpoint_dir is None:
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
-    for option in ("out", "checkpoint_dir", "data_dir"):
-        _check_path_text(getattr(args, option), "--" + option.replace("_", "-"))
+    for option, flag in (("out_dir", "--out"), ("checkpoint_dir", "--checkpoint-dir"), ("data_dir", "--data-dir")):
+        _check_path_text(getattr(args, option), flag)
 
 
 def _train_config(args, out: str):
@@ -362,11 +271,10 @@ def _train_config(args, out: str):
     from ..training.run import check_run, resumed_settings
 
     with user_input():
-        cfg = config_from_args(args, args.strategy, out)
-        if not args.no_checkpoint:
-            cfg = dataclasses.replace(cfg, checkpoint_dir=args.checkpoint_dir,
-                                      checkpoint_every=args.checkpoint_every, keep=args.keep, resume=args.resume)
-        cfg = resumed_settings(dataclasses.replace(cfg, nonfinite=args.nonfinite))
+        cfg = config_from_args(args, out_dir=out)
+        if args.no_checkpoint:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=None, checkpoint_every=None, resume=False)
+        cfg = resumed_settings(cfg)
         layout = _layout(cfg)
         check_run(cfg)
     return cfg, layout
@@ -378,7 +286,7 @@ def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
     from ..data.paths import undo_created
 
     created = []
-    if lead and _ensure_writable(cfg.out_dir, default=args.out is None):
+    if lead and _ensure_writable(cfg.out_dir, default=args.out_dir is None):
         created.append(cfg.out_dir)
     root = cfg.checkpoint_root()
     with undo_created(cfg.out_dir, bool(created)):   # a checkpoint dir that cannot be made: no run dir either
@@ -398,7 +306,7 @@ def cmd_train(args) -> int:
     from ..training.train import train
 
     lead = jax.process_index() == 0
-    out = args.out if args.out is not None else _default_out(args.strategy)
+    out = args.out_dir if args.out_dir is not None else _default_out(args.strategy)
     try:
         cfg, layout = _train_config(args, out)
         early_stop.check()   # a Ctrl-C so far: stop before anything is created
@@ -499,17 +407,19 @@ def cmd_report(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command")
+def _overrides_note(command: str, overrides: dict) -> str:
+    """The sentence of `command`'s help that names its defaults other than TrainConfig's."""
+    shown = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in overrides.items())
+    return f"`jaxsel {command}`'s own defaults (a TrainConfig's differ): {shown}."
 
-    from .strategy_args import HelpFormatter, strategy_epilog
+
+def _add_compare(sub) -> None:
+    from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
 
     p = sub.add_parser("compare", help="train several strategies side by side (the default job)",
-                       description="The default job: " + DEFAULT_TASK_NOTE,
+                       description=f"The default job: {DEFAULT_TASK_NOTE} {_overrides_note('compare', DEFAULT_TASK)}",
                        formatter_class=HelpFormatter, epilog=strategy_epilog())
-    add_training_args(p)
-    p.set_defaults(**DEFAULT_TASK)
+    add_training_args(p, "compare", DEFAULT_TASK)
     p.add_argument("--strategies", default=DEFAULT_STRATEGIES, metavar="ENTRIES",
                    help="comma-separated entries, each a strategy name or a variant NAME:KEY=VALUE[:KEY=VALUE...] "
                         "(e.g. bsp,localsgd:period=8,selsync,selsync:delta=0.05); global strategy flags are "
@@ -525,21 +435,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, metavar="FILE",
                    help="settings from a TOML/JSON/YAML file (TrainConfig fields, strategies, ...); flags typed "
                         "override it")
+    add_strategy_args(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("train", help="train one strategy", formatter_class=HelpFormatter,
-                       epilog=strategy_epilog())
-    add_training_args(p)
-    add_run_control_args(p)
-    from ..strategies import STRATEGIES
 
-    p.add_argument("--strategy", default="selsync", help=f"one of: {', '.join(STRATEGIES)}")
-    p.add_argument("--out", default=None, help="run directory (default runs/<strategy>-<time>)")
+def _add_train(sub) -> None:
+    from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
+
+    p = sub.add_parser("train", help="train one strategy", formatter_class=HelpFormatter,
+                       description=_overrides_note("train", TRAIN_DEFAULTS) + " " + TRAIN_DEFAULTS_NOTE,
+                       epilog=strategy_epilog())
+    add_training_args(p, "train", TRAIN_DEFAULTS)
+    add_run_control_args(p)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="settings from a TOML/JSON/YAML file (TrainConfig fields); flags typed override it; "
                         "RUN_DIR/config.json reproduces that run")
+    add_strategy_args(p)
     p.set_defaults(func=cmd_train)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+
+    _add_compare(sub)
+    _add_train(sub)
     p = sub.add_parser("datasets", help="list known datasets and which are prepared locally")
     p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     p.add_argument("-v", "--verbose", action="store_true", help="also describe each dataset")
@@ -655,8 +575,11 @@ def _apply_config_file(args, argv: list[str]) -> None:
     """--config FILE: its settings as if typed before the flags (training/config_file.py)."""
     from ..training.config_file import apply_to_args, command_keys, explicit_dests, load_settings, subcommand
 
+    from .strategy_args import add_strategy_args
+
     training = argparse.ArgumentParser(add_help=False)
-    add_training_args(training)
+    add_training_args(training, args.command)
+    add_strategy_args(training)
     settings = load_settings(args.config, command_keys(subcommand(build_parser(), args.command), training))
     args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
 

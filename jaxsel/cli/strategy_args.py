@@ -1,7 +1,9 @@
 """The command line's strategy flags, help text and plugins.
 
-Flags map onto strategy options (dataclass fields); `--opt KEY=VALUE` reaches any other.
-A flag no chosen strategy takes is an error naming the valid options, never dropped.
+The flags are generated from the registered strategies' options (their dataclass fields):
+one per option name, its help naming the strategies that take it; `--opt KEY=VALUE`
+reaches any option, and alone those whose name a command flag has. A flag no chosen
+strategy takes is an error naming the valid options, never dropped.
 `--plugin MODULE` imports user code that calls `jaxsel.register_strategy`,
 `register_trigger` or `register_aggregator` before the options are read.
 """
@@ -12,31 +14,72 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from ..core.options import OptionError, accepts, option_defaults, parse_kv
+from ..core.options import OptionError, allowed_types, option_defaults, option_names, parse_kv, parse_value
+from ..core.options import type_hints as _type_hints
 
-#: flags that set a strategy option of the same name
-FLAGS = {"period": int, "delta": float, "window": int, "alpha": float, "aggregator": str}
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Every flag's default in its help line; the epilog's strategy list kept as written."""
+    """Every flag's default in its help line (unless the help says it in words); the
+    epilog's strategy list kept as written."""
+
+    def _get_help_string(self, action):
+        return action.help if "default" in (action.help or "") else super()._get_help_string(action)
+
+
+class StrategyFlag(NamedTuple):
+    """One strategy option as a flag: the strategies that take it and how its text is read."""
+
+    takers: tuple[str, ...]
+    read: Any   # argparse `type`: int, float, parse_value (bool, mixed types) or None (text)
+
+
+def strategy_flags() -> dict[str, StrategyFlag]:
+    """Every registered strategy's options (and their aliases, e.g. --period for DiLoCo's
+    inner_steps) by name, the union over the strategies in registration order; tables
+    (`*_options`) are left out: `--opt PREFIX.FIELD=VALUE` sets their fields."""
+    from ..strategies import STRATEGIES
+
+    types: dict[str, dict[str, Any]] = {}
+    for strategy, cls in STRATEGIES.items():
+        hints, aliases = _type_hints(cls), getattr(cls, "aliases", {})
+        for name in [*option_names(cls), *aliases]:
+            types.setdefault(name, {})[strategy] = hints.get(aliases.get(name, name), Any)
+    return {name: StrategyFlag(tuple(by), _reader(list(by.values()))) for name, by in types.items()
+            if not name.endswith("_options")}
+
+
+def _reader(hints: list) -> Any:
+    """One argparse type for a name every taker declares alike; text for words and `Any`
+    (aggregator, trigger, levels), `--opt`'s reading (`parse_value`) otherwise."""
+    kinds = {tuple(allowed_types(h)[0]) for h in hints}
+    if len(kinds) == 1:
+        (kind,) = kinds
+        if kind in ((int,), (float,)):
+            return kind[0]
+        if kind in ((str,), ()):
+            return None
+    return parse_value
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def add_strategy_args(p: argparse.ArgumentParser) -> None:
-    from ..strategies import STRATEGIES
-
-    def takers(option):
-        return ", ".join(n for n, cls in STRATEGIES.items() if accepts(cls, option)) or "none"
-
-    s = p.add_argument_group("strategy options (a flag no chosen strategy takes is an error; "
-                             "defaults: each strategy's own, listed below)")
-    s.add_argument("--period", type=int, default=None, help=f"sync period in steps ({takers('period')})")
-    s.add_argument("--delta", type=float, default=None, help=f"significance threshold ({takers('delta')})")
-    s.add_argument("--window", type=int, default=None, help=f"EWMA window ({takers('window')})")
-    s.add_argument("--alpha", type=float, default=None, help=f"EWMA smoothing ({takers('alpha')})")
-    s.add_argument("--aggregator", default=None,
-                   help="mean, weighted, median, min, max, trimmed:K, random, or a registered one")
+    """The strategy flags (`strategy_flags`; dest `strategy.NAME`), --opt and --plugin, added
+    after the command's own flags: an option whose flag the command already has (e.g. the
+    optimizer's --momentum, the run's --seed) is reached with `--opt NAME=VALUE` only."""
+    flags = strategy_flags()
+    opt_only = sorted(n for n in flags if _flag(n) in p._option_string_actions)
+    s = p.add_argument_group("strategy options (a flag no chosen strategy takes is an error; defaults: each "
+                             f"strategy's own, listed below; --opt only: {', '.join(opt_only) or 'none'})")
+    for name, flag in flags.items():
+        if name not in opt_only:
+            s.add_argument(_flag(name), dest=f"strategy.{name}", type=flag.read, default=None, metavar=name.upper(),
+                           help=f"taken by {', '.join(flag.takers)}; default: each one's own")
     s.add_argument("--opt", action="append", metavar="KEY=VALUE",
                    help="any other strategy option; trigger.FIELD=VALUE for the 'triggered' strategy, "
                         "inner.FIELD=VALUE / outer.FIELD=VALUE for the levels of 'hierarchical'")
@@ -59,12 +102,12 @@ def strategy_epilog() -> str:
 
 def options_from_args(args) -> dict:
     """The strategy options the user set (flags and --opt), unfiltered."""
-    flags = {k: v for k in FLAGS if (v := getattr(args, k, None)) is not None}
+    flags = {k.partition(".")[2]: v for k, v in vars(args).items() if k.startswith("strategy.") and v is not None}
     opts = parse_kv(getattr(args, "opt", None))
     both = sorted(set(flags) & set(opts))
     if both:
         key = both[0]
-        raise OptionError(f"--{key} {flags[key]} and --opt {key}={opts[key]} both set {key}; give it once")
+        raise OptionError(f"{_flag(key)} {flags[key]} and --opt {key}={opts[key]} both set {key}; give it once")
     return {**flags, **opts}
 
 

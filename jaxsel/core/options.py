@@ -60,7 +60,7 @@ def build(cls, options: Mapping[str, Any] | None, *, kind: str, name: str,
         listed = ", ".join(valid) if valid else "none"
         raise OptionError(f"{kind} {name!r} has no option {', '.join(map(repr, unknown))}; "
                           f"its options: {listed}")
-    hints = _type_hints(cls)
+    hints = type_hints(cls)
     kwargs = {k: coerce(v, hints.get(k, Any), f"{kind} {name!r} option {k!r}") for k, v in options.items()}
     for key in getattr(cls, "context_fields", ()):
         if key in valid and key not in kwargs and (context or {}).get(key) is not None:
@@ -71,14 +71,14 @@ def build(cls, options: Mapping[str, Any] | None, *, kind: str, name: str,
         raise OptionError(f"{kind} {name!r}: {err}") from None
 
 
-def _type_hints(cls) -> dict[str, Any]:
+def type_hints(cls) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls)
     except Exception:   # an annotation that does not resolve: no coercion
         return {}
 
 
-def _allowed(hint) -> tuple[list[type], bool]:
+def allowed_types(hint) -> tuple[list[type], bool]:
     """(the plain types a hint allows, whether None is allowed); Any allows everything."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -91,7 +91,7 @@ def _allowed(hint) -> tuple[list[type], bool]:
 
 def coerce(value, hint, what: str):
     """`value` as the declared type (int, float, bool, str; unions of them), or OptionError."""
-    plain, nullable = _allowed(hint)
+    plain, nullable = allowed_types(hint)
     if not plain or value is None and nullable:
         return value
     if isinstance(value, str) and nullable and value.lower() == "none":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 from ..core.checks import check_int, check_number
-from ..core.options import parse_kv
+from .declare import Flag, declarations, declare_flags, option
 
 #: the step counter is an int32 on the device
 MAX_STEPS = 2**31 - 1
@@ -29,76 +29,153 @@ class ConfigError(ValueError):
     """A setting that cannot work: one line naming it and what is allowed (exit code 2)."""
 
 
+#: `--augment`'s spellings of the field's values (None: the dataset's own default)
+AUGMENT = {"auto": None, "on": True, "off": False}
+TRAINING, DASHBOARDS, PROJECTION, CHECKPOINTS = "training", "dashboards", "projection", "checkpoints"
+
+
+def _augment(text: str) -> bool | None:
+    if text not in AUGMENT:
+        raise ValueError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, AUGMENT))})")
+    return AUGMENT[text]
+
+
+def _augment_text(value: bool | None) -> str:
+    return next(k for k, v in AUGMENT.items() if v is value)
+
+
+def _injection(text: str) -> tuple[float, float]:
+    """`--inject ALPHA,BETA` (read by the data layer's own parser; checked by `check_config`)."""
+    from ..data.injection import parse_injection
+
+    try:
+        return parse_injection(text)
+    except ValueError:
+        raise ValueError(f"expects ALPHA,BETA (two numbers), got {text!r}") from None
+
+
+def _local_loops() -> tuple:
+    from ..core.step import LOCAL_LOOPS
+
+    return LOCAL_LOOPS
+
+
+def _loaders() -> tuple:
+    from ..data.pipeline import LOADERS
+
+    return LOADERS
+
+
+def _nonfinite_policies() -> tuple:
+    from .faults import NONFINITE_POLICIES
+
+    return NONFINITE_POLICIES
+
+
+@declare_flags
 @dataclasses.dataclass
 class TrainConfig:
-    dataset: str = "digits"
-    model: str = "mlp"
-    strategy: str = "selsync"
-    strategy_options: dict = dataclasses.field(default_factory=dict)
-    replicas: int = 8
-    # where the replicas go (parallel.data_mesh): `platform`'s devices (None: the default
-    # backend, an accelerator when there is one; never a silent CPU fall-back), the first
-    # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
-    platform: str | None = None
-    devices: int | None = None
-    local_replicas: str = "auto"    # a device's packed replicas' gradients: auto, vmap, unroll, map (core/step.py)
-    batch_size: int = 16            # per replica
-    steps: int = 600
-    optimizer: str = "sgd"
-    lr: float = 0.05
-    lr_schedule: str = "constant"   # or "milestones[:M1,M2][@GAMMA]" (lr_schedule.py)
-    # the run length fractional milestones refer to (None: `steps`); a resumed run keeps the
-    # length its checkpoints record, so `--resume --steps` past the end never moves them
-    lr_schedule_steps: int | None = None
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    clip_norm: float | None = None
-    partition: str = "seldp"
-    partition_options: dict = dataclasses.field(default_factory=dict)
-    seed: int = 0
-    eval_every: int = 50
-    log_every: int = 10
-    divergence_every: int | None = None  # default: log_every (an extra model-sized reduction)
-    data_dir: str | None = None
-    out_dir: str | None = None      # metrics.jsonl and config.json go here when set
-    # live dashboards (writers.py), written at the metric reads: TensorBoard event files in
-    # out_dir, a W&B run in this project; run_group groups the runs of one comparison
-    tensorboard: bool = False
-    wandb_project: str | None = None
-    run_group: str | None = None
-    progress: bool = True
-    # data pipeline (jaxsel/data): dataset_options: seq_len, in_memory, records_per_window
-    # (token/big sets), num_samples/seed (mnist1d); partition_options may hold
-    # injection=(alpha, beta); augment None = the dataset's default crop+flip
-    dataset_options: dict = dataclasses.field(default_factory=dict)
-    augment: bool | None = None
-    prefetch: int = 2               # batches placed on the devices ahead of the step
-    # how batches are built (data/loader.py): "grain" worker processes, "threads", or "auto":
-    # grain for image sets decoded on the host (imagenet2012, cars196, image folders),
-    # threads for in-memory and token sets; loader_workers None: grain all cores but one, 2 threads
-    loader: str = "auto"
-    loader_workers: int | None = None
-    eval_examples: int | None = None  # evaluate on the first N test examples (None: all)
-    eval_replicas: str = "final"    # each replica's own model too: "final" (at the end), "every" eval, "off"
+    """Every setting of a run, each declared once with its flag (`declare.option`)."""
+
+    dataset: str = option("digits", help="dataset name (`jaxsel datasets` lists them)")
+    model: str = option("mlp", help="model name (mlp, cnn, ...)")
+    strategy: str = option("selsync", commands=("train",), help="the strategy to train (listed below)")
+    strategy_options: dict = option(factory=dict, no_flag="set by the strategy flags and --opt KEY=VALUE, "
+                                    "generated from the strategies' own fields (cli/strategy_args.py)")
+    replicas: int = option(8, help="model replicas, packed k per device when there are fewer devices "
+                                   "(1..M or a multiple of M)")
+    # where the replicas go (parallel.data_mesh): never a silent CPU fall-back
+    platform: str | None = option(None, help="put the replicas on this platform's devices (e.g. cpu; "
+                                             "default: the accelerator if any)")
+    devices: int | None = option(None, help="use the first N devices (default: all)")
+    local_replicas: str = option("auto", choices=_local_loops,   # core/step.py
+                                 help="a device's packed replicas: batched (vmap), k plain copies (unroll), "
+                                      "a loop (map); auto: unroll on CPU, vmap elsewhere")
+    batch_size: int = option(16, help="per-replica batch size")
+    steps: int = option(600, help="training steps")
+    optimizer: str = option("sgd", help="sgd, adam or adamw")
+    lr: float = option(0.05, help="learning rate")
+    lr_schedule: str = option("constant", metavar="SPEC",
+                              help="constant, or milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each "
+                                   "milestone (M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75)")
+    # a resumed run keeps the length its checkpoints record, so `--resume --steps` never moves them
+    lr_schedule_steps: int | None = option(None, no_flag="the run length fractional milestones refer to "
+                                           "(None: steps); a resumed run takes it from its checkpoints; a "
+                                           "flag would make --lr-sched ambiguous (config files set it)")
+    momentum: float = option(0.9, help="optimizer momentum (sgd)")
+    weight_decay: float = option(0.0, help="weight decay")
+    clip_norm: float | None = option(None, help="clip gradients to this global norm")
+    partition: str = option("seldp", help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
+    partition_options: dict = option(
+        factory=dict, flag="--partition-opt", pairs=True, metavar="KEY=VALUE",
+        help="partitioner option, e.g. classes_per_replica=1 or alpha=0.5 (dirichlet)",
+        keys=(("injection", Flag(("--inject",), "SelSync data injection: ceil(ALPHA*C) foreign classes, "
+                                 "BETA*b*N/C samples each", metavar="ALPHA,BETA", parse=_injection)),))
+    seed: int = option(0, help="seed of the model, data order and sampling")
+    eval_every: int = option(50, help="steps between test evaluations")
+    log_every: int = option(10, help="steps between metric reads (one host round-trip)")
+    divergence_every: int | None = option(None, metavar="N", help="steps between reads of the replicas' "
+                                          "divergence, a model-sized reduction (default: --log-every)")
+    data_dir: str | None = option(None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    out_dir: str | None = option(None, flag="--out", commands=("train",),   # compare's --out: its own folder
+                                 help="run directory (default runs/<strategy>-<time>); metrics.jsonl and "
+                                      "config.json go here")
+    # live dashboards (writers.py), written at the metric reads
+    tensorboard: bool = option(False, group=DASHBOARDS, help="TensorBoard event files in the run directory "
+                                                             '(pip install "jaxsel[tensorboard]")')
+    wandb_project: str | None = option(None, flag="--wandb", metavar="PROJECT", group=DASHBOARDS,
+                                       help="log to this W&B project; WANDB_MODE=offline writes it locally "
+                                            '(pip install "jaxsel[wandb]")')
+    run_group: str | None = option(None, metavar="NAME", group=DASHBOARDS,
+                                   help="group the dashboards' runs under this name (compare: its directory's)")
+    progress: bool = option(True, help="show the progress bar")
+    # data pipeline (jaxsel/data)
+    dataset_options: dict = option(factory=dict, flag="--dataset-opt", pairs=True, metavar="KEY=VALUE",
+                                   help="dataset option: seq_len, in_memory, records_per_window, num_samples, seed")
+    augment: bool | None = option(None, parse=_augment, show=_augment_text, metavar="{auto,on,off}",
+                                  help="on-device random crop + flip (auto: the dataset's default)")
+    prefetch: int = option(2, metavar="N", help="batches placed on the devices ahead of the step")
+    loader: str = option("auto", choices=_loaders,
+                         help="how batches are built: Grain worker processes or threads (auto: Grain for image "
+                              "sets decoded on the host, e.g. imagenet2012, cars196; threads for in-memory sets)")
+    loader_workers: int | None = option(None, metavar="N", help="Grain worker processes (default: all cores but "
+                                                                "one) or loader threads (default 2)")
+    eval_examples: int | None = option(None, help="evaluate on the first N test examples (default: all)")
+    eval_replicas: str = option("final", choices=EVAL_REPLICAS,
+                                help="also evaluate each replica's own model (replica_accuracy): at the end, "
+                                     "at every evaluation, or not")
     # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
-    # checkpoint_dir / checkpoint_every / resume is set; the dir defaults to
-    # checkpoints/<run> (`default_checkpoint_name`: unique per out_dir)
-    checkpoint_dir: str | None = None
-    checkpoint_every: int | None = None  # steps between asynchronous saves (None: only at the end / on a signal)
-    keep: int = 3                   # newest checkpoints kept
-    resume: bool = False            # continue from the newest readable checkpoint
-    nonfinite: str = "stop"         # NaN/inf loss or gradient: "stop" the run, or "skip" the step on device
-    # projected wall-clock (jaxsel.costmodel): every logged step carries `projected_time_s`, what
-    # the run would have taken so far on `project_network` with the same replicas, sync
-    # pattern and `project_stragglers`, from this run's measured step time (or
-    # `project_compute_s`, e.g. a GPU step time measured elsewhere). With
-    # `project_gpus_per_host` > 1 the projected cluster has two levels: hosts of that many
-    # replicas joined inside by `project_intra_network`, between by `project_network`
-    project_network: str = "10gbe"
-    project_intra_network: str = "nvlink"
-    project_gpus_per_host: int = 1
-    project_stragglers: str | None = None
-    project_compute_s: float | None = None
+    # checkpoint_dir / checkpoint_every / resume is set
+    checkpoint_dir: str | None = option(None, commands=("train",), group=CHECKPOINTS,
+                                        help="checkpoint directory (default checkpoints/<name of the run "
+                                             "directory>)")
+    checkpoint_every: int | None = option(None, commands=("train",), group=CHECKPOINTS,
+                                          help="steps between asynchronous checkpoints (also saved at the end "
+                                               "and on SIGTERM/SIGINT)")
+    keep: int = option(3, commands=("train",), group=CHECKPOINTS, help="newest checkpoints to keep")
+    resume: bool = option(False, commands=("train",), group=CHECKPOINTS,
+                          help="continue from the newest readable checkpoint (needs --out or --checkpoint-dir)")
+    nonfinite: str = option("stop", choices=_nonfinite_policies, commands=("train",), group=CHECKPOINTS,
+                            help="NaN/inf loss or gradient: stop (keep the last good checkpoint) or skip the step")
+    # projected wall-clock (jaxsel.costmodel): what the run would have taken on
+    # `project_network` (between hosts of `project_gpus_per_host` replicas), from this run's
+    # measured step time or `project_compute_s`
+    project_network: str = option("10gbe", group=PROJECTION,
+                                  help="network preset of the projection (between hosts with --gpus-per-host "
+                                       "> 1): nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
+    project_intra_network: str = option("nvlink", flag=("--intra-network", "--project-intra-network"),
+                                        metavar="PRESET", group=PROJECTION,
+                                        help="network inside a projected host (with --gpus-per-host > 1): "
+                                             "nvlink, pcie, ...")
+    project_gpus_per_host: int = option(1, flag=("--gpus-per-host", "--project-gpus-per-host"), metavar="K",
+                                        group=PROJECTION, help="replicas per projected host (divides --replicas); "
+                                                               "1: every replica on its own host, one network")
+    project_stragglers: str | None = option(None, metavar="SPEC", group=PROJECTION,
+                                            help="straggler model, e.g. fixed:factor=2,replicas=0 or "
+                                                 "lognormal:sigma=0.2")
+    project_compute_s: float | None = option(None, metavar="SECONDS", group=PROJECTION,
+                                             help="per-step compute time to project with (default: this run's "
+                                                  "measured step time)")
 
     def checkpoint_root(self) -> Path | None:
         """Where checkpoints go, or None when checkpointing is off."""
@@ -234,11 +311,9 @@ def _check_lr_schedule(spec) -> None:
 
 def _check_names(cfg: TrainConfig) -> None:
     from ..data.partition import PARTITIONERS
-    from ..data.pipeline import LOADERS
     from ..data.sources import KNOWN
     from ..models import MODEL_REGISTRY
     from ..strategies import STRATEGIES
-    from .faults import NONFINITE_POLICIES
     from .optim import OPTIMIZERS
 
     if cfg.dataset not in KNOWN:
@@ -251,14 +326,15 @@ def _check_names(cfg: TrainConfig) -> None:
         raise ConfigError(f"unknown partition {cfg.partition!r}; choose one of {', '.join(PARTITIONERS)}")
     if cfg.strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if cfg.local_replicas not in ("auto", "vmap", "unroll", "map"):
-        raise ConfigError(f"local_replicas must be one of auto, vmap, unroll, map, got {cfg.local_replicas!r}")
-    if cfg.eval_replicas not in EVAL_REPLICAS:
-        raise ConfigError(f"eval_replicas must be one of {', '.join(EVAL_REPLICAS)}, got {cfg.eval_replicas!r}")
-    if cfg.loader not in LOADERS:
-        raise ConfigError(f"loader must be one of {', '.join(LOADERS)}, got {cfg.loader!r}")
-    if cfg.nonfinite not in NONFINITE_POLICIES:
-        raise ConfigError(f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {cfg.nonfinite!r}")
+    _check_choices(cfg)
+
+
+def _check_choices(cfg: TrainConfig) -> None:
+    """Every field declared with `choices` holds one of them."""
+    for name, decl in declarations(TrainConfig).items():
+        allowed = decl.allowed() if isinstance(decl, Flag) else None
+        if allowed is not None and getattr(cfg, name) not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(cfg, name)!r}")
 
 
 def _check_projection(cfg: TrainConfig) -> None:
@@ -294,8 +370,3 @@ def _check_data(cfg: TrainConfig) -> None:
             check_injection(cfg.partition, injection)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-
-
-def parse_options(pairs: list[str] | None, flag: str = "--opt") -> dict:
-    """KEY=VALUE strings -> dict, with ints, floats and true/false parsed (`options.parse_kv`)."""
-    return parse_kv(pairs, flag)

@@ -31,14 +31,6 @@ from .config import ConfigError, TrainConfig
 RECORDED = frozenset({"layout", "checkpoint_root"})
 #: where a recorded run lived: a reproduction does not take these
 RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
-#: fields whose flag has another name: field -> the flag's dest
-FLAG_DESTS = {"out_dir": "out", "wandb_project": "wandb"}
-#: flags that set a field of another name (dest -> field): with one of them typed, the
-#: file's value of that field is not taken
-FLAG_FIELDS = {"no_progress": "progress"}
-#: fields whose flag takes other values than the field (augment: auto/on/off)
-NOT_AS_FLAG = frozenset({"augment"})
-
 
 def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(TrainConfig)]
@@ -146,19 +138,18 @@ def command_keys(sub: argparse.ArgumentParser, training: argparse.ArgumentParser
 
 
 def apply_to_args(args: argparse.Namespace, settings: dict, explicit: set[str]) -> dict:
-    """Set the file's values on `args` where the user typed no flag for them; return the
-    rest (fields without a flag of their own, dict fields), for `apply_to_config`."""
+    """Set the file's values on `args` where the user typed no flag for them (a field's
+    flag has the field's name as its dest and holds the field's value: training/declare.py);
+    return the rest (tables, fields without a flag in this command), for `apply_to_config`."""
     rest = {}
     for name, value in settings.items():
-        dest = FLAG_DESTS.get(name, name)
-        if isinstance(value, dict) or name in NOT_AS_FLAG or not hasattr(args, dest):
+        if isinstance(value, dict) or not hasattr(args, name):
             rest[name] = value
-        elif dest not in explicit:
-            current = getattr(args, dest)
-            setattr(args, dest, ",".join(map(str, value)) if isinstance(value, list) and
+        elif name not in explicit:
+            current = getattr(args, name)
+            setattr(args, name, ",".join(map(str, value)) if isinstance(value, list) and
                     isinstance(current, str) else value)
-    touched = {FLAG_FIELDS.get(d, d) for d in explicit}
-    return {k: v for k, v in rest.items() if isinstance(v, dict) or k not in touched}
+    return rest
 
 
 def apply_to_config(cfg: TrainConfig, rest: dict | None) -> TrainConfig:

@@ -1,0 +1,80 @@
+"""One declaration per setting: a TrainConfig field carries its own command-line flag.
+
+`option(default, help=..., ...)` is `dataclasses.field` with a `Flag` (or a `NoFlag` and
+its reason) in the field's metadata: the flag's names, help, choices and metavar, how its
+text becomes the field's value, and which commands take it. The `train` and `compare`
+parsers (`jaxsel.cli.config_args`), config files (`config_file`) and the choice checks of
+`check_config` all read these, so a default, a choice list or a spelling is written once
+and `jaxsel train --help` shows the field's own default.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+#: the commands whose parsers are generated from the declarations
+COMMANDS = ("train", "compare")
+
+
+class Flag(NamedTuple):
+    """How a field is set from the command line."""
+
+    names: tuple[str, ...]            # "--lr"; more than one: aliases
+    help: str
+    commands: tuple[str, ...] = COMMANDS
+    choices: tuple | Callable[[], tuple] | None = None   # a callable: the owner's list, imported when needed
+    metavar: str | None = None
+    parse: Callable[[str], Any] | None = None   # the flag's text -> the field's value (None: by its type)
+    show: Callable[[Any], str] | None = None    # the field's value -> the flag's text (`parse`'s inverse)
+    group: str = "training"
+    pairs: bool = False               # a dict field: repeatable KEY=VALUE
+    keys: tuple[tuple[str, "Flag"], ...] = ()   # flags that set one key of a dict field
+
+    def allowed(self) -> tuple | None:
+        return self.choices() if callable(self.choices) else self.choices
+
+
+class NoFlag(NamedTuple):
+    """A field deliberately without a flag of its own, and why."""
+
+    why: str
+
+
+def option(default: Any = dataclasses.MISSING, *, help: str = "", flag: str | tuple[str, ...] | None = None,
+           no_flag: str | None = None, factory: Callable[[], Any] | None = None, **spec) -> Any:
+    """A TrainConfig field declared once: its default (or `factory`), and its `Flag` (`flag`:
+    the names, default `--field-name`; `spec`: the Flag's other parts) or, with `no_flag`,
+    the reason it has none. The flag's names are filled in by `declare_flags`."""
+    names = (flag,) if isinstance(flag, str) else tuple(flag or ())
+    meta = {"cli": NoFlag(no_flag) if no_flag else Flag(names, help, **spec)}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def declare_flags(cls):
+    """Class decorator after @dataclass: every field must be declared with `option`; a flag
+    without names gets `--field-name`."""
+    for f in dataclasses.fields(cls):
+        decl = f.metadata.get("cli")
+        if decl is None:
+            raise TypeError(f"{cls.__name__}.{f.name} is not declared with option(...)")
+        if isinstance(decl, Flag) and not decl.names:
+            f.metadata = type(f.metadata)({**f.metadata, "cli": decl._replace(names=("--" + f.name.replace("_", "-"),))})
+    return cls
+
+
+def declarations(cls) -> dict[str, Flag | NoFlag]:
+    """Each field of `cls` and its declaration, in field order."""
+    return {f.name: f.metadata["cli"] for f in dataclasses.fields(cls)}
+
+
+def flags_of(cls, command: str) -> dict[str, Flag]:
+    """The fields `command` takes as flags, and their flags."""
+    return {name: d for name, d in declarations(cls).items() if isinstance(d, Flag) and command in d.commands}
+
+
+def default_of(cls, name: str) -> Any:
+    """A field's declared default (its factory's value for a dict)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
