@@ -22,11 +22,11 @@ from ..core.options import type_hints as _type_hints
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Every flag's default in its help line (unless the help says it in words); the
+    """Every flag's default in its help line (unless the help says it in words: "(default ..."); the
     epilog's strategy list kept as written."""
 
     def _get_help_string(self, action):
-        return action.help if "default" in (action.help or "") else super()._get_help_string(action)
+        return action.help if "(default" in (action.help or "") else super()._get_help_string(action)
 
 
 class StrategyFlag(NamedTuple):
@@ -79,7 +79,7 @@ def add_strategy_args(p: argparse.ArgumentParser) -> None:
     for name, flag in flags.items():
         if name not in opt_only:
             s.add_argument(_flag(name), dest=f"strategy.{name}", type=flag.read, default=None, metavar=name.upper(),
-                           help=f"taken by {', '.join(flag.takers)}; default: each one's own")
+                           help=f"taken by {', '.join(flag.takers)} (default: each one's own)")
     s.add_argument("--opt", action="append", metavar="KEY=VALUE",
                    help="any other strategy option; trigger.FIELD=VALUE for the 'triggered' strategy, "
                         "inner.FIELD=VALUE / outer.FIELD=VALUE for the levels of 'hierarchical'")

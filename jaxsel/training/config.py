@@ -85,8 +85,8 @@ class TrainConfig:
     replicas: int = option(8, help="model replicas, packed k per device when there are fewer devices "
                                    "(1..M or a multiple of M)")
     # where the replicas go (parallel.data_mesh): never a silent CPU fall-back
-    platform: str | None = option(None, help="put the replicas on this platform's devices (e.g. cpu; "
-                                             "default: the accelerator if any)")
+    platform: str | None = option(None, help="put the replicas on this platform's devices, e.g. cpu "
+                                             "(default: the accelerator if any)")
     devices: int | None = option(None, help="use the first N devices (default: all)")
     local_replicas: str = option("auto", choices=_local_loops,   # core/step.py
                                  help="a device's packed replicas: batched (vmap), k plain copies (unroll), "
