@@ -7,12 +7,13 @@ import re
 
 import pytest
 
+from jaxsel.cli import main as cli_main
 from jaxsel.cli.command import DEFAULT_TASK, TRAIN_DEFAULTS, build_parser, config_from_args
 from jaxsel.cli.config_args import config_values
 from jaxsel.cli.strategy_args import HelpFormatter, strategy_flags
 from jaxsel.core.options import accepts
 from jaxsel.strategies import STRATEGIES
-from jaxsel.training.config import TrainConfig
+from jaxsel.training.config import MAX_SEED, TrainConfig
 from jaxsel.training.declare import Flag, NoFlag, declarations, default_of, flags_of
 
 OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK}
@@ -97,3 +98,27 @@ def test_a_strategy_flag_reads_its_type_and_reaches_the_options():
     args = build_parser().parse_args(["train", "--augment", "off", "--no-progress", "--inject", "0.1,0.5"])
     cfg = config_from_args(args)
     assert (cfg.augment, cfg.progress, cfg.partition_options) == (False, False, {"injection": (0.1, 0.5)})
+
+
+def test_check_config_runs_once_per_run_and_once_per_compared_variant(tmp_path, monkeypatch):
+    import jaxsel.training.config as config
+    import jaxsel.training.run as run
+    import jaxsel.training.train as train
+
+    calls = []
+
+    def counting(cfg, check=config.check_config):
+        calls.append(cfg.strategy)
+        check(cfg)
+
+    for module in (config, run, train):
+        monkeypatch.setattr(module, "check_config", counting)
+    tiny = ["--steps", "2", "--eval-every", "2", "--log-every", "2", "--no-progress"]
+    assert cli_main(["train", "--strategy", "bsp", *tiny, "--no-checkpoint", "--out", str(tmp_path / "t")]) == 0
+    assert calls == ["bsp"]
+    calls.clear()
+    assert cli_main(["compare", "--strategies", "bsp,localsgd", "--seeds", "2", "--no-match-budget", *tiny,
+                     "--dataset", "digits", "--partition", "seldp", "--out", str(tmp_path / "c")]) == 0
+    assert calls == ["bsp", "localsgd"]   # the seeds' runs differ only in the seed, range-checked once
+    assert cli_main(["compare", "--seed", str(MAX_SEED), "--seeds", "2", "--out", str(tmp_path / "d")]) == 2
+    assert not (tmp_path / "d").exists()

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..training.config import ConfigError, TrainConfig
+from ..training.config import MAX_SEED, ConfigError, TrainConfig
 from ..training.runlock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
@@ -50,11 +50,12 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
 
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
-                   keep_states: bool = False, on_start=None, announce=None) -> Comparison:
+                   keep_states: bool = False, on_start=None, announce=None, plan=None) -> Comparison:
     """`compare`, returning the runs too (`keep_states`: with each run's final TrainState,
     one per run in memory). `on_start()` is called once the directory is locked and found
-    fresh, `announce(text)` with a line of progress before each run."""
-    plan = plan_rows(base, strategies, seeds, match_budget)
+    fresh, `announce(text)` with a line of progress before each run. `plan`: `plan_rows`'s
+    answer when the caller checked it already (each variant's config is checked once)."""
+    plan = plan if plan is not None else plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
     lock = DirectoryLock(out, "compare directory").acquire()
@@ -75,6 +76,8 @@ def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> 
     """Every entry checked before anything trains: (variant, gets a matched row)."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
+    if base.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
+        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
     variants = parse_strategies(strategies)
     built = check_variants(base, variants)
     return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]

@@ -37,12 +37,13 @@ class RowRuns:
 def run_row(base, variant: Variant, seeds: list[int], out: Path, slug: str, *, keep_states: bool = False,
             announce=None) -> RowRuns:
     """Train `variant` once per seed into out/slug/seedS. The final TrainState of each run
-    is dropped unless `keep_states` (a comparison would hold one per run)."""
+    is dropped unless `keep_states` (a comparison would hold one per run). The comparison's
+    plan (`plan_rows`) checked the variant's config; its runs differ only in seed and folder."""
     runs = []
     for s in seeds:
         if announce is not None:
             announce(variant, s)
-        run = train(row_config(base, variant, str(out / slug / f"seed{s}"), s))
+        run = train(row_config(base, variant, str(out / slug / f"seed{s}"), s), checked=True)
         runs.append(run if keep_states else dataclasses.replace(run, state=None))
     return RowRuns(variant, slug, runs)
 

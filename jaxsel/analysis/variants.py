@@ -126,14 +126,17 @@ def row_config(base, variant: Variant, out_dir: str | None = None, seed: int | N
 
 
 def check_variants(base, variants: list[Variant]) -> list:
-    """Before anything trains: every entry's strategy builds with its options (a bad key
-    or value names the entry), every global option reaches a row, and no two entries
-    train the same configuration. Returns the strategies as built."""
+    """Before anything trains: every entry's config passes `check_config` (once per
+    variant) and its strategy builds with its options (a bad key or value names the entry),
+    every global option reaches a row, and no two entries train the same configuration.
+    Returns the strategies as built."""
+    from ..training.config import check_config
     from ..training.run import check_strategy
 
     check_globals_reach(variants, base.strategy_options)
     built: list[tuple[Variant, Any]] = []
     for v in variants:
+        check_config(row_config(base, v))
         try:
             strategy = check_strategy(row_config(base, v))
         except ValueError as err:

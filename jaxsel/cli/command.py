@@ -218,14 +218,11 @@ def _compare(args) -> int:
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
-    from ..training.config import check_config
-
     out = args.out or _default_out("compare")
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
         base = config_from_args(args, strategy="bsp")   # each row sets its strategy
-        check_config(base)
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = _layout(base)
         check_fresh(Path(out))
@@ -240,8 +237,7 @@ def _compare(args) -> int:
     started = time.perf_counter()
     with undo_created(out, created):
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
-                              on_start=start,
-                              announce=lambda text: print(text, flush=True))
+                              plan=plan, on_start=start, announce=lambda text: print(text, flush=True))
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
     print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
@@ -317,7 +313,7 @@ def cmd_train(args) -> int:
         with contextlib.ExitStack() as undo:
             for path in created:
                 undo.enter_context(undo_created(path, True))
-            result = train(cfg)
+            result = train(cfg, checked=True)   # _train_config ran every check (run.check_run)
     except BaseException as err:
         if watchdog is not None:   # never leave the other processes waiting in a collective
             from ..training.distributed import leave_after_error

@@ -1,7 +1,10 @@
 """TrainConfig: every setting of a training run, and every check of those settings.
 
-`check_config` runs once, before any data is read or anything compiles (the CLI calls it
-first; `build_run` calls it for library users). Each bad value becomes one `ConfigError`
+Each field is declared once, with its flag (`declare.option`): the command line's parsers,
+config files and the choice checks read the declarations. `check_config` runs once per run,
+before any data is read or anything compiles: in `train` or `build_run` for library users,
+in `run.check_run` for `jaxsel train`, per variant in a comparison's plan (its seeds' runs
+differ only in the seed, range-checked there). Each bad value becomes one `ConfigError`
 naming the value and what is allowed; the CLI prints it as one line and exits 2.
 Strategy options are checked where the strategy is built (once per run, `run.build_run`):
 the strategy, its trigger and aggregator own those rules.

@@ -59,7 +59,7 @@ class Run:
 
 
 def build_run(cfg: TrainConfig) -> Run:
-    """Check `cfg` (the one place it is checked) and assemble the run."""
+    """Check `cfg` (`check_config`, once: `train(cfg, run)` does not again) and assemble the run."""
     cfg = resumed_settings(cfg)
     check_config(cfg)
     check_paths(cfg)
@@ -68,7 +68,8 @@ def build_run(cfg: TrainConfig) -> Run:
 
 def check_run(cfg: TrainConfig) -> None:
     """Every check a run can make before it builds or writes anything (the command line runs
-    them before it prints or creates a directory); ConfigError/RunLocked name the problem."""
+    them before it prints or creates a directory, then `train(cfg, checked=True)`);
+    ConfigError/RunLocked name the problem."""
     check_config(cfg)
     check_strategy(cfg)
     check_unlocked(cfg.out_dir, cfg.checkpoint_root())

@@ -58,7 +58,7 @@ class Due(NamedTuple):
     halt: bool    # a stop signal: save and leave
 
 
-def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
+def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False) -> RunResult:
     """Train per `cfg`; returns per-step records, evaluations and final figures.
 
     With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
@@ -68,11 +68,14 @@ def train(cfg: TrainConfig, run: Run | None = None) -> RunResult:
     `NonFiniteError` (or skips the step: `nonfinite="skip"`); see faults.py. The run
     owns its run and checkpoint directories while it trains (runlock.py), and the
     processes of a multi-host run first agree on their settings.
+
+    `cfg` is checked (`check_config`) here unless it was already: `run` was built from it
+    by `build_run`, or `checked` (the command line's `check_run`, a comparison's plan).
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
     with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
-        if run is None:
-            check_config(cfg)   # (a run given was built by `build_run`, which checked it)
+        if run is None and not checked:
+            check_config(cfg)
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
         lead = jax.process_index() == 0
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
