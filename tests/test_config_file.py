@@ -58,7 +58,8 @@ def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
 
 def test_explicit_flags_are_read_from_the_command_line_not_guessed_from_values():
     argv = ["compare", "--lr", "0.05", "--steps=600", "--intra-network", "nvlink", "--no-progress", "--window", "3"]
-    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project_intra_network", "progress", "strategy.window"}
+    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project_intra_network", "progress",
+                                                    "strategy.window"}
 
 
 def test_a_compare_file_sets_the_strategies_and_the_target(tmp_path):

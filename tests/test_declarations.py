@@ -14,7 +14,7 @@ from jaxsel.cli.strategy_args import HelpFormatter, strategy_flags
 from jaxsel.core.options import accepts
 from jaxsel.strategies import STRATEGIES
 from jaxsel.training.config import MAX_SEED, TrainConfig
-from jaxsel.training.declare import Flag, NoFlag, declarations, default_of, flags_of
+from jaxsel.training.declare import Flag, NoFlag, declarations, default_of, flag_name, flags_of
 
 OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK}
 #: fields a command sets itself rather than by a flag: command -> field -> why
@@ -82,9 +82,10 @@ def test_strategy_flags_name_the_strategies_that_take_them():
     for name, flag in flags.items():
         takers = tuple(n for n, cls in STRATEGIES.items() if accepts(cls, name))
         assert flag.takers == takers, name
-        spelt = "--" + name.replace("_", "-")
+        spelt = flag_name(name)
         if name in ("momentum", "seed"):   # the optimizer's and the run's flags: --opt only
-            assert re.search(r"--opt only: momentum, seed\)", text) and f"{spelt} " not in text.split("strategy options")[1]
+            assert "--opt only: momentum, seed)" in text
+            assert f"{spelt} " not in text.split("strategy options")[1]
         else:
             assert re.search(rf"\n  {spelt} {name.upper()} +taken by {', '.join(takers)} \(", text), name
     assert not any(name.endswith("_options") for name in flags)   # tables: --opt PREFIX.FIELD=VALUE

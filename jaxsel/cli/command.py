@@ -405,7 +405,9 @@ def cmd_report(args) -> int:
 
 def _overrides_note(command: str, overrides: dict) -> str:
     """The sentence of `command`'s help that names its defaults other than TrainConfig's."""
-    shown = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in overrides.items())
+    from ..training.declare import flag_name
+
+    shown = ", ".join(f"{flag_name(k)} {v}" for k, v in overrides.items())
     return f"`jaxsel {command}`'s own defaults (a TrainConfig's differ): {shown}."
 
 

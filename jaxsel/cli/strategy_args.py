@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from ..core.options import OptionError, allowed_types, option_defaults, option_names, parse_kv, parse_value
 from ..core.options import type_hints as _type_hints
+from ..training.declare import flag_name
 
 
 
@@ -64,21 +65,17 @@ def _reader(hints: list) -> Any:
     return parse_value
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def add_strategy_args(p: argparse.ArgumentParser) -> None:
     """The strategy flags (`strategy_flags`; dest `strategy.NAME`), --opt and --plugin, added
     after the command's own flags: an option whose flag the command already has (e.g. the
     optimizer's --momentum, the run's --seed) is reached with `--opt NAME=VALUE` only."""
     flags = strategy_flags()
-    opt_only = sorted(n for n in flags if _flag(n) in p._option_string_actions)
+    opt_only = sorted(n for n in flags if flag_name(n) in p._option_string_actions)
     s = p.add_argument_group("strategy options (a flag no chosen strategy takes is an error; defaults: each "
                              f"strategy's own, listed below; --opt only: {', '.join(opt_only) or 'none'})")
     for name, flag in flags.items():
         if name not in opt_only:
-            s.add_argument(_flag(name), dest=f"strategy.{name}", type=flag.read, default=None, metavar=name.upper(),
+            s.add_argument(flag_name(name), dest=f"strategy.{name}", type=flag.read, default=None, metavar=name.upper(),
                            help=f"taken by {', '.join(flag.takers)} (default: each one's own)")
     s.add_argument("--opt", action="append", metavar="KEY=VALUE",
                    help="any other strategy option; trigger.FIELD=VALUE for the 'triggered' strategy, "
@@ -107,7 +104,7 @@ def options_from_args(args) -> dict:
     both = sorted(set(flags) & set(opts))
     if both:
         key = both[0]
-        raise OptionError(f"{_flag(key)} {flags[key]} and --opt {key}={opts[key]} both set {key}; give it once")
+        raise OptionError(f"{flag_name(key)} {flags[key]} and --opt {key}={opts[key]} both set {key}; give it once")
     return {**flags, **opts}
 
 

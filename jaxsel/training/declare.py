@@ -52,6 +52,11 @@ def option(default: Any = dataclasses.MISSING, *, help: str = "", flag: str | tu
     return dataclasses.field(default=default, metadata=meta)
 
 
+def flag_name(name: str) -> str:
+    """The flag a name gets unless declared otherwise: `checkpoint_every` -> `--checkpoint-every`."""
+    return "--" + name.replace("_", "-")
+
+
 def declare_flags(cls):
     """Class decorator after @dataclass: every field must be declared with `option`; a flag
     without names gets `--field-name`."""
@@ -60,7 +65,7 @@ def declare_flags(cls):
         if decl is None:
             raise TypeError(f"{cls.__name__}.{f.name} is not declared with option(...)")
         if isinstance(decl, Flag) and not decl.names:
-            f.metadata = type(f.metadata)({**f.metadata, "cli": decl._replace(names=("--" + f.name.replace("_", "-"),))})
+            f.metadata = type(f.metadata)({**f.metadata, "cli": decl._replace(names=(flag_name(f.name),))})
     return cls
 
 
