@@ -452,12 +452,8 @@ def _add_train(sub) -> None:
     p.set_defaults(func=cmd_train)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command")
-
-    _add_compare(sub)
-    _add_train(sub)
+def _add_data_commands(sub) -> None:
+    """`jaxsel datasets` and `jaxsel prepare`."""
     p = sub.add_parser("datasets", help="list known datasets and which are prepared locally")
     p.add_argument("--data-dir", default=None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     p.add_argument("-v", "--verbose", action="store_true", help="also describe each dataset")
@@ -473,6 +469,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_prepare)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+
+    _add_compare(sub)
+    _add_train(sub)
+    _add_data_commands(sub)
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
     p.add_argument("--model", default="mlp", help="model of jaxsel.models fed random data (mlp, cnn, resnet18, ...)")
     p.add_argument("--replicas", type=int, default=None,

@@ -9,8 +9,10 @@ value, and the flag defaults apply only to what neither sets. Explicit flags are
 parsing the command line again with every default removed (`explicit_dests`), never by
 comparing values with defaults.
 
-Keys are checked against the dataclass fields, so a field added to TrainConfig is a valid
-key at once. A run directory's config.json (it records the `layout` beside the settings)
+Keys and values are checked against the dataclass fields and their types, and a field's
+flag has the field's name as its dest and holds the field's value (training/declare.py), so
+a file's value lands where its flag's would, with no second list of fields: a field added
+to TrainConfig is a valid key, and a flag, at once. A run directory's config.json (it records the `layout` beside the settings)
 reproduces that run bit for bit; its own locations (out_dir, checkpoint_dir, resume) are
 not taken, so the reproduction gets a run directory of its own.
 """
@@ -31,6 +33,7 @@ from .config import ConfigError, TrainConfig
 RECORDED = frozenset({"layout", "checkpoint_root"})
 #: where a recorded run lived: a reproduction does not take these
 RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
+
 
 def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(TrainConfig)]
