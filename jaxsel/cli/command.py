@@ -255,8 +255,11 @@ def _check_train_args(args) -> None:
         raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
     if args.resume and args.no_checkpoint:
         raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
-    for option, flag in (("out_dir", "--out"), ("checkpoint_dir", "--checkpoint-dir"), ("data_dir", "--data-dir")):
-        _check_path_text(getattr(args, option), flag)
+    from ..training.config import TrainConfig
+    from ..training.declare import flag_of
+
+    for option in ("out_dir", "checkpoint_dir", "data_dir"):
+        _check_path_text(getattr(args, option), flag_of(TrainConfig, option))
 
 
 def _train_config(args, out: str):

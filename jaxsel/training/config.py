@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 from ..core.checks import check_int, check_number
-from .declare import Flag, declarations, declare_flags, option
+from .declare import Flag, declarations, declare_flags, flag_of, named, option
 
 #: the step counter is an int32 on the device
 MAX_STEPS = 2**31 - 1
@@ -264,43 +264,44 @@ def _check_numbers(cfg: TrainConfig) -> None:
                   unit=" (seconds per step)")
     _check_int("project_gpus_per_host", cfg.project_gpus_per_host, 1)
     if cfg.replicas % cfg.project_gpus_per_host:
-        raise ConfigError(f"project_gpus_per_host (--gpus-per-host) {cfg.project_gpus_per_host} must divide "
+        raise ConfigError(f"{named(TrainConfig, 'project_gpus_per_host')} {cfg.project_gpus_per_host} must divide "
                           f"replicas {cfg.replicas}: "
                           f"the projected hosts each hold the same number of replicas")
 
 
-#: optional writers: TrainConfig field -> (its flag, the module it needs, the pip command)
-EXTRAS = {"tensorboard": ("--tensorboard", "tensorboardX", 'pip install "jaxsel[tensorboard]"'),
-          "wandb_project": ("--wandb", "wandb", 'pip install "jaxsel[wandb]"')}
+#: optional writers: TrainConfig field -> (the module it needs, the pip command)
+EXTRAS = {"tensorboard": ("tensorboardX", 'pip install "jaxsel[tensorboard]"'),
+          "wandb_project": ("wandb", 'pip install "jaxsel[wandb]"')}
 
 
 def missing_extra(cfg) -> str | None:
     """The one-line error for a writer asked for whose package is not installed."""
-    for field, (flag, module, pip) in EXTRAS.items():
+    for field, (module, pip) in EXTRAS.items():
         if getattr(cfg, field, None) and importlib.util.find_spec(module) is None:
-            return f"{flag} needs {module}, which is not installed; {pip}"
+            return f"{flag_of(TrainConfig, field)} needs {module}, which is not installed; {pip}"
     return None
 
 
 def _check_writers(cfg: TrainConfig) -> None:
     if cfg.wandb_project is not None and (not isinstance(cfg.wandb_project, str) or not cfg.wandb_project.strip()):
-        raise ConfigError(f"wandb_project (--wandb) must be a W&B project name, got {cfg.wandb_project!r}")
+        raise ConfigError(f"{named(TrainConfig, 'wandb_project')} must be a W&B project name, "
+                          f"got {cfg.wandb_project!r}")
     missing = missing_extra(cfg)
     if missing:
         raise ConfigError(missing)
 
 
-#: settings naming a path or a platform, and their flags: empty is an error, never the default
-TEXTS = {"out_dir": "--out", "checkpoint_dir": "--checkpoint-dir", "data_dir": "--data-dir",
-         "platform": "--platform"}
+#: settings naming a path or a platform: empty is an error, never the default
+TEXTS = ("out_dir", "checkpoint_dir", "data_dir", "platform")
 
 
 def _check_texts(cfg: TrainConfig) -> None:
-    for name, flag in TEXTS.items():
+    for name in TEXTS:
         value = getattr(cfg, name)
         if value is not None and not (isinstance(value, (str, Path)) and str(value).strip()):
-            raise ConfigError(f"{name} ({flag}) must be a non-empty {'name' if name == 'platform' else 'path'}, "
-                              f"got {value!r}; leave it out for the default")
+            what = "name" if name == "platform" else "path"
+            raise ConfigError(f"{named(TrainConfig, name)} must be a non-empty {what}, got {value!r}; "
+                              f"leave it out for the default")
 
 
 def _check_lr_schedule(spec) -> None:
@@ -345,15 +346,15 @@ def _check_projection(cfg: TrainConfig) -> None:
     from ..costmodel import get_network
     from ..costmodel.stragglers import straggler_factors
 
-    for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):
+    for name in ("project_network", "project_intra_network"):
         try:
             get_network(getattr(cfg, name))
         except ValueError as err:
-            raise ConfigError(f"{name} ({flag}): {err}") from None
+            raise ConfigError(f"{named(TrainConfig, name)}: {err}") from None
     try:
         straggler_factors(cfg.project_stragglers, 1, cfg.replicas, cfg.seed)   # one step: every check
     except ValueError as err:
-        raise ConfigError(f"project_stragglers (--project-stragglers): {err}") from None
+        raise ConfigError(f"{named(TrainConfig, 'project_stragglers')}: {err}") from None
 
 
 def _check_data(cfg: TrainConfig) -> None:

@@ -12,9 +12,10 @@ comparing values with defaults.
 Keys and values are checked against the dataclass fields and their types, and a field's
 flag has the field's name as its dest and holds the field's value (training/declare.py), so
 a file's value lands where its flag's would, with no second list of fields: a field added
-to TrainConfig is a valid key, and a flag, at once. A run directory's config.json (it records the `layout` beside the settings)
-reproduces that run bit for bit; its own locations (out_dir, checkpoint_dir, resume) are
-not taken, so the reproduction gets a run directory of its own.
+to TrainConfig is a valid key, and a flag, at once. A run directory's config.json (it
+records the `layout` beside the settings) reproduces that run bit for bit; its own
+locations (out_dir, checkpoint_dir, resume) are not taken, so the reproduction gets a run
+directory of its own.
 """
 from __future__ import annotations
 

@@ -79,6 +79,18 @@ def flags_of(cls, command: str) -> dict[str, Flag]:
     return {name: d for name, d in declarations(cls).items() if isinstance(d, Flag) and command in d.commands}
 
 
+def flag_of(cls, name: str) -> str | None:
+    """A field's flag (its first name), None for a field without one."""
+    decl = declarations(cls)[name]
+    return decl.names[0] if isinstance(decl, Flag) else None
+
+
+def named(cls, name: str) -> str:
+    """A field's name and its flag, as errors name a setting: `wandb_project (--wandb)`."""
+    flag = flag_of(cls, name)
+    return f"{name} ({flag})" if flag else name
+
+
 def default_of(cls, name: str) -> Any:
     """A field's declared default (its factory's value for a dict)."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
