@@ -218,6 +218,7 @@ def _compare(args) -> int:
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
+
     out = args.out or _default_out("compare")
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():

@@ -16,15 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..core.options import OptionError, allowed_types, option_defaults, option_names, parse_kv, parse_value
-from ..core.options import type_hints as _type_hints
+from ..core.options import (OptionError, allowed_types, option_defaults, option_names, parse_kv, parse_value,
+                            type_hints)
 from ..training.declare import flag_name
 
 
-
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Every flag's default in its help line (unless the help says it in words: "(default ..."); the
-    epilog's strategy list kept as written."""
+    """Every flag's default in its help line (unless its help says it in words: "(default
+    all)"); the epilog's strategy list kept as written."""
 
     def _get_help_string(self, action):
         return action.help if "(default" in (action.help or "") else super()._get_help_string(action)
@@ -45,7 +44,7 @@ def strategy_flags() -> dict[str, StrategyFlag]:
 
     types: dict[str, dict[str, Any]] = {}
     for strategy, cls in STRATEGIES.items():
-        hints, aliases = _type_hints(cls), getattr(cls, "aliases", {})
+        hints, aliases = type_hints(cls), getattr(cls, "aliases", {})
         for name in [*option_names(cls), *aliases]:
             types.setdefault(name, {})[strategy] = hints.get(aliases.get(name, name), Any)
     return {name: StrategyFlag(tuple(by), _reader(list(by.values()))) for name, by in types.items()
