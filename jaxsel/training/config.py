@@ -16,7 +16,6 @@ import hashlib
 import importlib.util
 from pathlib import Path
 
-
 from ..core.checks import check_int, check_number
 from .declare import Flag, declarations, declare_flags, flag_of, named, option
 
@@ -34,7 +33,8 @@ class ConfigError(ValueError):
 
 #: `--augment`'s spellings of the field's values (None: the dataset's own default)
 AUGMENT = {"auto": None, "on": True, "off": False}
-TRAINING, DASHBOARDS, PROJECTION, CHECKPOINTS = "training", "dashboards", "projection", "checkpoints"
+#: the `--help` groups of the flags other than "training" (cli/config_args.py titles them)
+DASHBOARDS, PROJECTION, CHECKPOINTS = "dashboards", "projection", "checkpoints"
 
 
 def _augment(text: str) -> bool | None:
@@ -57,6 +57,8 @@ def _injection(text: str) -> tuple[float, float]:
         raise ValueError(f"expects ALPHA,BETA (two numbers), got {text!r}") from None
 
 
+# The choices their owners list, imported when a parser or a check reads them: importing
+# data.pipeline with this module would load TFDS for every `import jaxsel`.
 def _local_loops() -> tuple:
     from ..core.step import LOCAL_LOOPS
 
@@ -87,7 +89,9 @@ class TrainConfig:
                                     "generated from the strategies' own fields (cli/strategy_args.py)")
     replicas: int = option(8, help="model replicas, packed k per device when there are fewer devices "
                                    "(1..M or a multiple of M)")
-    # where the replicas go (parallel.data_mesh): never a silent CPU fall-back
+    # where the replicas go (parallel.data_mesh): `platform`'s devices (None: the default
+    # backend, an accelerator when there is one; never a silent CPU fall-back), the first
+    # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
     platform: str | None = option(None, help="put the replicas on this platform's devices, e.g. cpu "
                                              "(default: the accelerator if any)")
     devices: int | None = option(None, help="use the first N devices (default: all)")
@@ -123,7 +127,8 @@ class TrainConfig:
     out_dir: str | None = option(None, flag="--out", commands=("train",),   # compare's --out: its own folder
                                  help="run directory (default runs/<strategy>-<time>); metrics.jsonl and "
                                       "config.json go here")
-    # live dashboards (writers.py), written at the metric reads
+    # live dashboards (writers.py), written at the metric reads: TensorBoard event files in
+    # out_dir, a W&B run in this project; run_group groups the runs of one comparison
     tensorboard: bool = option(False, group=DASHBOARDS, help="TensorBoard event files in the run directory "
                                                              '(pip install "jaxsel[tensorboard]")')
     wandb_project: str | None = option(None, flag="--wandb", metavar="PROJECT", group=DASHBOARDS,
@@ -132,7 +137,9 @@ class TrainConfig:
     run_group: str | None = option(None, metavar="NAME", group=DASHBOARDS,
                                    help="group the dashboards' runs under this name (compare: its directory's)")
     progress: bool = option(True, help="show the progress bar")
-    # data pipeline (jaxsel/data)
+    # data pipeline (jaxsel/data): dataset_options: seq_len, in_memory, records_per_window
+    # (token/big sets), num_samples/seed (mnist1d); partition_options may hold
+    # injection=(alpha, beta); augment None = the dataset's default crop+flip
     dataset_options: dict = option(factory=dict, flag="--dataset-opt", pairs=True, metavar="KEY=VALUE",
                                    help="dataset option: seq_len, in_memory, records_per_window, num_samples, seed")
     augment: bool | None = option(None, parse=_augment, show=_augment_text, metavar="{auto,on,off}",
@@ -148,7 +155,8 @@ class TrainConfig:
                                 help="also evaluate each replica's own model (replica_accuracy): at the end, "
                                      "at every evaluation, or not")
     # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
-    # checkpoint_dir / checkpoint_every / resume is set
+    # checkpoint_dir / checkpoint_every / resume is set; the dir defaults to
+    # checkpoints/<run> (`default_checkpoint_name`: unique per out_dir)
     checkpoint_dir: str | None = option(None, commands=("train",), group=CHECKPOINTS,
                                         help="checkpoint directory (default checkpoints/<name of the run "
                                              "directory>)")
@@ -160,9 +168,12 @@ class TrainConfig:
                           help="continue from the newest readable checkpoint (needs --out or --checkpoint-dir)")
     nonfinite: str = option("stop", choices=_nonfinite_policies, commands=("train",), group=CHECKPOINTS,
                             help="NaN/inf loss or gradient: stop (keep the last good checkpoint) or skip the step")
-    # projected wall-clock (jaxsel.costmodel): what the run would have taken on
-    # `project_network` (between hosts of `project_gpus_per_host` replicas), from this run's
-    # measured step time or `project_compute_s`
+    # projected wall-clock (jaxsel.costmodel): every logged step carries `projected_time_s`, what
+    # the run would have taken so far on `project_network` with the same replicas, sync
+    # pattern and `project_stragglers`, from this run's measured step time (or
+    # `project_compute_s`, e.g. a GPU step time measured elsewhere). With
+    # `project_gpus_per_host` > 1 the projected cluster has two levels: hosts of that many
+    # replicas joined inside by `project_intra_network`, between by `project_network`
     project_network: str = option("10gbe", group=PROJECTION,
                                   help="network preset of the projection (between hosts with --gpus-per-host "
                                        "> 1): nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
