@@ -101,18 +101,6 @@ def tree_where(pred, on_true: Any, on_false: Any) -> Any:
 # ------------------------------------------------------------------ what a strategy sees
 
 
-@dataclasses.dataclass(frozen=True)
-class StepContext:
-    """What a strategy sees of the step besides the replica's own state."""
-
-    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
-    n: int                 # number of replicas (all devices, all packed replicas)
-    step: jax.Array        # replicated step counter (before this step)
-    optimizer: optax.GradientTransformation
-    weight: jax.Array      # this replica's sample count this step (FedAvg's weights)
-    replica: Any = None    # this replica's global index (int32; d * k + j)
-
-
 class StepStats(NamedTuple):
     """What a trigger may base its decision on. Per-replica values are varying: a
     trigger reduces its votes across replicas (psum/pmax) before deciding."""
@@ -123,25 +111,12 @@ class StepStats(NamedTuple):
 
 
 class SyncReport(NamedTuple):
-    """What one step's synchronization did, for metrics and the cost model."""
+    """What one step's synchronization did, for metrics and the cost model. Built by
+    `make_train_step` from the step's `Ledger`, never by a strategy."""
 
-    synced: jax.Array          # True when the replicas waited on a collective this step
+    synced: jax.Array          # True when the replicas waited on a collective over all of them
     payload_bytes: jax.Array   # bytes each replica put into this step's collectives
-    vote_bytes: jax.Array      # of which the decision's own vote (charged as latency)
-
-    def merge(self, other: "SyncReport") -> "SyncReport":
-        return SyncReport(self.synced | other.synced, self.payload_bytes + other.payload_bytes,
-                          self.vote_bytes + other.vote_bytes)
-
-
-class Timing(NamedTuple):
-    """How the cost model charges a strategy's steps (`costmodel.Projector` settings)."""
-
-    collective: str = "allreduce"        # "allreduce" or "allgather" for a sync
-    background: str = "async"            # how a step that moves bytes without waiting is paid
-    staleness: int | None = None         # async protocols: steps a worker may run ahead
-    groups: int | None = None            # two-level methods: replica groups (hosts); steps report
-                                         # their group-level bytes as the metric "group_bytes"
+    vote_bytes: jax.Array      # of which the decisions' own votes (charged as latency)
 
 
 def byte_count(nbytes, when=True) -> jax.Array:
@@ -150,14 +125,66 @@ def byte_count(nbytes, when=True) -> jax.Array:
     return jnp.asarray(when).astype(dtype) * jnp.asarray(nbytes, dtype)
 
 
-def tree_bytes(tree: Any) -> int:
-    """Exact payload size of a pytree as traced inside the step (one replica's copy)."""
-    return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
+class Ledger:
+    """What one replica's step synchronized, recorded as it happens: `sync_where` records
+    each sync, a trigger's decision its vote (`StepContext.count`), a strategy its metrics
+    (`StepContext.log`). `make_train_step`, the only driver, turns it into the step's
+    `SyncReport` and metrics, so no strategy builds or edits a report. A trace-time record:
+    syncs must run in the step's own trace (not inside a scan or cond of the strategy's)."""
+
+    def __init__(self):
+        self.entries: list[tuple[SyncReport, bool]] = []   # (one exchange, within groups only)
+        self.replica_metrics: dict = {}
+        self.shared_metrics: dict = {}
+
+    def record(self, synced, payload_bytes, vote_bytes=0, grouped: bool = False) -> None:
+        self.entries.append((SyncReport(jnp.asarray(synced), payload_bytes, byte_count(vote_bytes)), grouped))
+
+    def report(self) -> SyncReport:
+        """synced: some sync over all replicas was waited on; bytes: every exchange's."""
+        out = SyncReport(jnp.asarray(False), byte_count(0), byte_count(0))
+        for r, grouped in self.entries:
+            out = SyncReport(out.synced if grouped else out.synced | r.synced,
+                             out.payload_bytes + r.payload_bytes, out.vote_bytes + r.vote_bytes)
+        return out
+
+    def group_metrics(self) -> dict:
+        """Syncs within replica groups (a two-level method's inner level): `group_synced`,
+        `group_bytes` (their payload per replica; the votes cross groups). {} without any."""
+        grouped = [r for r, g in self.entries if g]
+        if not grouped:
+            return {}
+        synced, nbytes = grouped[0].synced, grouped[0].payload_bytes
+        for r in grouped[1:]:
+            synced, nbytes = synced | r.synced, nbytes + r.payload_bytes
+        return {"group_synced": synced, "group_bytes": nbytes}
 
 
-def no_sync(vote_bytes: int = 0) -> SyncReport:
-    """The report of a step that moved nothing but (maybe) its vote."""
-    return SyncReport(jnp.asarray(False), byte_count(vote_bytes), byte_count(vote_bytes))
+@dataclasses.dataclass(frozen=True)
+class StepContext:
+    """What a strategy sees of the step besides the replica's own state, and the step's
+    ledger its syncs are recorded in."""
+
+    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
+    n: int                 # number of replicas (all devices, all packed replicas)
+    step: jax.Array        # replicated step counter (before this step)
+    optimizer: optax.GradientTransformation
+    weight: jax.Array      # this replica's sample count this step (FedAvg's weights)
+    replica: Any = None    # this replica's global index (int32; d * k + j)
+    ledger: Ledger = dataclasses.field(default_factory=Ledger, repr=False, compare=False)
+
+    def sync(self, decide, payload: Any, aggregate: Callable[[Any], Any], **options) -> Any:
+        """`sync_where(decide, payload, aggregate, self, **options)`: the one guarded sync."""
+        return sync_where(decide, payload, aggregate, self, **options)
+
+    def count(self, nbytes: int, vote: bool = False) -> None:
+        """Bytes exchanged every step outside `sync_where` (a decision's vote when `vote`:
+        charged as latency), for the step's report."""
+        self.ledger.record(False, byte_count(nbytes), nbytes if vote else 0)
+
+    def log(self, shared: bool = False, **values) -> None:
+        """Step metrics: per replica (varying), or `shared` (the same on every replica)."""
+        (self.ledger.shared_metrics if shared else self.ledger.replica_metrics).update(values)
 
 
 # ------------------------------------------------------------------------ the primitive
@@ -165,20 +192,24 @@ def no_sync(vote_bytes: int = 0) -> SyncReport:
 def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
                compress: str | None = None, who: str = "strategy",
-               groups: int | None = None) -> tuple[Any, SyncReport]:
+               groups: int | None = None, blocking: Any = True) -> Any:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
-    Without `state`/`finish`: returns (aggregate(payload) if decide else payload, report).
-    With them: returns (finish(aggregate(payload), state) if decide else state, report) —
+    Without `state`/`finish`: returns aggregate(payload) if decide else payload.
+    With them: returns finish(aggregate(payload), state) if decide else state —
     `finish` is work that exists only on a synced step (e.g. DiLoCo's outer optimizer
     step), so it shares the collective's branch instead of running every step.
     `decide` is a Python bool (static: no cond, no dead branch) or a replicated scalar.
     `compress` ("bf16", "int8"; None or "none": off) sends the payload's floating leaves
     compressed (`jaxsel.core.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
-    linear aggregator, and the report counts the compressed bytes.
+    linear aggregator, and the bytes recorded are the compressed ones.
     `groups`: the aggregate combines replicas within groups (`collectives.Groups`), so it
     agrees within a group only and may differ across a device's packed replicas; the
     decision must still be replicated over all replicas.
+    `blocking` (a bool or a replicated traced bool): whether the replicas wait on this sync
+    before they go on. False for an exchange consumed later (SSP's stale gradients): the
+    step's report then counts its bytes but not a sync.
+    The sync is recorded in `ctx.ledger`, from which the driver builds the step's report.
     """
     ensure_replicated(decide, ctx.axis, who=who)
     if finish is None:
@@ -191,14 +222,17 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
         aggregate = compression.compressed_aggregate(compress, aggregate)
     aggregate = aggregate if groups else _checked(aggregate)
     if isinstance(decide, (bool, int)):
+        decide = bool(decide)
         out = finish(aggregate(payload), state) if decide else state
-        return out, SyncReport(jnp.asarray(bool(decide)), byte_count(nbytes, bool(decide)), byte_count(0))
-    with jax.named_scope(SYNC_SCOPE):
-        out = lax.cond(decide,
-                       lambda p, s: to_varying(finish(aggregate(p), s), ctx.axis),
-                       lambda p, s: to_varying(s, ctx.axis),
-                       payload, state)
-    return out, SyncReport(jnp.asarray(decide), byte_count(nbytes, decide), byte_count(0))
+    else:
+        with jax.named_scope(SYNC_SCOPE):
+            out = lax.cond(decide,
+                           lambda p, s: to_varying(finish(aggregate(p), s), ctx.axis),
+                           lambda p, s: to_varying(s, ctx.axis),
+                           payload, state)
+    waited = decide if blocking is True else (False if blocking is False else decide & blocking)
+    ctx.ledger.record(waited, byte_count(nbytes, decide), grouped=bool(groups))
+    return out
 
 
 def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -234,20 +268,15 @@ def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
 
 # ------------------------------------------------------------------------ the protocol
 
-class StepResult(NamedTuple):
-    """A strategy's step: the replica's new state, what synchronized, and its metrics."""
-
-    state: Any                           # the replica's TrainState (no replica axis)
-    report: SyncReport
-    replica_metrics: dict = {}           # per-replica values (varying), e.g. SelSync's delta
-    shared_metrics: dict = {}            # replicated values, e.g. Sync-Switch's mode
-
-
 class Strategy:
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
     method's options (the CLI and configs check option names against them)."""
 
     name: ClassVar[str] = "strategy"
+    #: how a sync nobody waits on (`blocking=False`) is carried out, for the cost model:
+    #: "async", a parameter server's push and pull on the replica's own clock (SSP), or
+    #: "overlapped", behind the next step's compute (SSD-SGD)
+    background: ClassVar[str] = "async"
     #: run facts the training loop may pass when the user left the field unset
     context_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -255,16 +284,15 @@ class Strategy:
         """Per-replica strategy state (unbatched, a typed pytree); `init_state` adds the replica axis."""
         return ()
 
-    def apply(self, rs, grads, stats: StepStats, ctx: StepContext) -> StepResult:
+    def apply(self, rs, grads, stats: StepStats, ctx: StepContext):
+        """One replica's step: its new state (a TrainState without the replica axis) from
+        `rs` and this step's `grads`. Syncs through `ctx.sync`, metrics through `ctx.log`."""
         raise NotImplementedError
 
     def eval_params(self, state):
         """The replica-axis parameters a run is evaluated on (through their replica mean):
         the replicas' own weights, unless the method keeps a global model of its own."""
         return state.params
-
-    def timing(self, n: int) -> Timing:
-        return Timing()
 
     def adaptive_sync(self) -> bool:
         """Whether the steps that synchronize are decided during the run (by the data, by

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core.collectives import Groups
-from ..core.sync import STRATEGIES, StepResult, Strategy, SyncReport, Timing
+from ..core.sync import STRATEGIES, Strategy
 from .build import build_level
 from .triggered import TriggeredState, update
 
@@ -107,30 +107,16 @@ class Hierarchical(Strategy):
         i_sync = _and_not(i_fire, o_fire) if same else i_fire   # the outer level wins
         i_agg = inner.aggregate_fn(st.inner, ctx, Groups(ctx.axis, g))
         o_agg = outer.aggregate_fn(st.outer, ctx)
-        rs, grads, i_rep = inner.sync_before(rs, grads, i_sync, ctx, i_agg, groups=g)
-        rs, grads, o_rep = outer.sync_before(rs, grads, o_fire, ctx, o_agg)
+        rs, grads = inner.sync_before(rs, grads, i_sync, ctx, i_agg, groups=g)
+        rs, grads = outer.sync_before(rs, grads, o_fire, ctx, o_agg)
         rs = update(rs, grads, ctx)
-        rs, i_rep = inner.sync_after(rs, i_sync, ctx, i_agg, i_rep, groups=g)
-        rs, o_rep = outer.sync_after(rs, o_fire, ctx, o_agg, o_rep)
+        rs = inner.sync_after(rs, i_sync, ctx, i_agg, groups=g)
+        rs = outer.sync_after(rs, o_fire, ctx, o_agg)
         state = HierarchicalState(inner.next_state(st.inner, i_state, _or(i_sync, o_fire) if same else i_sync, ctx),
                                   outer.next_state(st.outer, o_state, o_fire, ctx))
-        metrics = {**o_metrics, **{f"group_{k}": v for k, v in i_metrics.items()}}
-        return StepResult(rs.replace(strategy_state=state), self.report(i_rep, o_rep), metrics,
-                          self.group_metrics(i_rep))
+        ctx.log(**o_metrics, **{f"group_{k}": v for k, v in i_metrics.items()})
+        return rs.replace(strategy_state=state)
 
-    def report(self, i_rep: SyncReport, o_rep: SyncReport) -> SyncReport:
-        """The step's report: synced = the outer sync; bytes = both levels' payloads and votes."""
-        i_all, o_all = self.inner.with_votes(i_rep), self.outer.with_votes(o_rep)
-        return SyncReport(jnp.asarray(o_rep.synced), i_all.payload_bytes + o_all.payload_bytes,
-                          i_all.vote_bytes + o_all.vote_bytes)
-
-    @staticmethod
-    def group_metrics(i_rep: SyncReport) -> dict:
-        """The group level's sync and payload bytes per replica (its votes cross groups)."""
-        return {"group_synced": jnp.asarray(i_rep.synced), "group_bytes": i_rep.payload_bytes}
-
-    def timing(self, n: int) -> Timing:
-        return self.outer.timing(n)._replace(groups=self.group_count())
 
     def adaptive_sync(self) -> bool:
         return any(getattr(self, level).adaptive_sync() for level in self.levels)

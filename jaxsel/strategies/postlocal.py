@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
-from ..core.sync import STRATEGIES, StepResult, Timing
+from ..core.sync import STRATEGIES
 from ..core.triggers import Before, Periodic
 from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
 
@@ -61,21 +61,19 @@ class PostLocalSGD(Triggered):
             weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
             return Bound(combiner, ctx.axis, dataclasses.replace(ctx, weight=weight))
 
-        rs, grads, bsp = sync_before_update(rs, grads, bsp_phase, ctx, agg("grads"), what="grads",
+        rs, grads = sync_before_update(rs, grads, bsp_phase, ctx, agg("grads"), what="grads",
                                             model_state=self.sync_model_state, compress=self.compress)
         rs = update(rs, grads, ctx)
-        rs, local = sync_after_update(rs, averaging, ctx, agg("model"), model_state=self.sync_model_state,
+        rs = sync_after_update(rs, averaging, ctx, agg("model"), model_state=self.sync_model_state,
                                       compress=self.compress)
         samples = st.samples   # counted in the local phase only, from 0 at each sync
         if samples is not None:
             samples = jnp.where(bsp_phase | averaging, 0.0, samples + ctx.weight)
-        return StepResult(rs.replace(strategy_state=TriggeredState((), samples)), bsp.merge(local))
+        return rs.replace(strategy_state=TriggeredState((), samples))
 
     def init(self, params, opt_state, n):
         return super().init(params, opt_state, n)._replace(trigger=())
 
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=compression.collective(self.compress, self.combiner()))
 
     def describe(self) -> str:
         return f"{self.name}{compression.tags(self.compress)} (BSP until step {self.switch_step}, then period {self.period})"

@@ -47,8 +47,7 @@ import numpy as np
 
 from ..core.aggregate import Mean, get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
-from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where,
-                         tree_where)
+from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
 POLICIES = ("offline", "online")
@@ -214,18 +213,18 @@ class SyncSwitch(Strategy):
 
     # ---------------------------------------------------------------- the step
     def gradient(self, grads, ring, sw: Switch, ctx, s: int):
-        """(the gradient this step applies, ring, report): the aggregate in BSP steps (plus
-        what was in flight on a return to BSP), the stale combination in asynchronous ones."""
+        """(the gradient this step applies, ring): the aggregate in BSP steps (plus what was
+        in flight on a return to BSP), the stale combination in asynchronous ones."""
         combiner = get_aggregator(self.aggregator)
-        bsp_g, bsp = sync_where(~sw.go_async, grads, lambda t: combiner(t, ctx.axis, ctx), ctx)
-        if s == 0:
-            async_g, asyn = sync_where(sw.go_async, grads, lambda t: Mean()(t, ctx.axis), ctx)
-            return tree_where(sw.go_async, async_g, bsp_g), ring, bsp.merge(asyn)
-        async_g, ring, asyn = stale_gradient(grads, ring, ctx, s, when=sw.go_async)
+        bsp_g = ctx.sync(~sw.go_async, grads, lambda t: combiner(t, ctx.axis, ctx))
+        if s == 0:   # the asynchronous phase is BSP's all-reduce too: replicas wait on it
+            async_g = ctx.sync(sw.go_async, grads, lambda t: Mean()(t, ctx.axis))
+            return tree_where(sw.go_async, async_g, bsp_g), ring
+        async_g, ring = stale_gradient(grads, ring, ctx, s, when=sw.go_async)
         bsp_g, ring = local_cond(sw.switching_out, lambda g, r: (jax.tree.map(jnp.add, g, drain(r, ctx.n)),
                                                                  jax.tree.map(jnp.zeros_like, r)),
                                  lambda g, r: (g, r), bsp_g, ring)
-        return tree_where(sw.go_async, async_g, bsp_g), ring, bsp.merge(asyn)._replace(synced=~sw.go_async)
+        return tree_where(sw.go_async, async_g, bsp_g), ring
 
     def apply(self, rs, grads, stats, ctx):
         s = resolve_staleness(self.staleness, ctx.n)
@@ -235,21 +234,17 @@ class SyncSwitch(Strategy):
         if self.momentum != "keep":
             opt_state = local_cond(sw.switching_in, lambda p, o: self.momentum_rule(p, o, ctx),
                                    lambda p, o: o, rs.params, opt_state)
-        g, ring, report = self.gradient(grads, st.ring, sw, ctx, s)
+        g, ring = self.gradient(grads, st.ring, sw, ctx, s)
         scale = 1.0 if float(self.lr_scale) == 1.0 else jnp.where(sw.go_async, float(self.lr_scale), 1.0)
         params, opt_state = local_update(rs.params, opt_state, g, ctx.optimizer, scale)
         if self.policy == "online" and s > 0:   # BSP restarts from one model, as a server's single copy
-            (params, opt_state), back = sync_where(sw.switching_out, (params, opt_state),
-                                                   lambda t: Mean()(t, ctx.axis), ctx)
-            report = report._replace(payload_bytes=report.payload_bytes + back.payload_bytes)
-        if self.policy == "online":
-            report = report._replace(payload_bytes=report.payload_bytes + byte_count(ONLINE_EXCHANGE_BYTES))
-        rs = rs.replace(params=params, opt_state=opt_state, strategy_state=SyncSwitchState(ring, monitor))
-        return StepResult(rs, report, metrics, {"asynchronous": jnp.asarray(sw.go_async)})
+            params, opt_state = ctx.sync(sw.switching_out, (params, opt_state), lambda t: Mean()(t, ctx.axis))
+        if self.policy == "online":   # the step-time exchange: no barrier for asynchronous workers
+            ctx.count(ONLINE_EXCHANGE_BYTES)
+        ctx.log(**metrics)
+        ctx.log(shared=True, asynchronous=jnp.asarray(sw.go_async))
+        return rs.replace(params=params, opt_state=opt_state, strategy_state=SyncSwitchState(ring, monitor))
 
-    def timing(self, n: int) -> Timing:
-        """The asynchronous phase runs like ASP (or SSP with `staleness`)."""
-        return Timing(collective=get_aggregator(self.aggregator).collective, staleness=self.staleness)
 
     def adaptive_sync(self) -> bool:
         """Online: the straggler monitor decides when to run BSP; offline: a fixed first share."""

@@ -22,8 +22,7 @@ import jax.numpy as jnp
 
 from ..core import compression
 from ..core.aggregate import Aggregator, Bound, get_aggregator
-from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync,
-                         sync_where)
+from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
 
 SYNC_MODES = ("grads", "params", "model")
@@ -58,24 +57,24 @@ def sync_before_update(rs, grads, decide, ctx, agg, *, what, model_state=False, 
                        compress=None, groups=None):
     """Aggregate the gradients or the pre-update parameters (and model/optimizer state)
     where `decide` holds, sent as `compress` (`groups`: `agg` combines within groups, see
-    `sync_where`). Returns (replica state, gradients, report)."""
+    `sync_where`). Returns (replica state, gradients)."""
     payload = Synced(grads=grads if what == "grads" else None,
                      params=rs.params if what == "params" else None,
                      model_state=rs.model_state if model_state else None,
                      opt_state=rs.opt_state if opt_state else None)
     if not any(x is not None for x in payload):
-        return rs, grads, no_sync()
-    out, report = sync_where(decide, payload, agg, ctx, compress=compress, groups=groups)
+        return rs, grads
+    out = ctx.sync(decide, payload, agg, compress=compress, groups=groups)
     rs = rs.replace(**{k: v for k, v in out._asdict().items() if k != "grads" and v is not None})
-    return rs, (out.grads if what == "grads" else grads), report
+    return rs, (out.grads if what == "grads" else grads)
 
 
 def sync_after_update(rs, decide, ctx, agg, *, model_state=False, compress=None, groups=None):
     """Replace the updated parameters (and model state) by their aggregate where `decide`
     holds, sent as `compress`."""
     payload = Synced(params=rs.params, model_state=rs.model_state if model_state else None)
-    out, report = sync_where(decide, payload, agg, ctx, compress=compress, groups=groups)
-    return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {})), report
+    out = ctx.sync(decide, payload, agg, compress=compress, groups=groups)
+    return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {}))
 
 
 def update(rs, grads, ctx):
@@ -110,9 +109,11 @@ class Triggered(Strategy):
     # levels' syncs around one optimizer update.
 
     def decide(self, st: TriggeredState, stats, ctx):
-        """(trigger state, decision replicated over all replicas, trigger metrics)."""
+        """(trigger state, decision replicated over all replicas, trigger metrics); the
+        decision's vote goes into the step's ledger."""
         tstate, decide, tmetrics = self.trigger(st.trigger, stats, ctx.axis)
         ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
+        ctx.count(self.trigger.vote_bytes, vote=True)
         return tstate, decide, tmetrics
 
     def aggregate_fn(self, st: TriggeredState, ctx, scope=None) -> Bound:
@@ -127,35 +128,27 @@ class Triggered(Strategy):
                                   model_state=self.sync_model_state and mode != "model",
                                   opt_state=self.sync_opt_state, compress=self.compress, groups=groups)
 
-    def sync_after(self, rs, decide, ctx, agg, report, groups=None):
-        """The sync after the update (sync="model"); `report` is the step's so far."""
+    def sync_after(self, rs, decide, ctx, agg, groups=None):
+        """The sync after the update (sync="model")."""
         if self.sync != "model":
-            return rs, report
-        rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
-                                      compress=self.compress, groups=groups)
-        return rs, (after if not self.sync_opt_state else report.merge(after))
+            return rs
+        return sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
+                                 compress=self.compress, groups=groups)
 
     def next_state(self, st: TriggeredState, tstate, decide, ctx) -> TriggeredState:
         samples = None if st.samples is None else samples_after(self.sync, decide, st.samples, ctx.weight)
         return TriggeredState(tstate, samples)
 
-    def with_votes(self, report):
-        """`report` with the trigger's vote counted into the payload."""
-        vote = byte_count(self.trigger.vote_bytes)
-        return report._replace(payload_bytes=report.payload_bytes + vote, vote_bytes=vote)
-
     def apply(self, rs, grads, stats, ctx):
         st: TriggeredState = rs.strategy_state
         tstate, decide, tmetrics = self.decide(st, stats, ctx)
         agg = self.aggregate_fn(st, ctx)
-        rs, grads, report = self.sync_before(rs, grads, decide, ctx, agg)
+        rs, grads = self.sync_before(rs, grads, decide, ctx, agg)
         rs = update(rs, grads, ctx)
-        rs, report = self.sync_after(rs, decide, ctx, agg, report)
-        rs = rs.replace(strategy_state=self.next_state(st, tstate, decide, ctx))
-        return StepResult(rs, self.with_votes(report), tmetrics)
+        rs = self.sync_after(rs, decide, ctx, agg)
+        ctx.log(**tmetrics)
+        return rs.replace(strategy_state=self.next_state(st, tstate, decide, ctx))
 
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=compression.collective(self.compress, self.combiner()))
 
     def adaptive_sync(self) -> bool:
         """A trigger whose firing steps are not known in advance (SelSync's significance

@@ -23,6 +23,7 @@ import optax
 from ..core import parallel
 from ..core.state import consensus, consensus_model_state, init_state
 from ..core.step import make_train_step
+from ..costmodel.timing import strategy_timing
 from ..data import Loader
 from ..data.paths import writable_dir
 from ..data.pipeline import build_input
@@ -91,7 +92,7 @@ def assemble_run(cfg: TrainConfig) -> Run:
     step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
                                              local_replicas=cfg.local_replicas))
     return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
-               make_eval_fn(fm, spec), strategy_timing(strategy, cfg.replicas),
+               make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
                describe_strategy(strategy, cfg.strategy), parallel.describe_layout(mesh))
 
 
@@ -128,11 +129,6 @@ def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
         if late:
             print(late, file=sys.stderr, flush=True)
     return strategy
-
-
-def strategy_timing(strategy, replicas: int) -> dict:
-    """The strategy's cost-model settings (`costmodel.Projector`), as plain JSON values."""
-    return strategy.timing(replicas)._asdict()
 
 
 def describe_strategy(strategy, name: str) -> str:
