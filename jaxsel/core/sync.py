@@ -277,6 +277,9 @@ class Strategy:
     #: "async", a parameter server's push and pull on the replica's own clock (SSP), or
     #: "overlapped", behind the next step's compute (SSD-SGD)
     background: ClassVar[str] = "async"
+    #: what never synchronizing in a run means beyond "the replicas train alone" (the
+    #: warning for a periodic sync that falls after the run)
+    unsynced: ClassVar[str] = "its periodic averaging never happens"
     #: run facts the training loop may pass when the user left the field unset
     context_fields: ClassVar[tuple[str, ...]] = ()
 

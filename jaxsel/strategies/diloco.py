@@ -49,6 +49,7 @@ class OuterLoop:
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    unsynced: ClassVar[str] = "no outer step: the evaluated global model stays at its initialization"
 
     def check_outer(self) -> None:
         if not float(self.outer_lr) > 0.0:

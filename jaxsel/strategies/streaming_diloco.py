@@ -63,6 +63,7 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     fragment_by: str = "contiguous"
     name: ClassVar[str] = "streamingdiloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
+    unsynced: ClassVar[str] = "no fragment's outer step: the evaluated global model stays at its initialization"
 
     def __post_init__(self):
         if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:
