@@ -60,7 +60,7 @@ def test_strategy_timing_is_derived_from_what_the_strategy_declares():
     from jaxsel.costmodel import Timing, strategy_timing
     from jaxsel.strategies import STRATEGIES
 
-    ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10, base_lr=0.1)
+    ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10)
     special = {"ssdsgd": Timing(background="overlapped"), "ssp": Timing(staleness=1),
                "hierarchical": Timing(groups=1)}
     for name in STRATEGIES:

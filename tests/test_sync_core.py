@@ -18,7 +18,7 @@ from jaxsel.strategies import STRATEGIES, build_strategy
 
 COLLECTIVES = {"psum", "psum2", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
                "ppermute", "all_to_all", "reduce_scatter", "psum_scatter"}
-CONTEXT = dict(replicas=8, total_steps=6, steps_per_epoch=2, base_lr=0.1)
+CONTEXT = dict(replicas=8, total_steps=6, steps_per_epoch=2)
 B, D, C = 2, 4, 3
 
 

@@ -114,7 +114,7 @@ def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
     try:
         return build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
-                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch, base_lr=cfg.lr,
+                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
                               seed=cfg.seed)
     except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
