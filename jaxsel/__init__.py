@@ -26,7 +26,7 @@ _EXPORTS = {
                      "SyncReport", "sync_where"), "core.sync"),
     "register_trigger": "core.triggers",
     **dict.fromkeys(("ASP", "BSP", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
-                     "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
+                     "Phases", "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
                      "TriggeredStrategy", "build_strategy", "feed_step_times", "register_strategy"), "strategies"),
     "TrainConfig": "training.config",
     "train": "training.train",
@@ -66,7 +66,7 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
                             Strategy, SyncReport, sync_where)
     from .core.triggers import register_trigger  # noqa: F401
     from .strategies import (ASP, BSP, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
-                             PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
+                             Phases, PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
                              TriggeredStrategy, build_strategy, feed_step_times, register_strategy)
     from .training.config import TrainConfig  # noqa: F401
     from .training.train import train  # noqa: F401

@@ -36,7 +36,7 @@ import optax
 from jax import lax
 
 from . import compression
-from .aggregate import Bound
+from .aggregate import Bound, get_aggregator
 from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
 from .registry import Registry
 
@@ -270,9 +270,12 @@ def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
 
 class Strategy:
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
-    method's options (the CLI and configs check option names against them)."""
+    method's options (the CLI and configs check option names against them); `init` gives a
+    replica's state, `apply` its step. Everything else has a default."""
 
     name: ClassVar[str] = "strategy"
+    #: run facts the training loop may pass when the user left the field unset
+    context_fields: ClassVar[tuple[str, ...]] = ()
     #: how a sync nobody waits on (`blocking=False`) is carried out, for the cost model:
     #: "async", a parameter server's push and pull on the replica's own clock (SSP), or
     #: "overlapped", behind the next step's compute (SSD-SGD)
@@ -280,8 +283,12 @@ class Strategy:
     #: what never synchronizing in a run means beyond "the replicas train alone" (the
     #: warning for a periodic sync that falls after the run)
     unsynced: ClassVar[str] = "its periodic averaging never happens"
-    #: run facts the training loop may pass when the user left the field unset
-    context_fields: ClassVar[tuple[str, ...]] = ()
+
+    def settle(self, **values) -> None:
+        """Set checked or resolved option values from `__post_init__` (e.g. a default that
+        depends on another option): the one way a frozen strategy's fields change."""
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
 
     def init(self, params, opt_state, n: int) -> Any:
         """Per-replica strategy state (unbatched, a typed pytree); `init_state` adds the replica axis."""
@@ -291,6 +298,14 @@ class Strategy:
         """One replica's step: its new state (a TrainState without the replica axis) from
         `rs` and this step's `grads`. Syncs through `ctx.sync`, metrics through `ctx.log`."""
         raise NotImplementedError
+
+    def check_replicas(self, n: int) -> None:
+        """ValueError when the method cannot run on `n` replicas (checked when a run's
+        strategy is built, before anything compiles): by default, what its `aggregator`
+        (if it has one) can combine ('trimmed:4' of 8 replicas leaves none)."""
+        spec = getattr(self, "aggregator", None)
+        if spec is not None:
+            get_aggregator(spec).check_replicas(n)
 
     def eval_params(self, state):
         """The replica-axis parameters a run is evaluated on (through their replica mean):
@@ -304,7 +319,18 @@ class Strategy:
         return False
 
     def describe(self) -> str:
-        return self.name
+        """The name and the options that differ from their defaults: "mine (period=4)"."""
+        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                   if f.init and not _is_default(f, getattr(self, f.name))] if dataclasses.is_dataclass(self) else []
+        return f"{self.name} ({', '.join(changed)})" if changed else self.name
+
+
+def _is_default(field: dataclasses.Field, value) -> bool:
+    default = (field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default)
+    try:
+        return bool(value == default)
+    except Exception:   # an array-valued option: always shown
+        return False
 
 
 #: strategies by name; each registers itself where it is defined (`jaxsel.strategies`)

@@ -9,6 +9,7 @@ from .build import build_strategy, register_strategy
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
+from .phases import Phases
 from .postlocal import PostLocalSGD
 from .selsync import SelSync
 from .ssdsgd import SSDSGD

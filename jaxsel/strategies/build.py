@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.aggregate import get_aggregator
 from ..core.options import OptionError, accepts, build, option_defaults, option_names
 from ..core.sync import STRATEGIES, Strategy
 from .triggered import Triggered
@@ -51,7 +50,7 @@ def build_strategy(name: str, options: dict[str, Any] | None = None, **context) 
     try:
         strategy = build(cls, options, kind="strategy", name=name, context=context)
         if context.get("replicas"):
-            _check_replicas(strategy, int(context["replicas"]))
+            strategy.check_replicas(int(context["replicas"]))
         return strategy
     except OptionError:
         raise
@@ -84,16 +83,6 @@ def build_level(level: str, spec, options: dict | None = None, context: dict | N
         raise ValueError(f"{level} must be a trigger-based strategy ({', '.join(level_names())}), "
                          f"got {getattr(spec, 'name', type(spec).__name__)}")
     return spec
-
-
-def _check_replicas(strategy: Strategy, n: int) -> None:
-    """What only the run's replica count can rule out: a strategy's groups, an aggregator
-    that needs more replicas ('trimmed:4' of 8 leaves none)."""
-    if hasattr(strategy, "check_replicas"):
-        strategy.check_replicas(n)
-    spec = getattr(strategy, "aggregator", None)
-    if spec is not None and not getattr(strategy, "levels", ()):   # a level's aggregator sees its group
-        get_aggregator(spec).check_replicas(n)
 
 
 def options_for(name: str, options: dict) -> dict:

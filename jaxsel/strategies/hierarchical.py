@@ -34,10 +34,10 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.collectives import Groups
+from ..core.checks import check_int
 from ..core.sync import STRATEGIES, Strategy
 from .build import build_level
-from .triggered import TriggeredState, update
+from .triggered import TriggeredState, around_update
 
 
 class HierarchicalState(NamedTuple):
@@ -78,11 +78,9 @@ class Hierarchical(Strategy):
 
     def __post_init__(self):
         for level in self.levels:
-            object.__setattr__(self, level, build_level(level, getattr(self, level), getattr(self, f"{level}_options")))
-            object.__setattr__(self, f"{level}_options", {})
-        g = self.groups
-        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
-            raise ValueError(f"groups must be an integer >= 1 (or None: one group per process), got {g!r}")
+            self.settle(**{level: build_level(level, getattr(self, level), getattr(self, f"{level}_options")),
+                           f"{level}_options": {}})
+        check_int("groups", self.groups, 1, optional=True)
 
     def group_count(self) -> int:
         return jax.process_count() if self.groups is None else int(self.groups)
@@ -99,24 +97,19 @@ class Hierarchical(Strategy):
         return HierarchicalState(self.inner.init(params, opt_state, n), self.outer.init(params, opt_state, n))
 
     def apply(self, rs, grads, stats, ctx):
+        """The Levels composition: the inner level's syncs within groups and the outer's
+        over everyone, around one optimizer update (`triggered.around_update`)."""
         st: HierarchicalState = rs.strategy_state
-        inner, outer, g = self.inner, self.outer, self.group_count()
-        i_state, i_fire, i_metrics = inner.decide(st.inner, stats, ctx)
-        o_state, o_fire, o_metrics = outer.decide(st.outer, stats, ctx)
-        same = inner.sync == outer.sync
-        i_sync = _and_not(i_fire, o_fire) if same else i_fire   # the outer level wins
-        i_agg = inner.aggregate_fn(st.inner, ctx, Groups(ctx.axis, g))
-        o_agg = outer.aggregate_fn(st.outer, ctx)
-        rs, grads = inner.sync_before(rs, grads, i_sync, ctx, i_agg, groups=g)
-        rs, grads = outer.sync_before(rs, grads, o_fire, ctx, o_agg)
-        rs = update(rs, grads, ctx)
-        rs = inner.sync_after(rs, i_sync, ctx, i_agg, groups=g)
-        rs = outer.sync_after(rs, o_fire, ctx, o_agg)
-        state = HierarchicalState(inner.next_state(st.inner, i_state, _or(i_sync, o_fire) if same else i_sync, ctx),
-                                  outer.next_state(st.outer, o_state, o_fire, ctx))
-        ctx.log(**o_metrics, **{f"group_{k}": v for k, v in i_metrics.items()})
+        inner = self.inner.level(st.inner, stats, ctx, groups=self.group_count())
+        outer = self.outer.level(st.outer, stats, ctx)
+        same = self.inner.sync == self.outer.sync
+        if same:   # both fire on one thing: the outer level wins, and the inner's payload is its
+            inner = inner._replace(decide=_and_not(inner.decide, outer.decide))
+        rs = around_update(rs, grads, ctx, [inner, outer])
+        ctx.log(**outer.metrics, **{f"group_{k}": v for k, v in inner.metrics.items()})
+        state = HierarchicalState(inner.next_state(ctx, _or(inner.decide, outer.decide) if same else None),
+                                  outer.next_state(ctx))
         return rs.replace(strategy_state=state)
-
 
     def adaptive_sync(self) -> bool:
         return any(getattr(self, level).adaptive_sync() for level in self.levels)

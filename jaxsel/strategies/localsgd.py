@@ -24,11 +24,6 @@ class LocalSGD(Triggered):
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
 
-    def __post_init__(self):
-        self.trigger  # validates the period
-        get_aggregator(self.aggregator)
-        self.check_compress()
-
     @property
     def trigger(self):
         return Periodic(self.period)

@@ -16,13 +16,14 @@ the samples they saw since the last sync (FedAvg's) get that count from the stat
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 
 from ..core import compression
 from ..core.aggregate import Aggregator, Bound, get_aggregator
-from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update
+from ..core.collectives import Groups
+from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
 
 SYNC_MODES = ("grads", "params", "model")
@@ -82,44 +83,83 @@ def update(rs, grads, ctx):
     return rs.replace(params=params, opt_state=opt_state)
 
 
+class Level(NamedTuple):
+    """One trigger-based strategy's part in a step: its decision, where its sync combines
+    (all replicas, or `groups` groups), and what it carries into its next state. A step is
+    its levels' syncs around one optimizer update (`around_update`): a plain strategy has
+    one level, a composition (`Hierarchical`, `Phases`) several."""
+
+    strategy: "Triggered"
+    state: "TriggeredState"   # the level's state before this step
+    tstate: Any               # its trigger's state after this step
+    decide: Any               # replicated over all replicas
+    metrics: dict             # its trigger's metrics
+    groups: int | None = None
+
+    def aggregate(self, ctx) -> Bound:
+        """The aggregate of this level's sync: all replicas, or within its groups."""
+        st, s = self.state, self.strategy
+        weight = ctx.weight if st.samples is None else sample_weight(s.sync, st.samples, ctx.weight)
+        scope = ctx.axis if self.groups is None else Groups(ctx.axis, self.groups)
+        return Bound(s.combiner(), scope, dataclasses.replace(ctx, weight=weight))
+
+    def next_state(self, ctx, synced=None, active=True) -> "TriggeredState":
+        """The level's state after the step (`synced`: when its payload was aggregated, by
+        default its own decision; `active`: where the level took part in the step)."""
+        st = self.state
+        synced = self.decide if synced is None else synced
+        samples = None if st.samples is None else samples_after(self.strategy.sync, synced, st.samples, ctx.weight)
+        new = TriggeredState(self.tstate, samples)
+        return new if active is True else tree_where(active, new, st)
+
+
+def around_update(rs, grads, ctx, levels) -> Any:
+    """The levels' syncs around one optimizer update: each level's sync of gradients or
+    pre-update parameters (in order), the update, each level's sync of the updated model
+    (in order, so a later level's result stands)."""
+    for lv in levels:
+        rs, grads = lv.strategy.sync_before(rs, grads, lv.decide, ctx, lv.aggregate(ctx), lv.groups)
+    rs = update(rs, grads, ctx)
+    for lv in levels:
+        rs = lv.strategy.sync_after(rs, lv.decide, ctx, lv.aggregate(ctx), lv.groups)
+    return rs
+
+
 class Triggered(Strategy):
-    """Base of the trigger x what x aggregator strategies. Subclasses provide `trigger`,
-    `sync` (one of SYNC_MODES), `aggregator`, `sync_model_state`, `sync_opt_state` and
+    """Base of the trigger x what x aggregator strategies. Subclasses are frozen dataclasses
+    that provide `trigger` (a field, or a property built from their options), `sync` (one
+    of SYNC_MODES), `aggregator`, `sync_model_state`, and may set `sync_opt_state` and
     `compress` (a payload codec of `jaxsel.core.compression`, or None)."""
 
     sync_opt_state: bool = False
     compress: str | None = None
 
-    def check_compress(self) -> None:
-        """Normalize `compress` ("none" -> None) and check the aggregator can use it."""
-        object.__setattr__(self, "compress", compression.check_compressible(self.compress, self.combiner()))
+    def __post_init__(self):
+        """What every trigger-based strategy checks: its sync mode, its trigger's options,
+        the aggregator, and the codec against it ("none" -> None)."""
+        check_mode(self.sync)
+        self.trigger
+        self.settle(compress=compression.check_compressible(self.compress, self.combiner()))
 
     @property
     def trigger(self) -> Trigger:
         raise NotImplementedError
 
     def combiner(self) -> Aggregator:
+        """The aggregator the syncs combine with (FedAvg's samples clients)."""
         return get_aggregator(self.aggregator)
 
     def init(self, params, opt_state, n):
         weighted = self.combiner().uses_sample_weights
         return TriggeredState(self.trigger.init(), jnp.zeros((), jnp.float32) if weighted else None)
 
-    # The step in pieces, so that a two-level strategy (`Hierarchical`) can interleave two
-    # levels' syncs around one optimizer update.
-
-    def decide(self, st: TriggeredState, stats, ctx):
-        """(trigger state, decision replicated over all replicas, trigger metrics); the
-        decision's vote goes into the step's ledger."""
-        tstate, decide, tmetrics = self.trigger(st.trigger, stats, ctx.axis)
+    def level(self, st: TriggeredState, stats, ctx, groups: int | None = None, gate=True) -> Level:
+        """This strategy's part in a step: its trigger decides (a replicated decision, its
+        vote counted in the step's ledger), and only where `gate` holds."""
+        tstate, decide, metrics = self.trigger(st.trigger, stats, ctx.axis)
         ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
         ctx.count(self.trigger.vote_bytes, vote=True)
-        return tstate, decide, tmetrics
-
-    def aggregate_fn(self, st: TriggeredState, ctx, scope=None) -> Bound:
-        """The aggregate of a sync over `scope`: all replicas (None) or `collectives.Groups`."""
-        weight = ctx.weight if st.samples is None else sample_weight(self.sync, st.samples, ctx.weight)
-        return Bound(self.combiner(), ctx.axis if scope is None else scope, dataclasses.replace(ctx, weight=weight))
+        return Level(self, st, tstate, decide if gate is True else gate & decide, metrics, groups)
 
     def sync_before(self, rs, grads, decide, ctx, agg, groups=None):
         """The sync before the optimizer update: gradients or parameters (and extra state)."""
@@ -135,20 +175,11 @@ class Triggered(Strategy):
         return sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
                                  compress=self.compress, groups=groups)
 
-    def next_state(self, st: TriggeredState, tstate, decide, ctx) -> TriggeredState:
-        samples = None if st.samples is None else samples_after(self.sync, decide, st.samples, ctx.weight)
-        return TriggeredState(tstate, samples)
-
     def apply(self, rs, grads, stats, ctx):
-        st: TriggeredState = rs.strategy_state
-        tstate, decide, tmetrics = self.decide(st, stats, ctx)
-        agg = self.aggregate_fn(st, ctx)
-        rs, grads = self.sync_before(rs, grads, decide, ctx, agg)
-        rs = update(rs, grads, ctx)
-        rs = self.sync_after(rs, decide, ctx, agg)
-        ctx.log(**tmetrics)
-        return rs.replace(strategy_state=self.next_state(st, tstate, decide, ctx))
-
+        lv = self.level(rs.strategy_state, stats, ctx)
+        rs = around_update(rs, grads, ctx, [lv])
+        ctx.log(**lv.metrics)
+        return rs.replace(strategy_state=lv.next_state(ctx))
 
     def adaptive_sync(self) -> bool:
         """A trigger whose firing steps are not known in advance (SelSync's significance
@@ -178,15 +209,12 @@ class TriggeredStrategy(Triggered):
     sync_model_state: bool = False
     sync_opt_state: bool = False
     trigger_options: dict = dataclasses.field(default_factory=dict)
-    name: str = "triggered"
     compress: str | None = None
+    name: ClassVar[str] = "triggered"
 
     def __post_init__(self):
-        check_mode(self.sync)
-        object.__setattr__(self, "trigger", get_trigger(self.trigger, self.trigger_options or None))
-        object.__setattr__(self, "trigger_options", {})
-        get_aggregator(self.aggregator)
-        self.check_compress()
+        self.settle(trigger=get_trigger(self.trigger, self.trigger_options or None), trigger_options={})
+        super().__post_init__()
 
     def describe(self) -> str:
         return f"{super().describe()} ({type(self.trigger).__name__}, sync {self.sync})"
