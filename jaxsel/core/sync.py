@@ -36,8 +36,8 @@ import optax
 from jax import lax
 
 from . import compression
-from .aggregate import Bound, get_aggregator
-from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
+from .aggregate import Aggregator, Bound, get_aggregator
+from .collectives import Groups, PackedReplicasDisagree, must_agree, varies_across_local_replicas
 from .registry import Registry
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
@@ -173,7 +173,7 @@ class StepContext:
     replica: Any = None    # this replica's global index (int32; d * k + j)
     ledger: Ledger = dataclasses.field(default_factory=Ledger, repr=False, compare=False)
 
-    def sync(self, decide, payload: Any, aggregate: Callable[[Any], Any], **options) -> Any:
+    def sync(self, decide, payload: Any, aggregate: Any = "mean", **options) -> Any:
         """`sync_where(decide, payload, aggregate, self, **options)`: the one guarded sync."""
         return sync_where(decide, payload, aggregate, self, **options)
 
@@ -189,12 +189,14 @@ class StepContext:
 
 # ------------------------------------------------------------------------ the primitive
 
-def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepContext, *,
+def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
                compress: str | None = None, who: str = "strategy",
                groups: int | None = None, blocking: Any = True) -> Any:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
+    `aggregate`: an aggregator's name ("mean", "median", "trimmed:2", ...), an `Aggregator`,
+    or a function of the payload (a `jaxsel.aggregate.Bound` for a compressed payload).
     Without `state`/`finish`: returns aggregate(payload) if decide else payload.
     With them: returns finish(aggregate(payload), state) if decide else state —
     `finish` is work that exists only on a synced step (e.g. DiLoCo's outer optimizer
@@ -212,6 +214,8 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
     The sync is recorded in `ctx.ledger`, from which the driver builds the step's report.
     """
     ensure_replicated(decide, ctx.axis, who=who)
+    if isinstance(aggregate, (str, Aggregator)):
+        aggregate = Bound(get_aggregator(aggregate), Groups(ctx.axis, groups) if groups else ctx.axis, ctx)
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
     nbytes = compression.payload_bytes(payload, compress)

@@ -21,8 +21,14 @@ def register_strategy(name: str, cls: type | None = None):
     """Make a user-defined strategy reachable by name (`jaxsel train --strategy NAME`,
     experiment configs): `register_strategy(name, cls)` or `@register_strategy(name)`.
     `cls` is a frozen dataclass subclassing jaxsel.Strategy whose fields are its options;
-    it synchronizes through `jaxsel.sync.sync_where`."""
-    return STRATEGIES.register(name, cls)
+    it synchronizes through `ctx.sync` (`jaxsel.sync.sync_where`). A class that declares no
+    `name` of its own is called by the name it is registered under (its `describe()`)."""
+    if cls is None:
+        return lambda c: register_strategy(name, c)
+    STRATEGIES.register(name, cls)
+    if "name" not in vars(cls):
+        cls.name = name
+    return cls
 
 
 def strategy_options(name: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ class OuterLoop:
             raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
         if not 0.0 <= float(self.outer_momentum) < 1.0:
             raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
-        object.__setattr__(self, "compress", compression.check_compressible(self.compress, self.combiner()))
+        self.settle(compress=compression.check_compressible(self.compress, self.combiner()))
 
     def combiner(self):
         return get_aggregator(self.aggregator)

@@ -62,13 +62,13 @@ class SSDSGD(Strategy):
         if isinstance(self.k, bool) or int(self.k) < 1:
             raise ValueError(f"SSD-SGD pull period k must be an integer >= 1, got {self.k!r}")
         if self.warmup_steps is None:
-            object.__setattr__(self, "warmup_steps", int(self.steps_per_epoch or 0))
+            self.settle(warmup_steps=int(self.steps_per_epoch or 0))
         if int(self.warmup_steps) < 0:
             raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
         if not float(self.local_lr_scale) > 0.0:
             raise ValueError(f"local_lr_scale must be a number > 0, got {self.local_lr_scale!r}")
         if self.glu_beta is None:
-            object.__setattr__(self, "glu_beta", 1.0 / int(self.k))
+            self.settle(glu_beta=1.0 / int(self.k))
         if not 0.0 <= float(self.glu_beta) <= 1.0:
             raise ValueError(f"glu_beta must be in [0, 1], got {self.glu_beta!r}")
         get_aggregator(self.aggregator)

@@ -24,7 +24,7 @@ that step's averaged gradient, then parameters and optimizer state are averaged 
 restarts from one model, as a parameter server's single copy would.
 
 Step times for the online policy: `step_times="simulated"` draws slowdowns once from
-`jaxsel.costmodel.stragglers` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
+`jaxsel.core.stragglers` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
 projection with that seed charges) and feeds step t the times of step t - 1, the last
 ones a real worker could have measured; `step_times="state"` reads
 the monitor state's `step_time`, which the training loop fills before each step with
@@ -47,6 +47,7 @@ import numpy as np
 
 from ..core.aggregate import Mean, get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
+from ..core.stragglers import get_stragglers, straggler_factors
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
@@ -103,8 +104,6 @@ def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.
     """(total_steps + 1, n) step-time factors: step t sees the draws of step t - 1 (the
     last ones a real worker could have measured); step 0 saw nothing yet. The same draws a
     cost-model projection with that seed charges."""
-    from ..costmodel.stragglers import straggler_factors
-
     return np.vstack([np.ones((1, n)), straggler_factors(stragglers, total_steps, n, seed)])
 
 
@@ -115,7 +114,7 @@ class SyncSwitch(Strategy):
 
     offline: `switch_step` (first asynchronous step), or `bsp_fraction` x `total_steps`.
     online:  `straggler_factor`, `straggler_steps`, `step_times`, and for simulated times
-             `stragglers` (a jaxsel.costmodel.stragglers spec, e.g. "transient:probability=0.05,factor=4"),
+             `stragglers` (a jaxsel.core.stragglers spec, e.g. "transient:probability=0.05,factor=4"),
              `total_steps`, `seed`.
     """
 
@@ -145,15 +144,13 @@ class SyncSwitch(Strategy):
                 if self.total_steps is None:
                     raise ValueError("offline SyncSwitch needs switch_step, or bsp_fraction with total_steps "
                                      "(the training loop passes total_steps)")
-                object.__setattr__(self, "switch_step", int(round(float(self.bsp_fraction) * int(self.total_steps))))
+                self.settle(switch_step=int(round(float(self.bsp_fraction) * int(self.total_steps))))
             if isinstance(self.switch_step, bool) or int(self.switch_step) < 0:
                 raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
         elif self.step_times == "simulated":
             if self.total_steps is None or int(self.total_steps) < 1:
                 raise ValueError("online SyncSwitch with simulated step times needs total_steps >= 1, "
                                  f"got {self.total_steps!r}")
-            from ..costmodel.stragglers import get_stragglers
-
             get_stragglers(self.stragglers)  # validate the spec now, not at trace time
 
     def check_choices(self):

@@ -264,7 +264,7 @@ def _check_names(cfg: TrainConfig) -> None:
 def _check_projection(cfg: TrainConfig) -> None:
     """The projected cluster's networks, and straggler models that fit this run's replicas."""
     from ..costmodel import get_network
-    from ..costmodel.stragglers import straggler_factors
+    from ..core.stragglers import straggler_factors
 
     for name, flag in (("project_network", "--project-network"), ("project_intra_network", "--intra-network")):
         try:
