@@ -9,7 +9,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   `lax.cond`; everything both branches would do stays outside, fused with the step
   (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
   local step; see BENCHMARKS.md);
-- it counts the bytes the collective moves and returns a typed `SyncReport`;
+- it records the bytes the collective moves, and whether replicas wait on it (`blocking`),
+  in the step's `Ledger`, from which the driver (`make_train_step`) alone builds the
+  step's `SyncReport` and metrics: no strategy builds or edits a report;
 - with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
   decision batched over a device's replicas (the cond would become a select that runs the
   collective every step) and an aggregate that differs across them (a raw mesh collective
@@ -17,8 +19,8 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
 
 `sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
 (`jaxsel.core.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
-strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
-the report then counts the compressed bytes (what each replica actually sends).
+strategy names or hands over as a `jaxsel.aggregate.Bound` so the core can see its
+coefficients; the ledger then counts the compressed bytes (what each replica actually sends).
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every

@@ -3,9 +3,9 @@ to any trigger x aggregator per level.
 
 Replicas form G groups of contiguous blocks (group g = replicas g*s ... (g+1)*s-1,
 s = N/G; by default one group per process, so a group is a host's replicas on NVLink).
-Two trigger-based strategies run on one optimizer update: `inner` aggregates within each
-group, `outer` over all replicas, each through its own `sync_where` (its own `lax.cond`),
-in the order the modes ask for (gradients and pre-update parameters before the update,
+The Levels composition: two trigger-based strategies' syncs around one optimizer update
+(`triggered.around_update`): `inner` aggregates within each group, `outer` over all
+replicas, each through its own `sync_where` (its own `lax.cond`), in the order the modes ask for (gradients and pre-update parameters before the update,
 post-update parameters after it; the inner level first, so the outer's result stands).
 When both levels fire on a step and sync the same thing (the same sync mode), only the
 outer runs, as HierarchicalModelAverager averages with the largest period dividing the step.
@@ -15,10 +15,11 @@ all replicas (`triggers.any_replica`), the inner level's included, so an inner S
 syncs every group when any replica anywhere votes. That keeps each `lax.cond` a real
 conditional taken alike everywhere (a per-group decision would need a cond per group).
 
-Bytes per level: the step's report counts both levels' payloads and votes
-(`bytes_allreduced`); `synced` is the outer (all-replica) sync. The metrics
-`group_synced` and `group_bytes` (per replica, the inner payload without votes) give the
-group level; the rest crosses groups (`Timing.groups` tells the cost model).
+Bytes per level: the step's report (built by the core from its ledger) counts both levels'
+payloads and votes (`bytes_allreduced`); `synced` is the outer (all-replica) sync, since a
+sync within groups is recorded as such. The metrics `group_synced` and `group_bytes` (per
+replica, the inner payload without votes) give the group level; the rest crosses groups
+(`costmodel.Timing.groups` tells the cost model).
 
 Against HierarchicalModelAverager with periods {p1: group size, p2: world}:
 `Hierarchical(LocalSGD(p1), LocalSGD(p2))` averages after step t (from 0) within groups
