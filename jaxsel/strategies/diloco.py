@@ -56,10 +56,8 @@ class OuterLoop:
             raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
         if not 0.0 <= float(self.outer_momentum) < 1.0:
             raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
-        self.settle(compress=compression.check_compressible(self.compress, self.combiner()))
-
-    def combiner(self):
-        return get_aggregator(self.aggregator)
+        self.settle(aggregator=get_aggregator(self.aggregator))
+        self.settle(compress=compression.check_compressible(self.compress, self.aggregator))
 
     @property
     def outer(self) -> optax.GradientTransformation:
@@ -120,10 +118,10 @@ class DiLoCo(OuterLoop, Strategy):
         _, decide, _ = self.trigger((), stats, ctx.axis)
         payload = Synced(params=self.sent(rs.strategy_state.global_params, params), model_state=rs.model_state if self.sync_model_state else None)
         dstate, params, model_state = ctx.sync(
-            decide, payload, Bound(self.combiner(), ctx.axis, ctx),
+            decide, payload, Bound(self.aggregator, ctx.axis, ctx),
             state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step, compress=self.compress)
         return rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
+        return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

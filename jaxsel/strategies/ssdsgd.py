@@ -71,7 +71,7 @@ class SSDSGD(Strategy):
             self.settle(glu_beta=1.0 / int(self.k))
         if not 0.0 <= float(self.glu_beta) <= 1.0:
             raise ValueError(f"glu_beta must be in [0, 1], got {self.glu_beta!r}")
-        get_aggregator(self.aggregator)
+        self.settle(aggregator=get_aggregator(self.aggregator))
 
     @property
     def pull(self) -> AnyOf:
@@ -90,10 +90,9 @@ class SSDSGD(Strategy):
 
     def apply(self, rs, grads, stats, ctx):
         st: SSDState = rs.strategy_state
-        combiner = get_aggregator(self.aggregator)
         _, pulled, _ = self.pull(((), ()), stats, ctx.axis)
         # every step, but the replicas wait on it only where they pull the global weights
-        mean_grads = ctx.sync(True, grads, lambda t: combiner(t, ctx.axis, ctx), blocking=pulled)
+        mean_grads = ctx.sync(True, grads, self.aggregator, blocking=pulled)
         global_w, opt_state = local_update(st.global_params, rs.opt_state, mean_grads, ctx.optimizer)
         warm = stats.step < int(self.warmup_steps)
         params, local_opt = local_cond(warm, lambda p, o, a: (p, o),

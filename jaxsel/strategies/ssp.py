@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ..core.aggregate import Mean
 from ..core.sync import STRATEGIES, Strategy, local_update
 from .staleness import init_ring, resolve_staleness, stale_gradient
 
@@ -41,7 +40,7 @@ class Stale(Strategy):
     def apply(self, rs, grads, stats, ctx):
         s = self.staleness_for(ctx.n)
         if s == 0:   # exactly BSP: the same pmean
-            combined, ring = ctx.sync(True, grads, lambda t: Mean()(t, ctx.axis)), None
+            combined, ring = ctx.sync(True, grads, "mean"), None
         else:
             combined, ring = stale_gradient(grads, rs.strategy_state, ctx, s)
         params, opt_state = local_update(rs.params, rs.opt_state, combined, ctx.optimizer, float(self.lr_scale))

@@ -44,7 +44,7 @@ def stale_gradient(grads, ring: StaleRing, ctx: StepContext, staleness: int,
     """(combined gradient (g_i(t) + others(t - s)) / N, ring) for a step that runs the
     asynchronous protocol where `when` holds; elsewhere the ring is left as it was. The
     all-reduce is not blocking: nobody waits on it before step t + s."""
-    total = ctx.sync(when, grads, lambda t: Sum()(t, ctx.axis), who="staleness ring", blocking=False)
+    total = ctx.sync(when, grads, Sum(), who="staleness ring", blocking=False)
     idx = ctx.step % staleness
     old = jax.tree.map(lambda r: lax.dynamic_index_in_dim(r, idx, 0, keepdims=False), ring.slots)
 

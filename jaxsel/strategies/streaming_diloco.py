@@ -111,7 +111,7 @@ class StreamingDiLoCo(OuterLoop, Strategy):
         local, treedef = jax.tree.flatten(params)
         glob, gdef = jax.tree.flatten(rs.strategy_state.global_params)
         outer_opt, model_state = list(rs.strategy_state.outer_opt), rs.model_state
-        combine = Bound(self.combiner(), ctx.axis, ctx)
+        combine = Bound(self.aggregator, ctx.axis, ctx)
         for p, leaves in enumerate(self.plan(params)):
             with_model = p == 0 and self.sync_model_state
             payload = Synced(params=self.sent(take(glob, leaves), take(local, leaves)),
@@ -128,6 +128,6 @@ class StreamingDiLoCo(OuterLoop, Strategy):
                           model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
+        return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

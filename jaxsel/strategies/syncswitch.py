@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.aggregate import Mean, get_aggregator
+from ..core.aggregate import get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
 from ..core.stragglers import get_stragglers, straggler_factors
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
@@ -138,7 +138,7 @@ class SyncSwitch(Strategy):
     def __post_init__(self):
         self.check_choices()
         self.check_numbers()
-        get_aggregator(self.aggregator)
+        self.settle(aggregator=get_aggregator(self.aggregator))
         if self.policy == "offline":
             if self.switch_step is None:
                 if self.total_steps is None:
@@ -212,10 +212,9 @@ class SyncSwitch(Strategy):
     def gradient(self, grads, ring, sw: Switch, ctx, s: int):
         """(the gradient this step applies, ring): the aggregate in BSP steps (plus what was
         in flight on a return to BSP), the stale combination in asynchronous ones."""
-        combiner = get_aggregator(self.aggregator)
-        bsp_g = ctx.sync(~sw.go_async, grads, lambda t: combiner(t, ctx.axis, ctx))
+        bsp_g = ctx.sync(~sw.go_async, grads, self.aggregator)
         if s == 0:   # the asynchronous phase is BSP's all-reduce too: replicas wait on it
-            async_g = ctx.sync(sw.go_async, grads, lambda t: Mean()(t, ctx.axis))
+            async_g = ctx.sync(sw.go_async, grads, "mean")
             return tree_where(sw.go_async, async_g, bsp_g), ring
         async_g, ring = stale_gradient(grads, ring, ctx, s, when=sw.go_async)
         bsp_g, ring = local_cond(sw.switching_out, lambda g, r: (jax.tree.map(jnp.add, g, drain(r, ctx.n)),
@@ -235,7 +234,7 @@ class SyncSwitch(Strategy):
         scale = 1.0 if float(self.lr_scale) == 1.0 else jnp.where(sw.go_async, float(self.lr_scale), 1.0)
         params, opt_state = local_update(rs.params, opt_state, g, ctx.optimizer, scale)
         if self.policy == "online" and s > 0:   # BSP restarts from one model, as a server's single copy
-            params, opt_state = ctx.sync(sw.switching_out, (params, opt_state), lambda t: Mean()(t, ctx.axis))
+            params, opt_state = ctx.sync(sw.switching_out, (params, opt_state), "mean")
         if self.policy == "online":   # the step-time exchange: no barrier for asynchronous workers
             ctx.count(ONLINE_EXCHANGE_BYTES)
         ctx.log(**metrics)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax.numpy as jnp
 
 from ..core import compression
-from ..core.aggregate import Aggregator, Bound, get_aggregator
+from ..core.aggregate import Bound, get_aggregator
 from ..core.collectives import Groups
 from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
@@ -101,7 +101,7 @@ class Level(NamedTuple):
         st, s = self.state, self.strategy
         weight = ctx.weight if st.samples is None else sample_weight(s.sync, st.samples, ctx.weight)
         scope = ctx.axis if self.groups is None else Groups(ctx.axis, self.groups)
-        return Bound(s.combiner(), scope, dataclasses.replace(ctx, weight=weight))
+        return Bound(s.aggregator, scope, dataclasses.replace(ctx, weight=weight))
 
     def next_state(self, ctx, synced=None, active=True) -> "TriggeredState":
         """The level's state after the step (`synced`: when its payload was aggregated, by
@@ -136,21 +136,18 @@ class Triggered(Strategy):
 
     def __post_init__(self):
         """What every trigger-based strategy checks: its sync mode, its trigger's options,
-        the aggregator, and the codec against it ("none" -> None)."""
+        the aggregator (a name -> the Aggregator), and the codec against it ("none" -> None)."""
         check_mode(self.sync)
         self.trigger
-        self.settle(compress=compression.check_compressible(self.compress, self.combiner()))
+        self.settle(aggregator=get_aggregator(self.aggregator))
+        self.settle(compress=compression.check_compressible(self.compress, self.aggregator))
 
     @property
     def trigger(self) -> Trigger:
         raise NotImplementedError
 
-    def combiner(self) -> Aggregator:
-        """The aggregator the syncs combine with (FedAvg's samples clients)."""
-        return get_aggregator(self.aggregator)
-
     def init(self, params, opt_state, n):
-        weighted = self.combiner().uses_sample_weights
+        weighted = self.aggregator.uses_sample_weights
         return TriggeredState(self.trigger.init(), jnp.zeros((), jnp.float32) if weighted else None)
 
     def level(self, st: TriggeredState, stats, ctx, groups: int | None = None, gate=True) -> Level:
@@ -187,7 +184,7 @@ class Triggered(Strategy):
         return first_sync_step(self.trigger) == UNKNOWN
 
     def describe(self) -> str:
-        return self.name + compression.tags(self.compress, self.combiner())
+        return self.name + compression.tags(self.compress, self.aggregator)
 
 
 def check_mode(sync: str) -> None:
