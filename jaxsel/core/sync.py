@@ -144,22 +144,25 @@ class Ledger:
 
     def report(self) -> SyncReport:
         """synced: some sync over all replicas was waited on; bytes: every exchange's."""
-        out = SyncReport(jnp.asarray(False), byte_count(0), byte_count(0))
-        for r, grouped in self.entries:
-            out = SyncReport(out.synced if grouped else out.synced | r.synced,
-                             out.payload_bytes + r.payload_bytes, out.vote_bytes + r.vote_bytes)
-        return out
+        return _total(self.entries, lambda r, grouped: False if grouped else r.synced)
 
     def group_metrics(self) -> dict:
         """Syncs within replica groups (a two-level method's inner level): `group_synced`,
         `group_bytes` (their payload per replica; the votes cross groups). {} without any."""
-        grouped = [r for r, g in self.entries if g]
+        grouped = [(r, g) for r, g in self.entries if g]
         if not grouped:
             return {}
-        synced, nbytes = grouped[0].synced, grouped[0].payload_bytes
-        for r in grouped[1:]:
-            synced, nbytes = synced | r.synced, nbytes + r.payload_bytes
-        return {"group_synced": synced, "group_bytes": nbytes}
+        total = _total(grouped, lambda r, _: r.synced)
+        return {"group_synced": total.synced, "group_bytes": total.payload_bytes}
+
+
+def _total(entries, synced_of) -> SyncReport:
+    """The entries summed: bytes added, `synced_of(report, grouped)` or-ed."""
+    out = SyncReport(jnp.asarray(False), byte_count(0), byte_count(0))
+    for r, grouped in entries:
+        out = SyncReport(out.synced | synced_of(r, grouped), out.payload_bytes + r.payload_bytes,
+                         out.vote_bytes + r.vote_bytes)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
