@@ -5,8 +5,9 @@ Replicas form G groups of contiguous blocks (group g = replicas g*s ... (g+1)*s-
 s = N/G; by default one group per process, so a group is a host's replicas on NVLink).
 The Levels composition: two trigger-based strategies' syncs around one optimizer update
 (`triggered.around_update`): `inner` aggregates within each group, `outer` over all
-replicas, each through its own `sync_where` (its own `lax.cond`), in the order the modes ask for (gradients and pre-update parameters before the update,
-post-update parameters after it; the inner level first, so the outer's result stands).
+replicas, each through its own `sync_where` (its own `lax.cond`), in the order the modes
+ask for (gradients and pre-update parameters before the update, post-update parameters
+after it; the inner level first, so the outer's result stands).
 When both levels fire on a step and sync the same thing (the same sync mode), only the
 outer runs, as HierarchicalModelAverager averages with the largest period dividing the step.
 
@@ -104,7 +105,7 @@ class Hierarchical(Strategy):
         inner = self.inner.level(st.inner, stats, ctx, groups=self.group_count())
         outer = self.outer.level(st.outer, stats, ctx)
         same = self.inner.sync == self.outer.sync
-        if same:   # both fire on one thing: the outer level wins, and the inner's payload is its
+        if same:   # both levels sync the same thing: where both fire, only the outer runs
             inner = inner._replace(decide=_and_not(inner.decide, outer.decide))
         rs = around_update(rs, grads, ctx, [inner, outer])
         ctx.log(**outer.metrics, **{f"group_{k}": v for k, v in inner.metrics.items()})
