@@ -22,11 +22,11 @@ _EXPORTS = {
     **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state"),
                     "core.state"),
     **dict.fromkeys(("grad_norm_sum", "make_train_step"), "core.step"),
-    **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepResult", "StepStats", "Strategy",
+    **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepStats", "Strategy",
                      "SyncReport", "sync_where"), "core.sync"),
     "register_trigger": "core.triggers",
     **dict.fromkeys(("ASP", "BSP", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
-                     "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
+                     "Phases", "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
                      "TriggeredStrategy", "build_strategy", "feed_step_times", "register_strategy"), "strategies"),
     "TrainConfig": "training.config",
     "train": "training.train",
@@ -62,11 +62,11 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
                                 num_replicas, request_cpu_devices)
     from .core.state import TrainState, consensus, consensus_model_state, divergence, init_state  # noqa: F401
     from .core.step import grad_norm_sum, make_train_step  # noqa: F401
-    from .core.sync import (NonReplicatedDecisionError, StepContext, StepResult, StepStats,  # noqa: F401
+    from .core.sync import (NonReplicatedDecisionError, StepContext, StepStats,  # noqa: F401
                             Strategy, SyncReport, sync_where)
     from .core.triggers import register_trigger  # noqa: F401
     from .strategies import (ASP, BSP, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
-                             PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
+                             Phases, PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
                              TriggeredStrategy, build_strategy, feed_step_times, register_strategy)
     from .training.config import TrainConfig  # noqa: F401
     from .training.train import train  # noqa: F401

@@ -9,6 +9,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxsel
+from jaxsel.costmodel import strategy_timing
 from jaxsel.cli import main as cli_main
 from jaxsel.core import compression
 from jaxsel.core.aggregate import Bound, get_aggregator
@@ -30,8 +31,8 @@ def synced(mesh, x, codec, spec="mean", w=None, traced=True):
         def one(xr, wr, r):
             ctx = StepContext(axis="data", n=R, step=jnp.int32(3), optimizer=None, weight=wr, replica=r)
             decide = jnp.asarray(True) if traced else True
-            out, report = sync_where(decide, xr, Bound(get_aggregator(spec), "data", ctx), ctx, compress=codec)
-            return out, report.payload_bytes
+            out = sync_where(decide, xr, Bound(get_aggregator(spec), "data", ctx), ctx, compress=codec)
+            return out, ctx.ledger.report().payload_bytes
 
         replica = jax.lax.axis_index("data") * k + jnp.arange(k, dtype=jnp.int32)
         return jax.vmap(one, axis_name=LOCAL, axis_size=k)(x, w, replica)
@@ -195,9 +196,9 @@ def test_compressed_strategies_keep_replicas_identical_and_close(mesh, make):
 def test_describe_and_timing_name_the_codec():
     assert jaxsel.BSP(compress="int8").describe() == "bsp [int8]"
     assert build_strategy("fedavg", {"compress": "bf16"}).describe() == "fedavg [weighted, bf16] (period 50)"
-    assert jaxsel.BSP(compress="int8").timing(R).collective == "allgather"      # int8 gathers
-    assert jaxsel.LocalSGD(compress="bf16").timing(R).collective == "allreduce"
-    assert jaxsel.DiLoCo(compress="int8").timing(R).collective == "allgather"
+    assert strategy_timing(jaxsel.BSP(compress="int8")).collective == "allgather"      # int8 gathers
+    assert strategy_timing(jaxsel.LocalSGD(compress="bf16")).collective == "allreduce"
+    assert strategy_timing(jaxsel.DiLoCo(compress="int8")).collective == "allgather"
     assert jaxsel.BSP(compress="none").compress is None
 
 

@@ -19,6 +19,7 @@ import optax
 import pytest
 
 import jaxsel
+from jaxsel.costmodel import strategy_timing
 from helpers import R, run
 from jaxsel.cli import main as cli_main
 from jaxsel.core.options import OptionError
@@ -227,7 +228,7 @@ def test_describe_timing_and_nested_options():
     strat = build_strategy("hierarchical", {"inner": "bsp", "outer": "selsync", "groups": 2,
                                             "outer.delta": 0.2}, replicas=R)
     assert strat.describe() == "hierarchical(bsp | selsync (delta=0.2, W=25), 2 groups)"
-    assert strat.timing(R).groups == 2 and strat.timing(R).collective == "allreduce"
+    assert strategy_timing(strat).groups == 2 and strategy_timing(strat).collective == "allreduce"
     strat = build_strategy("hierarchical", {"inner": "localsgd", "inner.period": 4, "outer": "superstep",
                                             "outer.epochs": 2}, replicas=R, steps_per_epoch=8)
     assert (strat.inner.period, strat.outer.period, strat.group_count()) == (4, 16, 1)   # one process

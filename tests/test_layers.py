@@ -27,10 +27,7 @@ BELOW = {
     "cli": {"core", "models", "data", "strategies", "costmodel", "training", "analysis"},
 }
 #: upward imports that remain until their redesign: (importer, imported) -> why
-PENDING_LEAKS = {
-    ("jaxsel.strategies.syncswitch", "jaxsel.costmodel.stragglers"):
-        "Sync-Switch's simulated step times draw the cost model's stragglers into a table inside the jitted step",
-}
+PENDING_LEAKS: dict = {}
 #: modules that import nothing of jaxsel's
 LEAVES = {"jaxsel.core.registry"}
 #: the only functions that may build a conditional: module -> function names

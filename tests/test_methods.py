@@ -225,7 +225,7 @@ def test_fedavg_client_sampling_averages_the_drawn_replicas(mesh):
     fed = jaxsel.FedAvg(period=2, fraction=0.5, seed=4)
     _, hist = run(fed, mesh, batches)
     apart, _ = run(TriggeredStrategy(trigger=Never(), sync="model"), mesh, batches)
-    mask = np.asarray(fed.combiner().participants(R, jnp.int32(1)))
+    mask = np.asarray(fed.aggregator.participants(R, jnp.int32(1)))
     for name in ("w", "b"):
         want = np.asarray(apart.params[name])[mask].mean(0)
         for r in range(R):

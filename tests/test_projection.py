@@ -54,12 +54,22 @@ def test_live_projection_equals_replay_of_the_log(tmp_path):
     np.testing.assert_allclose([r["projected_time_s"] for r in result.records], replay, rtol=1e-9)
 
 
-def test_strategies_name_their_timing():
-    ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10, base_lr=0.1)
-    assert build_strategy("ssdsgd", {}, **ctx).timing(8).background == "overlapped"
-    assert build_strategy("ssp", {"staleness": 2}, **ctx).timing(8).staleness == 2
-    assert build_strategy("asp", {}, **ctx).timing(8).staleness is None
-    assert build_strategy("localsgd", {"aggregator": "median"}, **ctx).timing(8).collective == "allgather"
+def test_strategy_timing_is_derived_from_what_the_strategy_declares():
+    """Every registered strategy's cost-model settings (collective from aggregator and codec,
+    background, staleness, groups), as each strategy's own `timing()` gave them before."""
+    from jaxsel.costmodel import Timing, strategy_timing
+    from jaxsel.strategies import STRATEGIES
+
+    ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10)
+    special = {"ssdsgd": Timing(background="overlapped"), "ssp": Timing(staleness=1),
+               "hierarchical": Timing(groups=1)}
+    for name in STRATEGIES:
+        assert strategy_timing(build_strategy(name, {}, **ctx)) == special.get(name, Timing()), name
+    assert strategy_timing(build_strategy("ssp", {"staleness": 2}, **ctx)).staleness == 2
+    assert strategy_timing(build_strategy("syncswitch", {"staleness": 3}, **ctx)).staleness == 3
+    assert strategy_timing(build_strategy("localsgd", {"aggregator": "median"}, **ctx)).collective == "allgather"
+    assert strategy_timing(build_strategy("ssdsgd", {"aggregator": "median"}, **ctx)) == \
+        Timing(collective="allgather", background="overlapped")
 
 
 def test_report_command(tmp_path, capsys):

@@ -18,7 +18,7 @@ from jaxsel.strategies import STRATEGIES, build_strategy
 
 COLLECTIVES = {"psum", "psum2", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
                "ppermute", "all_to_all", "reduce_scatter", "psum_scatter"}
-CONTEXT = dict(replicas=8, total_steps=6, steps_per_epoch=2, base_lr=0.1)
+CONTEXT = dict(replicas=8, total_steps=6, steps_per_epoch=2)
 B, D, C = 2, 4, 3
 
 
@@ -107,8 +107,8 @@ def apply_with_varying_step(strategy, mesh):
         skew = state.step + jax.lax.axis_index("data")    # differs per replica
         loss, grads = jax.value_and_grad(softmax_loss)(rs.params, b)
         ctx = sync.StepContext(axis="data", n=R, step=skew, optimizer=opt, weight=jnp.float32(B))
-        out = strategy.apply(rs, grads, sync.StepStats(skew, loss, jaxsel.grad_norm_sum(grads)), ctx)
-        return out.report.payload_bytes
+        strategy.apply(rs, grads, sync.StepStats(skew, loss, jaxsel.grad_norm_sum(grads)), ctx)
+        return ctx.ledger.report().payload_bytes
 
     f = jax.shard_map(body, mesh=mesh, in_specs=(specs, P("data")), out_specs=P())
     b = jax.device_put(batch(), jax.sharding.NamedSharding(mesh, P("data")))
@@ -164,22 +164,27 @@ class RawMean(Aggregator):
         return jax.tree.map(lambda x: jax.lax.pmean(x, axis), tree)
 
 
-def test_sync_where_reports_the_payload_bytes(mesh):
+@pytest.mark.parametrize("blocking", [True, False])
+def test_sync_where_records_the_payload_bytes_in_the_ledger(mesh, blocking):
+    """The step's report comes from the ledger: bytes where the sync ran, `synced` only
+    where replicas wait on it (`blocking=False`: bytes counted, no sync), votes on top."""
     def body(x):
         decide = jax.lax.psum(x[0], "data") > 0
         ctx = sync.StepContext(axis="data", n=R, step=jnp.int32(0), optimizer=None, weight=jnp.float32(1))
         tree = {"a": jnp.ones((3,), jnp.float32), "b": jnp.ones((2, 2), jnp.float16)}
         tree = jax.tree.map(lambda t: (t * x[0]).astype(t.dtype), tree)
-        out, report = sync.sync_where(decide, tree, lambda t: jax.lax.pmean(t, "data"), ctx)
-        return out["a"][None], report.payload_bytes, report.synced
+        out = ctx.sync(decide, tree, lambda t: jax.lax.pmean(t, "data"), blocking=blocking)
+        ctx.count(4, vote=True)
+        report = ctx.ledger.report()
+        return out["a"][None], report.payload_bytes, report.vote_bytes, report.synced
 
-    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("data"), out_specs=(P("data"), P(), P())))
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("data"), out_specs=(P("data"), P(), P(), P())))
     x = jax.device_put(jnp.arange(R, dtype=jnp.float32), jax.sharding.NamedSharding(mesh, P("data")))
-    out, nbytes, synced = f(x)
-    assert bool(synced) and int(nbytes) == 3 * 4 + 4 * 2
+    out, nbytes, votes, synced = f(x)
+    assert bool(synced) == blocking and int(nbytes) == 3 * 4 + 4 * 2 + 4 and int(votes) == 4
     np.testing.assert_allclose(np.asarray(out)[:, 0], np.full(R, np.arange(R).mean()))
-    out, nbytes, synced = f(x * 0)
-    assert not bool(synced) and int(nbytes) == 0
+    out, nbytes, votes, synced = f(x * 0)
+    assert not bool(synced) and int(nbytes) == 4 and int(votes) == 4
 
 
 def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):

@@ -37,7 +37,7 @@ import optax
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..core.parallel import AXIS, data_mesh, describe_layout, global_batch, num_replicas
+from ..core.parallel import AXIS, CPU_MAX_INFLIGHT, data_mesh, describe_layout, global_batch, num_replicas
 from ..core.state import init_state
 from ..core.step import make_train_step
 from ..core.triggers import Never
@@ -62,8 +62,6 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 
 LR = 0.01
-#: Queue bound of the async-dispatch loop on CPU (see `run_bench`'s max_inflight).
-CPU_MAX_INFLIGHT = 8
 
 
 def minimal_sgd_step(loss_fn: Callable, mesh, lr: float = LR, stateful: bool = False):

@@ -126,13 +126,6 @@ def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None) 
     return jax.jit(build, out_shardings=shardings)(params, model_state)
 
 
-def replica(tree: Any, r: int) -> Any:
-    """Replica `r`'s copy of a replica-axis pytree, fetched to the host (NumPy).
-
-    (Indexing a sharded array of an explicit-axes mesh directly is ambiguous in JAX.)"""
-    return jax.tree.map(lambda x: np.asarray(jax.device_get(x))[r], tree)
-
-
 @jax.jit
 def _mean_over_replicas(tree):
     return jax.tree.map(lambda x: jnp.mean(x, axis=0) if jnp.issubdtype(x.dtype, jnp.floating) else x[0], tree)
@@ -160,11 +153,6 @@ def divergence(params: Any) -> jax.Array:
     leaves = [x.astype(jnp.float32) for x in jax.tree.leaves(params)]
     sq = sum(jnp.sum((x - x.mean(0, keepdims=True)) ** 2, axis=tuple(range(1, x.ndim))) for x in leaves)
     return jnp.sqrt(jnp.max(sq))
-
-
-def tree_bytes(tree: Any) -> int:
-    """Exact payload size of a pytree (per replica, leading axis excluded if present)."""
-    return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
 
 
 #: Version of the layout of TrainState's strategy state. 2: typed NamedTuples (SelSync's

@@ -179,14 +179,14 @@ def make_train_step(
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
         ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
-        out = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm), ctx)
-        new_state = out.state.replace(step=rs.step + 1)
-        report = out.report
-        shared = {"loss": replica_mean(loss, AXIS), "synced": jnp.asarray(report.synced),
+        new_state = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm), ctx).replace(step=rs.step + 1)
+        ledger = ctx.ledger
+        report = ledger.report()
+        shared = {"loss": replica_mean(loss, AXIS), "synced": report.synced,
                   "bytes_allreduced": report.payload_bytes, "vote_bytes": report.vote_bytes,
-                  **out.shared_metrics}
+                  **ledger.group_metrics(), **ledger.shared_metrics}
         per_replica = {"replica_loss": loss, **({"grad_norm": gnorm} if grad_norm_metric else {}),
-                       **out.replica_metrics, **aux}
+                       **ledger.replica_metrics, **aux}
         return new_state, shared, per_replica
 
     def device_step(state: TrainState, batch):

@@ -9,7 +9,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   `lax.cond`; everything both branches would do stays outside, fused with the step
   (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
   local step; see BENCHMARKS.md);
-- it counts the bytes the collective moves and returns a typed `SyncReport`;
+- it records the bytes the collective moves, and whether replicas wait on it (`blocking`),
+  in the step's `Ledger`, from which the driver (`make_train_step`) alone builds the
+  step's `SyncReport` and metrics: no strategy builds or edits a report;
 - with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
   decision batched over a device's replicas (the cond would become a select that runs the
   collective every step) and an aggregate that differs across them (a raw mesh collective
@@ -17,8 +19,8 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
 
 `sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
 (`jaxsel.core.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
-strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
-the report then counts the compressed bytes (what each replica actually sends).
+strategy names or hands over as a `jaxsel.aggregate.Bound` so the core can see its
+coefficients; the ledger then counts the compressed bytes (what each replica actually sends).
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
@@ -36,8 +38,8 @@ import optax
 from jax import lax
 
 from . import compression
-from .aggregate import Bound
-from .collectives import PackedReplicasDisagree, must_agree, varies_across_local_replicas
+from .aggregate import Aggregator, Bound, get_aggregator
+from .collectives import Groups, PackedReplicasDisagree, must_agree, varies_across_local_replicas
 from .registry import Registry
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
@@ -101,18 +103,6 @@ def tree_where(pred, on_true: Any, on_false: Any) -> Any:
 # ------------------------------------------------------------------ what a strategy sees
 
 
-@dataclasses.dataclass(frozen=True)
-class StepContext:
-    """What a strategy sees of the step besides the replica's own state."""
-
-    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
-    n: int                 # number of replicas (all devices, all packed replicas)
-    step: jax.Array        # replicated step counter (before this step)
-    optimizer: optax.GradientTransformation
-    weight: jax.Array      # this replica's sample count this step (FedAvg's weights)
-    replica: Any = None    # this replica's global index (int32; d * k + j)
-
-
 class StepStats(NamedTuple):
     """What a trigger may base its decision on. Per-replica values are varying: a
     trigger reduces its votes across replicas (psum/pmax) before deciding."""
@@ -123,25 +113,12 @@ class StepStats(NamedTuple):
 
 
 class SyncReport(NamedTuple):
-    """What one step's synchronization did, for metrics and the cost model."""
+    """What one step's synchronization did, for metrics and the cost model. Built by
+    `make_train_step` from the step's `Ledger`, never by a strategy."""
 
-    synced: jax.Array          # True when the replicas waited on a collective this step
+    synced: jax.Array          # True when the replicas waited on a collective over all of them
     payload_bytes: jax.Array   # bytes each replica put into this step's collectives
-    vote_bytes: jax.Array      # of which the decision's own vote (charged as latency)
-
-    def merge(self, other: "SyncReport") -> "SyncReport":
-        return SyncReport(self.synced | other.synced, self.payload_bytes + other.payload_bytes,
-                          self.vote_bytes + other.vote_bytes)
-
-
-class Timing(NamedTuple):
-    """How the cost model charges a strategy's steps (`costmodel.Projector` settings)."""
-
-    collective: str = "allreduce"        # "allreduce" or "allgather" for a sync
-    background: str = "async"            # how a step that moves bytes without waiting is paid
-    staleness: int | None = None         # async protocols: steps a worker may run ahead
-    groups: int | None = None            # two-level methods: replica groups (hosts); steps report
-                                         # their group-level bytes as the metric "group_bytes"
+    vote_bytes: jax.Array      # of which the decisions' own votes (charged as latency)
 
 
 def byte_count(nbytes, when=True) -> jax.Array:
@@ -150,37 +127,100 @@ def byte_count(nbytes, when=True) -> jax.Array:
     return jnp.asarray(when).astype(dtype) * jnp.asarray(nbytes, dtype)
 
 
-def tree_bytes(tree: Any) -> int:
-    """Exact payload size of a pytree as traced inside the step (one replica's copy)."""
-    return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
+class Ledger:
+    """What one replica's step synchronized, recorded as it happens: `sync_where` records
+    each sync, a trigger's decision its vote (`StepContext.count`), a strategy its metrics
+    (`StepContext.log`). `make_train_step`, the only driver, turns it into the step's
+    `SyncReport` and metrics, so no strategy builds or edits a report. A trace-time record:
+    syncs must run in the step's own trace (not inside a scan or cond of the strategy's)."""
+
+    def __init__(self):
+        self.entries: list[tuple[SyncReport, bool]] = []   # (one exchange, within groups only)
+        self.replica_metrics: dict = {}
+        self.shared_metrics: dict = {}
+
+    def record(self, synced, payload_bytes, vote_bytes=0, grouped: bool = False) -> None:
+        self.entries.append((SyncReport(jnp.asarray(synced), payload_bytes, byte_count(vote_bytes)), grouped))
+
+    def report(self) -> SyncReport:
+        """synced: some sync over all replicas was waited on; bytes: every exchange's."""
+        return _total(self.entries, lambda r, grouped: False if grouped else r.synced)
+
+    def group_metrics(self) -> dict:
+        """Syncs within replica groups (a two-level method's inner level): `group_synced`,
+        `group_bytes` (their payload per replica; the votes cross groups). {} without any."""
+        grouped = [(r, g) for r, g in self.entries if g]
+        if not grouped:
+            return {}
+        total = _total(grouped, lambda r, _: r.synced)
+        return {"group_synced": total.synced, "group_bytes": total.payload_bytes}
 
 
-def no_sync(vote_bytes: int = 0) -> SyncReport:
-    """The report of a step that moved nothing but (maybe) its vote."""
-    return SyncReport(jnp.asarray(False), byte_count(vote_bytes), byte_count(vote_bytes))
+def _total(entries, synced_of) -> SyncReport:
+    """The entries summed: bytes added, `synced_of(report, grouped)` or-ed."""
+    out = SyncReport(jnp.asarray(False), byte_count(0), byte_count(0))
+    for r, grouped in entries:
+        out = SyncReport(out.synced | synced_of(r, grouped), out.payload_bytes + r.payload_bytes,
+                         out.vote_bytes + r.vote_bytes)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class StepContext:
+    """What a strategy sees of the step besides the replica's own state, and the step's
+    ledger its syncs are recorded in."""
+
+    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
+    n: int                 # number of replicas (all devices, all packed replicas)
+    step: jax.Array        # replicated step counter (before this step)
+    optimizer: optax.GradientTransformation
+    weight: jax.Array      # this replica's sample count this step (FedAvg's weights)
+    replica: Any = None    # this replica's global index (int32; d * k + j)
+    ledger: Ledger = dataclasses.field(default_factory=Ledger, repr=False, compare=False)
+
+    def sync(self, decide, payload: Any, aggregate: Any = "mean", **options) -> Any:
+        """`sync_where(decide, payload, aggregate, self, **options)`: the one guarded sync."""
+        return sync_where(decide, payload, aggregate, self, **options)
+
+    def count(self, nbytes: int, vote: bool = False) -> None:
+        """Bytes exchanged every step outside `sync_where` (a decision's vote when `vote`:
+        charged as latency), for the step's report."""
+        self.ledger.record(False, byte_count(nbytes), nbytes if vote else 0)
+
+    def log(self, shared: bool = False, **values) -> None:
+        """Step metrics: per replica (varying), or `shared` (the same on every replica)."""
+        (self.ledger.shared_metrics if shared else self.ledger.replica_metrics).update(values)
 
 
 # ------------------------------------------------------------------------ the primitive
 
-def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepContext, *,
+def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
                compress: str | None = None, who: str = "strategy",
-               groups: int | None = None) -> tuple[Any, SyncReport]:
+               groups: int | None = None, blocking: Any = True) -> Any:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
-    Without `state`/`finish`: returns (aggregate(payload) if decide else payload, report).
-    With them: returns (finish(aggregate(payload), state) if decide else state, report) —
+    `aggregate`: an aggregator's name ("mean", "median", "trimmed:2", ...), an `Aggregator`,
+    or a function of the payload (a `jaxsel.aggregate.Bound` for a compressed payload).
+    Without `state`/`finish`: returns aggregate(payload) if decide else payload.
+    With them: returns finish(aggregate(payload), state) if decide else state —
     `finish` is work that exists only on a synced step (e.g. DiLoCo's outer optimizer
     step), so it shares the collective's branch instead of running every step.
     `decide` is a Python bool (static: no cond, no dead branch) or a replicated scalar.
     `compress` ("bf16", "int8"; None or "none": off) sends the payload's floating leaves
     compressed (`jaxsel.core.compression`); `aggregate` must then be a `jaxsel.aggregate.Bound`
-    linear aggregator, and the report counts the compressed bytes.
+    linear aggregator, and the bytes recorded are the compressed ones.
     `groups`: the aggregate combines replicas within groups (`collectives.Groups`), so it
     agrees within a group only and may differ across a device's packed replicas; the
     decision must still be replicated over all replicas.
+    `blocking` (a bool or a replicated traced bool): whether the replicas wait on this sync
+    before they go on. False for an exchange consumed later (SSP's stale gradients): the
+    step's report then counts its bytes but not a sync.
+    The sync is recorded in `ctx.ledger`, from which the driver builds the step's report.
     """
     ensure_replicated(decide, ctx.axis, who=who)
+    if isinstance(aggregate, (str, Aggregator)):
+        aggregate = Bound(get_aggregator(aggregate), Groups(ctx.axis, groups) if groups else ctx.axis, ctx)
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
     nbytes = compression.payload_bytes(payload, compress)
@@ -191,14 +231,17 @@ def sync_where(decide, payload: Any, aggregate: Callable[[Any], Any], ctx: StepC
         aggregate = compression.compressed_aggregate(compress, aggregate)
     aggregate = aggregate if groups else _checked(aggregate)
     if isinstance(decide, (bool, int)):
+        decide = bool(decide)
         out = finish(aggregate(payload), state) if decide else state
-        return out, SyncReport(jnp.asarray(bool(decide)), byte_count(nbytes, bool(decide)), byte_count(0))
-    with jax.named_scope(SYNC_SCOPE):
-        out = lax.cond(decide,
-                       lambda p, s: to_varying(finish(aggregate(p), s), ctx.axis),
-                       lambda p, s: to_varying(s, ctx.axis),
-                       payload, state)
-    return out, SyncReport(jnp.asarray(decide), byte_count(nbytes, decide), byte_count(0))
+    else:
+        with jax.named_scope(SYNC_SCOPE):
+            out = lax.cond(decide,
+                           lambda p, s: to_varying(finish(aggregate(p), s), ctx.axis),
+                           lambda p, s: to_varying(s, ctx.axis),
+                           payload, state)
+    waited = decide if blocking is True else (False if blocking is False else decide & blocking)
+    ctx.ledger.record(waited, byte_count(nbytes, decide), grouped=bool(groups))
+    return out
 
 
 def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -234,37 +277,49 @@ def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
 
 # ------------------------------------------------------------------------ the protocol
 
-class StepResult(NamedTuple):
-    """A strategy's step: the replica's new state, what synchronized, and its metrics."""
-
-    state: Any                           # the replica's TrainState (no replica axis)
-    report: SyncReport
-    replica_metrics: dict = {}           # per-replica values (varying), e.g. SelSync's delta
-    shared_metrics: dict = {}            # replicated values, e.g. Sync-Switch's mode
-
-
 class Strategy:
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
-    method's options (the CLI and configs check option names against them)."""
+    method's options (the CLI and configs check option names against them); `init` gives a
+    replica's state, `apply` its step. Everything else has a default."""
 
     name: ClassVar[str] = "strategy"
     #: run facts the training loop may pass when the user left the field unset
     context_fields: ClassVar[tuple[str, ...]] = ()
+    #: how a sync nobody waits on (`blocking=False`) is carried out, for the cost model:
+    #: "async", a parameter server's push and pull on the replica's own clock (SSP), or
+    #: "overlapped", behind the next step's compute (SSD-SGD)
+    background: ClassVar[str] = "async"
+    #: what never synchronizing in a run means beyond "the replicas train alone" (the
+    #: warning for a periodic sync that falls after the run)
+    unsynced: ClassVar[str] = "its periodic averaging never happens"
+
+    def settle(self, **values) -> None:
+        """Set checked or resolved option values from `__post_init__` (e.g. a default that
+        depends on another option): the one way a frozen strategy's fields change."""
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
 
     def init(self, params, opt_state, n: int) -> Any:
         """Per-replica strategy state (unbatched, a typed pytree); `init_state` adds the replica axis."""
         return ()
 
-    def apply(self, rs, grads, stats: StepStats, ctx: StepContext) -> StepResult:
+    def apply(self, rs, grads, stats: StepStats, ctx: StepContext):
+        """One replica's step: its new state (a TrainState without the replica axis) from
+        `rs` and this step's `grads`. Syncs through `ctx.sync`, metrics through `ctx.log`."""
         raise NotImplementedError
+
+    def check_replicas(self, n: int) -> None:
+        """ValueError when the method cannot run on `n` replicas (checked when a run's
+        strategy is built, before anything compiles): by default, what its `aggregator`
+        (if it has one) can combine ('trimmed:4' of 8 replicas leaves none)."""
+        spec = getattr(self, "aggregator", None)
+        if spec is not None:
+            get_aggregator(spec).check_replicas(n)
 
     def eval_params(self, state):
         """The replica-axis parameters a run is evaluated on (through their replica mean):
         the replicas' own weights, unless the method keeps a global model of its own."""
         return state.params
-
-    def timing(self, n: int) -> Timing:
-        return Timing()
 
     def adaptive_sync(self) -> bool:
         """Whether the steps that synchronize are decided during the run (by the data, by
@@ -273,7 +328,18 @@ class Strategy:
         return False
 
     def describe(self) -> str:
-        return self.name
+        """The name and the options that differ from their defaults: "mine (period=4)"."""
+        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                   if f.init and not _is_default(f, getattr(self, f.name))] if dataclasses.is_dataclass(self) else []
+        return f"{self.name} ({', '.join(changed)})" if changed else self.name
+
+
+def _is_default(field: dataclasses.Field, value) -> bool:
+    default = (field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default)
+    try:
+        return bool(value == default)
+    except Exception:   # an array-valued option: always shown
+        return False
 
 
 #: strategies by name; each registers itself where it is defined (`jaxsel.strategies`)

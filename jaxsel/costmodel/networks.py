@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from .stragglers import check_finite as _check_finite, check_replicas as _check_replicas
+from ..core.stragglers import check_finite as _check_finite, check_replicas as _check_replicas
 
 COLLECTIVES = ("allreduce", "allgather")
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from .networks import COLLECTIVES, Cluster, Network, cluster_collective_time, collective_time, get_cluster, \
     get_network, group_level
-from .stragglers import check_finite as _check_finite, check_replicas as _check_replicas, get_stragglers, \
+from ..core.stragglers import check_finite as _check_finite, check_replicas as _check_replicas, get_stragglers, \
     straggler_factors
 
 BACKGROUND_MODES = ("async", "overlapped")

@@ -17,7 +17,7 @@ import tensorflow_datasets as tfds
 
 from .locking import dataset_lock, remove_stale_incomplete
 from .paths import readable_path, undo_created
-from .sources import _quiet_tfds, ensure_built, ensure_data_dir, resolve_data_dir, spec_of
+from .sources import quiet_tfds, ensure_built, ensure_data_dir, resolve_data_dir, spec_of
 
 # what --from points at, per dataset (shown in errors and in `jaxsel datasets`)
 SOURCES = {
@@ -74,7 +74,7 @@ def prepare(name: str, source: str | os.PathLike | None = None, data_dir=None, *
 def _build(name: str, source: Path, root: Path, *, progress: bool, quiet: bool) -> Path:
     from .converters import CONVERTERS
 
-    with dataset_lock(root, name, quiet=quiet), _quiet_tfds():
+    with dataset_lock(root, name, quiet=quiet), quiet_tfds():
         builder = CONVERTERS[name](source=source, data_dir=str(root), file_format="array_record")
         where = Path(builder.data_dir)
         if builder.is_prepared():

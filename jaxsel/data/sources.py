@@ -34,7 +34,7 @@ class DatasetNotPrepared(FileNotFoundError):
 
 
 @contextlib.contextmanager
-def _quiet_tfds():
+def quiet_tfds():
     """Hide TFDS's absl warnings (e.g. 'no dataset_info.json') while we probe a data dir,
     and its stdout lines "Downloading and preparing dataset ...": jaxsel downloads
     nothing and says what it builds in its own words."""
@@ -93,12 +93,12 @@ def ensure_built(name: str, data_dir: str | os.PathLike | None = None, **options
     that cannot be created or written raises `jaxsel.data.paths.UnusablePath` (one line).
     """
     root = resolve_data_dir(data_dir)
-    with _quiet_tfds():   # a first look at an empty data dir is no cause for a warning
+    with quiet_tfds():   # a first look at an empty data dir is no cause for a warning
         if embedded_builder(name, root, **options).is_prepared():
             return root
     ensure_data_dir(root, quiet=False)
     with dataset_lock(root, name, quiet=True):
-        with _quiet_tfds():   # TFDS would say "downloading": nothing is, it is generated here, quietly
+        with quiet_tfds():   # TFDS would say "downloading": nothing is, it is generated here, quietly
             builder = embedded_builder(name, root, **options)   # re-read: another process may have built it
             if not builder.is_prepared():
                 remove_stale_incomplete(Path(builder.data_dir).parent)
@@ -112,7 +112,7 @@ def _diagnose(spec: DatasetSpec, split: str, root: Path, err: Exception) -> str:
     """One clear sentence on why a real dataset cannot be opened, and what fixes it."""
     how = spec.prepare_hint(root)
     try:
-        with _quiet_tfds():
+        with quiet_tfds():
             builder = tfds.builder(spec.source_name, data_dir=str(root))
             prepared = builder.is_prepared()
     except Exception:  # noqa: BLE001  (an unknown TFDS name or an unreadable dir)
@@ -144,13 +144,13 @@ def open_source(name: str, split: str, data_dir: str | os.PathLike | None = None
     root = resolve_data_dir(data_dir)
     if spec.builder is not None:
         ensure_built(name, root, **options)
-        with _quiet_tfds():   # TFDS logs "Using custom data configuration" for every mnist1d size
+        with quiet_tfds():   # TFDS logs "Using custom data configuration" for every mnist1d size
             builder = embedded_builder(name, root, **options)
         return builder.as_data_source(split=split, decoders=decoders)
     if options:
         raise ValueError(f"dataset {name!r} takes no options, got {sorted(options)}")
     try:
-        with _quiet_tfds():
+        with quiet_tfds():
             return tfds.data_source(spec.source_name, split=split, data_dir=str(root), download=False,
                                     decoders=decoders)
     except Exception as err:  # TFDS raises assorted errors for a missing dataset
@@ -162,7 +162,7 @@ def status(name: str, data_dir=None) -> str:
     spec = spec_of(name)
     root = resolve_data_dir(data_dir)
     try:
-        with _quiet_tfds():
+        with quiet_tfds():
             builder = (embedded_builder(name, root) if spec.builder is not None
                        else tfds.builder(spec.source_name, data_dir=str(root)))
             prepared = builder.is_prepared()

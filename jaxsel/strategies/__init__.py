@@ -1,4 +1,6 @@
-"""One module per method, each a trigger x what-is-synced x aggregator on the sync core.
+"""One module per method or composition, each on the sync core: trigger x what-is-synced x
+aggregator (`triggered`), compositions of those (`phases`, `hierarchical`), and the methods
+with a step of their own (DiLoCo, SSP, SSD-SGD, Sync-Switch).
 
 Importing this package registers every built-in strategy by name (`STRATEGIES`);
 `build_strategy` builds one from its name and options.
@@ -9,6 +11,7 @@ from .build import build_strategy, register_strategy
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
+from .phases import Phases
 from .postlocal import PostLocalSGD
 from .selsync import SelSync
 from .ssdsgd import SSDSGD

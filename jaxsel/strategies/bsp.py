@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES
 from ..core.triggers import Always
 from .triggered import Triggered
@@ -21,10 +20,6 @@ class BSP(Triggered):
     compress: str | None = None
     name: ClassVar[str] = "bsp"
     sync: ClassVar[str] = "grads"
-
-    def __post_init__(self):
-        get_aggregator(self.aggregator)
-        self.check_compress()
 
     @property
     def trigger(self):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.aggregate import get_aggregator
 from ..core.options import OptionError, accepts, build, option_defaults, option_names
 from ..core.sync import STRATEGIES, Strategy
 from .triggered import Triggered
@@ -22,8 +21,14 @@ def register_strategy(name: str, cls: type | None = None):
     """Make a user-defined strategy reachable by name (`jaxsel train --strategy NAME`,
     experiment configs): `register_strategy(name, cls)` or `@register_strategy(name)`.
     `cls` is a frozen dataclass subclassing jaxsel.Strategy whose fields are its options;
-    it synchronizes through `jaxsel.sync.sync_where`."""
-    return STRATEGIES.register(name, cls)
+    it synchronizes through `ctx.sync` (`jaxsel.sync.sync_where`). A class that declares no
+    `name` of its own is called by the name it is registered under (its `describe()`)."""
+    if cls is None:
+        return lambda c: register_strategy(name, c)
+    STRATEGIES.register(name, cls)
+    if "name" not in vars(cls):
+        cls.name = name
+    return cls
 
 
 def strategy_options(name: str) -> dict[str, Any]:
@@ -34,7 +39,7 @@ def strategy_options(name: str) -> dict[str, Any]:
 def build_strategy(name: str, options: dict[str, Any] | None = None, **context) -> Strategy:
     """Build strategy `name` from user `options` (None values mean "default"); an unknown
     option is an OptionError naming the valid ones. `context` carries run facts
-    (`replicas`, `total_steps`, `steps_per_epoch`, `base_lr`, `seed`) that a strategy takes only
+    (`replicas`, `total_steps`, `steps_per_epoch`, `seed`) that a strategy takes only
     where it declares them in `context_fields` and the user set nothing."""
     if name not in STRATEGIES:
         raise OptionError(STRATEGIES.unknown(name))
@@ -51,7 +56,7 @@ def build_strategy(name: str, options: dict[str, Any] | None = None, **context) 
     try:
         strategy = build(cls, options, kind="strategy", name=name, context=context)
         if context.get("replicas"):
-            _check_replicas(strategy, int(context["replicas"]))
+            strategy.check_replicas(int(context["replicas"]))
         return strategy
     except OptionError:
         raise
@@ -84,16 +89,6 @@ def build_level(level: str, spec, options: dict | None = None, context: dict | N
         raise ValueError(f"{level} must be a trigger-based strategy ({', '.join(level_names())}), "
                          f"got {getattr(spec, 'name', type(spec).__name__)}")
     return spec
-
-
-def _check_replicas(strategy: Strategy, n: int) -> None:
-    """What only the run's replica count can rule out: a strategy's groups, an aggregator
-    that needs more replicas ('trimmed:4' of 8 leaves none)."""
-    if hasattr(strategy, "check_replicas"):
-        strategy.check_replicas(n)
-    spec = getattr(strategy, "aggregator", None)
-    if spec is not None and not getattr(strategy, "levels", ()):   # a level's aggregator sees its group
-        get_aggregator(spec).check_replicas(n)
 
 
 def options_for(name: str, options: dict) -> dict:

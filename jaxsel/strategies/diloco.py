@@ -29,7 +29,7 @@ import optax
 
 from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
-from ..core.sync import STRATEGIES, StepResult, Strategy, Timing, local_update, sync_where
+from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
 from .triggered import Synced
 
@@ -49,16 +49,15 @@ class OuterLoop:
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    unsynced: ClassVar[str] = "no outer step: the evaluated global model stays at its initialization"
 
     def check_outer(self) -> None:
         if not float(self.outer_lr) > 0.0:
             raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
         if not 0.0 <= float(self.outer_momentum) < 1.0:
             raise ValueError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}")
-        object.__setattr__(self, "compress", compression.check_compressible(self.compress, self.combiner()))
-
-    def combiner(self):
-        return get_aggregator(self.aggregator)
+        self.settle(aggregator=get_aggregator(self.aggregator))
+        self.settle(compress=compression.check_compressible(self.compress, self.aggregator))
 
     @property
     def outer(self) -> optax.GradientTransformation:
@@ -78,8 +77,6 @@ class OuterLoop:
         """The global weights are the model; the replicas' weights are its local drafts."""
         return state.strategy_state.global_params
 
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=compression.collective(self.compress, self.combiner()))
 
 
 class DiLoCoState(NamedTuple):
@@ -120,12 +117,11 @@ class DiLoCo(OuterLoop, Strategy):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
         _, decide, _ = self.trigger((), stats, ctx.axis)
         payload = Synced(params=self.sent(rs.strategy_state.global_params, params), model_state=rs.model_state if self.sync_model_state else None)
-        (dstate, params, model_state), report = sync_where(
-            decide, payload, Bound(self.combiner(), ctx.axis, ctx), ctx,
+        dstate, params, model_state = ctx.sync(
+            decide, payload, Bound(self.aggregator, ctx.axis, ctx),
             state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step, compress=self.compress)
-        rs = rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
-        return StepResult(rs, report)
+        return rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
+        return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

@@ -3,10 +3,11 @@ to any trigger x aggregator per level.
 
 Replicas form G groups of contiguous blocks (group g = replicas g*s ... (g+1)*s-1,
 s = N/G; by default one group per process, so a group is a host's replicas on NVLink).
-Two trigger-based strategies run on one optimizer update: `inner` aggregates within each
-group, `outer` over all replicas, each through its own `sync_where` (its own `lax.cond`),
-in the order the modes ask for (gradients and pre-update parameters before the update,
-post-update parameters after it; the inner level first, so the outer's result stands).
+The Levels composition: two trigger-based strategies' syncs around one optimizer update
+(`triggered.around_update`): `inner` aggregates within each group, `outer` over all
+replicas, each through its own `sync_where` (its own `lax.cond`), in the order the modes
+ask for (gradients and pre-update parameters before the update, post-update parameters
+after it; the inner level first, so the outer's result stands).
 When both levels fire on a step and sync the same thing (the same sync mode), only the
 outer runs, as HierarchicalModelAverager averages with the largest period dividing the step.
 
@@ -15,10 +16,11 @@ all replicas (`triggers.any_replica`), the inner level's included, so an inner S
 syncs every group when any replica anywhere votes. That keeps each `lax.cond` a real
 conditional taken alike everywhere (a per-group decision would need a cond per group).
 
-Bytes per level: the step's report counts both levels' payloads and votes
-(`bytes_allreduced`); `synced` is the outer (all-replica) sync. The metrics
-`group_synced` and `group_bytes` (per replica, the inner payload without votes) give the
-group level; the rest crosses groups (`Timing.groups` tells the cost model).
+Bytes per level: the step's report (built by the core from its ledger) counts both levels'
+payloads and votes (`bytes_allreduced`); `synced` is the outer (all-replica) sync, since a
+sync within groups is recorded as such. The metrics `group_synced` and `group_bytes` (per
+replica, the inner payload without votes) give the group level; the rest crosses groups
+(`costmodel.Timing.groups` tells the cost model).
 
 Against HierarchicalModelAverager with periods {p1: group size, p2: world}:
 `Hierarchical(LocalSGD(p1), LocalSGD(p2))` averages after step t (from 0) within groups
@@ -34,10 +36,10 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.collectives import Groups
-from ..core.sync import STRATEGIES, StepResult, Strategy, SyncReport, Timing
+from ..core.checks import check_int
+from ..core.sync import STRATEGIES, Strategy
 from .build import build_level
-from .triggered import TriggeredState, update
+from .triggered import TriggeredState, around_update
 
 
 class HierarchicalState(NamedTuple):
@@ -78,11 +80,9 @@ class Hierarchical(Strategy):
 
     def __post_init__(self):
         for level in self.levels:
-            object.__setattr__(self, level, build_level(level, getattr(self, level), getattr(self, f"{level}_options")))
-            object.__setattr__(self, f"{level}_options", {})
-        g = self.groups
-        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
-            raise ValueError(f"groups must be an integer >= 1 (or None: one group per process), got {g!r}")
+            self.settle(**{level: build_level(level, getattr(self, level), getattr(self, f"{level}_options")),
+                           f"{level}_options": {}})
+        check_int("groups", self.groups, 1, optional=True)
 
     def group_count(self) -> int:
         return jax.process_count() if self.groups is None else int(self.groups)
@@ -99,38 +99,19 @@ class Hierarchical(Strategy):
         return HierarchicalState(self.inner.init(params, opt_state, n), self.outer.init(params, opt_state, n))
 
     def apply(self, rs, grads, stats, ctx):
+        """The Levels composition: the inner level's syncs within groups and the outer's
+        over everyone, around one optimizer update (`triggered.around_update`)."""
         st: HierarchicalState = rs.strategy_state
-        inner, outer, g = self.inner, self.outer, self.group_count()
-        i_state, i_fire, i_metrics = inner.decide(st.inner, stats, ctx)
-        o_state, o_fire, o_metrics = outer.decide(st.outer, stats, ctx)
-        same = inner.sync == outer.sync
-        i_sync = _and_not(i_fire, o_fire) if same else i_fire   # the outer level wins
-        i_agg = inner.aggregate_fn(st.inner, ctx, Groups(ctx.axis, g))
-        o_agg = outer.aggregate_fn(st.outer, ctx)
-        rs, grads, i_rep = inner.sync_before(rs, grads, i_sync, ctx, i_agg, groups=g)
-        rs, grads, o_rep = outer.sync_before(rs, grads, o_fire, ctx, o_agg)
-        rs = update(rs, grads, ctx)
-        rs, i_rep = inner.sync_after(rs, i_sync, ctx, i_agg, i_rep, groups=g)
-        rs, o_rep = outer.sync_after(rs, o_fire, ctx, o_agg, o_rep)
-        state = HierarchicalState(inner.next_state(st.inner, i_state, _or(i_sync, o_fire) if same else i_sync, ctx),
-                                  outer.next_state(st.outer, o_state, o_fire, ctx))
-        metrics = {**o_metrics, **{f"group_{k}": v for k, v in i_metrics.items()}}
-        return StepResult(rs.replace(strategy_state=state), self.report(i_rep, o_rep), metrics,
-                          self.group_metrics(i_rep))
-
-    def report(self, i_rep: SyncReport, o_rep: SyncReport) -> SyncReport:
-        """The step's report: synced = the outer sync; bytes = both levels' payloads and votes."""
-        i_all, o_all = self.inner.with_votes(i_rep), self.outer.with_votes(o_rep)
-        return SyncReport(jnp.asarray(o_rep.synced), i_all.payload_bytes + o_all.payload_bytes,
-                          i_all.vote_bytes + o_all.vote_bytes)
-
-    @staticmethod
-    def group_metrics(i_rep: SyncReport) -> dict:
-        """The group level's sync and payload bytes per replica (its votes cross groups)."""
-        return {"group_synced": jnp.asarray(i_rep.synced), "group_bytes": i_rep.payload_bytes}
-
-    def timing(self, n: int) -> Timing:
-        return self.outer.timing(n)._replace(groups=self.group_count())
+        inner = self.inner.level(st.inner, stats, ctx, groups=self.group_count())
+        outer = self.outer.level(st.outer, stats, ctx)
+        same = self.inner.sync == self.outer.sync
+        if same:   # both levels sync the same thing: where both fire, only the outer runs
+            inner = inner._replace(decide=_and_not(inner.decide, outer.decide))
+        rs = around_update(rs, grads, ctx, [inner, outer])
+        ctx.log(**outer.metrics, **{f"group_{k}": v for k, v in inner.metrics.items()})
+        state = HierarchicalState(inner.next_state(ctx, _or(inner.decide, outer.decide) if same else None),
+                                  outer.next_state(ctx))
+        return rs.replace(strategy_state=state)
 
     def adaptive_sync(self) -> bool:
         return any(getattr(self, level).adaptive_sync() for level in self.levels)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.aggregate import Aggregator, ClientSampled, get_aggregator
+from ..core.aggregate import ClientSampled
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
 from .triggered import Triggered
@@ -23,11 +23,6 @@ class LocalSGD(Triggered):
     compress: str | None = None
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
-
-    def __post_init__(self):
-        self.trigger  # validates the period
-        get_aggregator(self.aggregator)
-        self.check_compress()
 
     @property
     def trigger(self):
@@ -59,15 +54,13 @@ class FedAvg(LocalSGD):
     def __post_init__(self):
         if not 0.0 < float(self.fraction) <= 1.0:
             raise ValueError(f"FedAvg fraction C must be in (0, 1], got {self.fraction!r}")
-        if float(self.fraction) < 1.0 and self.aggregator not in ("weighted", "mean"):
-            raise ValueError(f"FedAvg with client sampling (fraction={self.fraction}) averages with "
-                             f"'weighted' or 'mean', got aggregator={self.aggregator!r}")
+        if float(self.fraction) < 1.0:   # client sampling: the aggregator draws the participants
+            if self.aggregator not in ("weighted", "mean"):
+                raise ValueError(f"FedAvg with client sampling (fraction={self.fraction}) averages with "
+                                 f"'weighted' or 'mean', got aggregator={self.aggregator!r}")
+            self.settle(aggregator=ClientSampled(fraction=float(self.fraction), base=self.aggregator,
+                                                 seed=int(self.seed)))
         super().__post_init__()
-
-    def combiner(self) -> Aggregator:
-        if float(self.fraction) < 1.0:
-            return ClientSampled(fraction=float(self.fraction), base=self.aggregator, seed=int(self.seed))
-        return get_aggregator(self.aggregator)
 
     def describe(self) -> str:
         c = "" if float(self.fraction) == 1.0 else f", C={self.fraction:g}"

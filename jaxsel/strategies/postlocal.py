@@ -2,28 +2,29 @@
 learning-rate decay), then local SGD with parameter averaging every `period` steps,
 counted from the switch: step t >= switch_step syncs when (t - switch_step + 1) % period == 0.
 
-Two phase triggers on one step: `Before(switch_step)` aggregates the gradients (BSP),
-`Periodic(period, start=switch_step)` the updated parameters (local SGD).
+The composition `Phases(BSP(...), switch_step, LocalSGD(period, ...))`: the BSP phase
+aggregates the gradients, the local phase the updated parameters, with one aggregator and
+codec for both and the model state (BatchNorm statistics) averaged at every sync.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
 
-import jax.numpy as jnp
-
 from ..core import compression
-from ..core.aggregate import Bound, get_aggregator
-from ..core.sync import STRATEGIES, StepResult, Timing
-from ..core.triggers import Before, Periodic
-from .triggered import Triggered, TriggeredState, sample_weight, sync_after_update, sync_before_update, update
+from ..core.checks import check_int
+from ..core.sync import STRATEGIES, Strategy
+from ..core.triggers import Periodic
+from .bsp import BSP
+from .localsgd import LocalSGD
+from .phases import Phases
 
 
 @STRATEGIES.register("postlocal")
 @dataclasses.dataclass(frozen=True)
-class PostLocalSGD(Triggered):
+class PostLocalSGD(Strategy):
     """switch_step: first local step (None: half of `total_steps`); period: local SGD's
-    averaging period after it; aggregator: used by both phases."""
+    averaging period after it; aggregator, sync_model_state, compress: both phases'."""
 
     switch_step: int | None = None
     period: int = 16
@@ -32,50 +33,31 @@ class PostLocalSGD(Triggered):
     total_steps: int | None = None
     compress: str | None = None
     name: ClassVar[str] = "postlocal"
-    sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
     def __post_init__(self):
         if self.switch_step is None:
             if self.total_steps is None:
                 raise ValueError("PostLocalSGD needs switch_step (or total_steps, to switch at half of it)")
-            object.__setattr__(self, "switch_step", int(self.total_steps) // 2)
-        if isinstance(self.switch_step, bool) or int(self.switch_step) < 0:
-            raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
-        self.trigger  # validates the period
-        get_aggregator(self.aggregator)
-        self.check_compress()
+            self.settle(switch_step=int(self.total_steps) // 2)
+        check_int("switch_step", self.switch_step, 0)
+        self.settle(compress=self.phases.then.compress)   # checked ("none" -> None) by the phases
 
     @property
-    def trigger(self):
-        """The local phase's trigger (the BSP phase's is `Before(switch_step)`)."""
+    def phases(self) -> Phases:
+        sync = dict(aggregator=self.aggregator, sync_model_state=self.sync_model_state, compress=self.compress)
+        return Phases(BSP(**sync), int(self.switch_step), LocalSGD(period=self.period, **sync))
+
+    @property
+    def trigger(self) -> Periodic:
+        """The local phase's averaging (the sync-horizon warning reads its first step)."""
         return Periodic(self.period, start=int(self.switch_step))
 
-    def apply(self, rs, grads, stats, ctx):
-        st: TriggeredState = rs.strategy_state
-        bsp_phase = Before(int(self.switch_step))((), stats, ctx.axis)[1]
-        _, averaging, _ = self.trigger((), stats, ctx.axis)
-        combiner = self.combiner()
-
-        def agg(mode):
-            weight = ctx.weight if st.samples is None else sample_weight(mode, st.samples, ctx.weight)
-            return Bound(combiner, ctx.axis, dataclasses.replace(ctx, weight=weight))
-
-        rs, grads, bsp = sync_before_update(rs, grads, bsp_phase, ctx, agg("grads"), what="grads",
-                                            model_state=self.sync_model_state, compress=self.compress)
-        rs = update(rs, grads, ctx)
-        rs, local = sync_after_update(rs, averaging, ctx, agg("model"), model_state=self.sync_model_state,
-                                      compress=self.compress)
-        samples = st.samples   # counted in the local phase only, from 0 at each sync
-        if samples is not None:
-            samples = jnp.where(bsp_phase | averaging, 0.0, samples + ctx.weight)
-        return StepResult(rs.replace(strategy_state=TriggeredState((), samples)), bsp.merge(local))
-
     def init(self, params, opt_state, n):
-        return super().init(params, opt_state, n)._replace(trigger=())
+        return self.phases.init(params, opt_state, n)
 
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=compression.collective(self.compress, self.combiner()))
+    def apply(self, rs, grads, stats, ctx):
+        return self.phases.apply(rs, grads, stats, ctx)
 
     def describe(self) -> str:
         return f"{self.name}{compression.tags(self.compress)} (BSP until step {self.switch_step}, then period {self.period})"

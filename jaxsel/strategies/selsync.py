@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES
 from ..core.triggers import Significance
 from .triggered import Triggered
@@ -31,9 +30,7 @@ class SelSync(Triggered):
     def __post_init__(self):
         if self.aggregate not in ("params", "grads"):
             raise ValueError(f"aggregate must be 'params' or 'grads', got {self.aggregate!r}")
-        self.trigger  # validates delta, window, alpha
-        get_aggregator(self.aggregator)
-        self.check_compress()
+        super().__post_init__()
 
     @property
     def trigger(self):

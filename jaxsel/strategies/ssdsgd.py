@@ -28,10 +28,9 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
 from ..core.aggregate import get_aggregator
-from ..core.sync import STRATEGIES, StepResult, Strategy, Timing, local_cond, local_update, sync_where, tree_where
+from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from ..core.triggers import AnyOf, Before, Periodic
 
 
@@ -57,21 +56,22 @@ class SSDSGD(Strategy):
     name: ClassVar[str] = "ssdsgd"
     aliases: ClassVar[dict] = {"period": "k"}   # --period sets the pull period
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
+    background: ClassVar[str] = "overlapped"   # the every-step all-reduce runs behind the next local step
 
     def __post_init__(self):
         if isinstance(self.k, bool) or int(self.k) < 1:
             raise ValueError(f"SSD-SGD pull period k must be an integer >= 1, got {self.k!r}")
         if self.warmup_steps is None:
-            object.__setattr__(self, "warmup_steps", int(self.steps_per_epoch or 0))
+            self.settle(warmup_steps=int(self.steps_per_epoch or 0))
         if int(self.warmup_steps) < 0:
             raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
         if not float(self.local_lr_scale) > 0.0:
             raise ValueError(f"local_lr_scale must be a number > 0, got {self.local_lr_scale!r}")
         if self.glu_beta is None:
-            object.__setattr__(self, "glu_beta", 1.0 / int(self.k))
+            self.settle(glu_beta=1.0 / int(self.k))
         if not 0.0 <= float(self.glu_beta) <= 1.0:
             raise ValueError(f"glu_beta must be in [0, 1], got {self.glu_beta!r}")
-        get_aggregator(self.aggregator)
+        self.settle(aggregator=get_aggregator(self.aggregator))
 
     @property
     def pull(self) -> AnyOf:
@@ -90,21 +90,17 @@ class SSDSGD(Strategy):
 
     def apply(self, rs, grads, stats, ctx):
         st: SSDState = rs.strategy_state
-        combiner = get_aggregator(self.aggregator)
-        mean_grads, report = sync_where(True, grads, lambda t: combiner(t, ctx.axis, ctx), ctx)  # every step
+        _, pulled, _ = self.pull(((), ()), stats, ctx.axis)
+        # every step, but the replicas wait on it only where they pull the global weights
+        mean_grads = ctx.sync(True, grads, self.aggregator, blocking=pulled)
         global_w, opt_state = local_update(st.global_params, rs.opt_state, mean_grads, ctx.optimizer)
         warm = stats.step < int(self.warmup_steps)
         params, local_opt = local_cond(warm, lambda p, o, a: (p, o),
                                        lambda p, o, a: self.local_step(grads, p, o, a, ctx),
                                        rs.params, st.local_opt, st.anchor)
-        _, pulled, _ = self.pull(((), ()), stats, ctx.axis)
         params, anchor = tree_where(pulled, (global_w, global_w), (params, st.anchor))
-        rs = rs.replace(params=params, opt_state=opt_state, strategy_state=SSDState(global_w, anchor, local_opt))
-        return StepResult(rs, report._replace(synced=jnp.asarray(pulled)))
+        return rs.replace(params=params, opt_state=opt_state, strategy_state=SSDState(global_w, anchor, local_opt))
 
-    def timing(self, n: int) -> Timing:
-        """The every-step gradient all-reduce runs behind the next local step (the method's point)."""
-        return Timing(collective=get_aggregator(self.aggregator).collective, background="overlapped")
 
     def eval_params(self, state):
         """SSD-SGD's model is the global one; the replicas' weights are its local drafts."""

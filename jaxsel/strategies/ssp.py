@@ -18,10 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-import jax.numpy as jnp
-
-from ..core.aggregate import Mean
-from ..core.sync import STRATEGIES, StepResult, Strategy, Timing, local_update, sync_where
+from ..core.sync import STRATEGIES, Strategy, local_update
 from .staleness import init_ring, resolve_staleness, stale_gradient
 
 
@@ -43,13 +40,11 @@ class Stale(Strategy):
     def apply(self, rs, grads, stats, ctx):
         s = self.staleness_for(ctx.n)
         if s == 0:   # exactly BSP: the same pmean
-            combined, report = sync_where(True, grads, lambda t: Mean()(t, ctx.axis), ctx)
-            ring = None
+            combined, ring = ctx.sync(True, grads, "mean"), None
         else:
-            combined, ring, report = stale_gradient(grads, rs.strategy_state, ctx, s)
-            report = report._replace(synced=jnp.asarray(False))   # nothing waits on it
+            combined, ring = stale_gradient(grads, rs.strategy_state, ctx, s)
         params, opt_state = local_update(rs.params, rs.opt_state, combined, ctx.optimizer, float(self.lr_scale))
-        return StepResult(rs.replace(params=params, opt_state=opt_state, strategy_state=ring), report)
+        return rs.replace(params=params, opt_state=opt_state, strategy_state=ring)
 
 
 @STRATEGIES.register("ssp")
@@ -70,9 +65,6 @@ class SSP(Stale):
     def staleness_for(self, n: int) -> int:
         return resolve_staleness(self.staleness, n)
 
-    def timing(self, n: int) -> Timing:
-        """Real SSP lets a worker run `staleness` steps ahead of the slowest; ASP unbounded."""
-        return Timing(staleness=self.staleness)
 
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness
@@ -93,8 +85,6 @@ class ASP(Stale):
     def staleness_for(self, n: int) -> int:
         return n - 1
 
-    def timing(self, n: int) -> Timing:
-        return Timing(staleness=None)
 
     def describe(self) -> str:
         return f"{self.name} (emulated, s=N-1)"

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..core.aggregate import Sum
-from ..core.sync import StepContext, SyncReport, sync_where
+from ..core.sync import StepContext
 
 
 class StaleRing(NamedTuple):
@@ -40,10 +40,11 @@ def init_ring(params, staleness: int) -> StaleRing | None:
 
 
 def stale_gradient(grads, ring: StaleRing, ctx: StepContext, staleness: int,
-                   when=True) -> tuple[Any, StaleRing, SyncReport]:
-    """(combined gradient (g_i(t) + others(t - s)) / N, ring, report) for a step that runs
-    the asynchronous protocol where `when` holds; elsewhere the ring is left as it was."""
-    total, report = sync_where(when, grads, lambda t: Sum()(t, ctx.axis), ctx, who="staleness ring")
+                   when=True) -> tuple[Any, StaleRing]:
+    """(combined gradient (g_i(t) + others(t - s)) / N, ring) for a step that runs the
+    asynchronous protocol where `when` holds; elsewhere the ring is left as it was. The
+    all-reduce is not blocking: nobody waits on it before step t + s."""
+    total = ctx.sync(when, grads, Sum(), who="staleness ring", blocking=False)
     idx = ctx.step % staleness
     old = jax.tree.map(lambda r: lax.dynamic_index_in_dim(r, idx, 0, keepdims=False), ring.slots)
 
@@ -53,7 +54,7 @@ def stale_gradient(grads, ring: StaleRing, ctx: StepContext, staleness: int,
 
     slots = jax.tree.map(store, ring.slots, total, grads, old)
     combined = jax.tree.map(lambda g, o: (g + o) / ctx.n, grads, old)
-    return combined, StaleRing(slots), report
+    return combined, StaleRing(slots)
 
 
 def drain(ring: StaleRing, n: int):

@@ -22,7 +22,6 @@ sends its pseudo-gradient compressed, as DiLoCo's does.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -30,7 +29,7 @@ import optax
 
 from ..core import compression
 from ..core.aggregate import Bound
-from ..core.sync import STRATEGIES, StepResult, Strategy, SyncReport, local_update, sync_where
+from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
 from .diloco import OuterLoop
 from .fragments import check_rule, put, split_leaves, take
@@ -64,6 +63,7 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     fragment_by: str = "contiguous"
     name: ClassVar[str] = "streamingdiloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
+    unsynced: ClassVar[str] = "no fragment's outer step: the evaluated global model stays at its initialization"
 
     def __post_init__(self):
         if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:
@@ -111,26 +111,23 @@ class StreamingDiLoCo(OuterLoop, Strategy):
         local, treedef = jax.tree.flatten(params)
         glob, gdef = jax.tree.flatten(rs.strategy_state.global_params)
         outer_opt, model_state = list(rs.strategy_state.outer_opt), rs.model_state
-        combine = Bound(self.combiner(), ctx.axis, ctx)
-        reports = []
+        combine = Bound(self.aggregator, ctx.axis, ctx)
         for p, leaves in enumerate(self.plan(params)):
             with_model = p == 0 and self.sync_model_state
             payload = Synced(params=self.sent(take(glob, leaves), take(local, leaves)),
                              model_state=model_state if with_model else None)
-            fs, report = sync_where(
-                self.fragment_trigger(p).fires(stats.step), payload, combine, ctx,
+            fs = ctx.sync(
+                self.fragment_trigger(p).fires(stats.step), payload, combine,
                 state=FragmentState(outer_opt[p], take(glob, leaves), take(local, leaves), model_state),
                 finish=self.fragment_step, compress=self.compress, who=f"{self.name} fragment {p}")
             outer_opt[p], model_state = fs.outer_opt, fs.model_state
             put(glob, leaves, fs.global_leaves)
             put(local, leaves, fs.local_leaves)
-            reports.append(report)
         dstate = StreamingDiLoCoState(jax.tree.unflatten(gdef, glob), tuple(outer_opt))
-        rs = rs.replace(params=jax.tree.unflatten(treedef, local), opt_state=opt_state,
-                        model_state=model_state, strategy_state=dstate)
-        return StepResult(rs, functools.reduce(SyncReport.merge, reports))
+        return rs.replace(params=jax.tree.unflatten(treedef, local), opt_state=opt_state,
+                          model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
+        return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

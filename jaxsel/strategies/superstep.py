@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
 from .triggered import Triggered
@@ -33,8 +32,7 @@ class Superstep(Triggered):
                              f"got {self.steps_per_epoch!r}")
         if not float(self.epochs) > 0:
             raise ValueError(f"Superstep epochs must be a number > 0, got {self.epochs!r}")
-        get_aggregator(self.aggregator)
-        self.check_compress()
+        super().__post_init__()
 
     @property
     def period(self) -> int:

@@ -24,7 +24,7 @@ that step's averaged gradient, then parameters and optimizer state are averaged 
 restarts from one model, as a parameter server's single copy would.
 
 Step times for the online policy: `step_times="simulated"` draws slowdowns once from
-`jaxsel.costmodel.stragglers` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
+`jaxsel.core.stragglers` (`stragglers`, `seed`, `total_steps`: the same draws a cost-model
 projection with that seed charges) and feeds step t the times of step t - 1, the last
 ones a real worker could have measured; `step_times="state"` reads
 the monitor state's `step_time`, which the training loop fills before each step with
@@ -45,10 +45,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.aggregate import Mean, get_aggregator
+from ..core.aggregate import get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
-from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, local_cond, local_update, sync_where,
-                         tree_where)
+from ..core.stragglers import get_stragglers, straggler_factors
+from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
 POLICIES = ("offline", "online")
@@ -104,8 +104,6 @@ def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.
     """(total_steps + 1, n) step-time factors: step t sees the draws of step t - 1 (the
     last ones a real worker could have measured); step 0 saw nothing yet. The same draws a
     cost-model projection with that seed charges."""
-    from ..costmodel.stragglers import straggler_factors
-
     return np.vstack([np.ones((1, n)), straggler_factors(stragglers, total_steps, n, seed)])
 
 
@@ -116,7 +114,7 @@ class SyncSwitch(Strategy):
 
     offline: `switch_step` (first asynchronous step), or `bsp_fraction` x `total_steps`.
     online:  `straggler_factor`, `straggler_steps`, `step_times`, and for simulated times
-             `stragglers` (a jaxsel.costmodel.stragglers spec, e.g. "transient:probability=0.05,factor=4"),
+             `stragglers` (a jaxsel.core.stragglers spec, e.g. "transient:probability=0.05,factor=4"),
              `total_steps`, `seed`.
     """
 
@@ -140,21 +138,19 @@ class SyncSwitch(Strategy):
     def __post_init__(self):
         self.check_choices()
         self.check_numbers()
-        get_aggregator(self.aggregator)
+        self.settle(aggregator=get_aggregator(self.aggregator))
         if self.policy == "offline":
             if self.switch_step is None:
                 if self.total_steps is None:
                     raise ValueError("offline SyncSwitch needs switch_step, or bsp_fraction with total_steps "
                                      "(the training loop passes total_steps)")
-                object.__setattr__(self, "switch_step", int(round(float(self.bsp_fraction) * int(self.total_steps))))
+                self.settle(switch_step=int(round(float(self.bsp_fraction) * int(self.total_steps))))
             if isinstance(self.switch_step, bool) or int(self.switch_step) < 0:
                 raise ValueError(f"switch_step must be an integer >= 0, got {self.switch_step!r}")
         elif self.step_times == "simulated":
             if self.total_steps is None or int(self.total_steps) < 1:
                 raise ValueError("online SyncSwitch with simulated step times needs total_steps >= 1, "
                                  f"got {self.total_steps!r}")
-            from ..costmodel.stragglers import get_stragglers
-
             get_stragglers(self.stragglers)  # validate the spec now, not at trace time
 
     def check_choices(self):
@@ -214,18 +210,17 @@ class SyncSwitch(Strategy):
 
     # ---------------------------------------------------------------- the step
     def gradient(self, grads, ring, sw: Switch, ctx, s: int):
-        """(the gradient this step applies, ring, report): the aggregate in BSP steps (plus
-        what was in flight on a return to BSP), the stale combination in asynchronous ones."""
-        combiner = get_aggregator(self.aggregator)
-        bsp_g, bsp = sync_where(~sw.go_async, grads, lambda t: combiner(t, ctx.axis, ctx), ctx)
-        if s == 0:
-            async_g, asyn = sync_where(sw.go_async, grads, lambda t: Mean()(t, ctx.axis), ctx)
-            return tree_where(sw.go_async, async_g, bsp_g), ring, bsp.merge(asyn)
-        async_g, ring, asyn = stale_gradient(grads, ring, ctx, s, when=sw.go_async)
+        """(the gradient this step applies, ring): the aggregate in BSP steps (plus what was
+        in flight on a return to BSP), the stale combination in asynchronous ones."""
+        bsp_g = ctx.sync(~sw.go_async, grads, self.aggregator)
+        if s == 0:   # the asynchronous phase is BSP's all-reduce too: replicas wait on it
+            async_g = ctx.sync(sw.go_async, grads, "mean")
+            return tree_where(sw.go_async, async_g, bsp_g), ring
+        async_g, ring = stale_gradient(grads, ring, ctx, s, when=sw.go_async)
         bsp_g, ring = local_cond(sw.switching_out, lambda g, r: (jax.tree.map(jnp.add, g, drain(r, ctx.n)),
                                                                  jax.tree.map(jnp.zeros_like, r)),
                                  lambda g, r: (g, r), bsp_g, ring)
-        return tree_where(sw.go_async, async_g, bsp_g), ring, bsp.merge(asyn)._replace(synced=~sw.go_async)
+        return tree_where(sw.go_async, async_g, bsp_g), ring
 
     def apply(self, rs, grads, stats, ctx):
         s = resolve_staleness(self.staleness, ctx.n)
@@ -235,21 +230,17 @@ class SyncSwitch(Strategy):
         if self.momentum != "keep":
             opt_state = local_cond(sw.switching_in, lambda p, o: self.momentum_rule(p, o, ctx),
                                    lambda p, o: o, rs.params, opt_state)
-        g, ring, report = self.gradient(grads, st.ring, sw, ctx, s)
+        g, ring = self.gradient(grads, st.ring, sw, ctx, s)
         scale = 1.0 if float(self.lr_scale) == 1.0 else jnp.where(sw.go_async, float(self.lr_scale), 1.0)
         params, opt_state = local_update(rs.params, opt_state, g, ctx.optimizer, scale)
         if self.policy == "online" and s > 0:   # BSP restarts from one model, as a server's single copy
-            (params, opt_state), back = sync_where(sw.switching_out, (params, opt_state),
-                                                   lambda t: Mean()(t, ctx.axis), ctx)
-            report = report._replace(payload_bytes=report.payload_bytes + back.payload_bytes)
-        if self.policy == "online":
-            report = report._replace(payload_bytes=report.payload_bytes + byte_count(ONLINE_EXCHANGE_BYTES))
-        rs = rs.replace(params=params, opt_state=opt_state, strategy_state=SyncSwitchState(ring, monitor))
-        return StepResult(rs, report, metrics, {"asynchronous": jnp.asarray(sw.go_async)})
+            params, opt_state = ctx.sync(sw.switching_out, (params, opt_state), "mean")
+        if self.policy == "online":   # the step-time exchange: no barrier for asynchronous workers
+            ctx.count(ONLINE_EXCHANGE_BYTES)
+        ctx.log(**metrics)
+        ctx.log(shared=True, asynchronous=jnp.asarray(sw.go_async))
+        return rs.replace(params=params, opt_state=opt_state, strategy_state=SyncSwitchState(ring, monitor))
 
-    def timing(self, n: int) -> Timing:
-        """The asynchronous phase runs like ASP (or SSP with `staleness`)."""
-        return Timing(collective=get_aggregator(self.aggregator).collective, staleness=self.staleness)
 
     def adaptive_sync(self) -> bool:
         """Online: the straggler monitor decides when to run BSP; offline: a fixed first share."""

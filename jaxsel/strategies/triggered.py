@@ -16,14 +16,14 @@ the samples they saw since the last sync (FedAvg's) get that count from the stat
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 
 from ..core import compression
-from ..core.aggregate import Aggregator, Bound, get_aggregator
-from ..core.sync import (STRATEGIES, StepResult, Strategy, Timing, byte_count, ensure_replicated, local_update, no_sync,
-                         sync_where)
+from ..core.aggregate import Bound, get_aggregator
+from ..core.collectives import Groups
+from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
 
 SYNC_MODES = ("grads", "params", "model")
@@ -58,24 +58,24 @@ def sync_before_update(rs, grads, decide, ctx, agg, *, what, model_state=False, 
                        compress=None, groups=None):
     """Aggregate the gradients or the pre-update parameters (and model/optimizer state)
     where `decide` holds, sent as `compress` (`groups`: `agg` combines within groups, see
-    `sync_where`). Returns (replica state, gradients, report)."""
+    `sync_where`). Returns (replica state, gradients)."""
     payload = Synced(grads=grads if what == "grads" else None,
                      params=rs.params if what == "params" else None,
                      model_state=rs.model_state if model_state else None,
                      opt_state=rs.opt_state if opt_state else None)
     if not any(x is not None for x in payload):
-        return rs, grads, no_sync()
-    out, report = sync_where(decide, payload, agg, ctx, compress=compress, groups=groups)
+        return rs, grads
+    out = ctx.sync(decide, payload, agg, compress=compress, groups=groups)
     rs = rs.replace(**{k: v for k, v in out._asdict().items() if k != "grads" and v is not None})
-    return rs, (out.grads if what == "grads" else grads), report
+    return rs, (out.grads if what == "grads" else grads)
 
 
 def sync_after_update(rs, decide, ctx, agg, *, model_state=False, compress=None, groups=None):
     """Replace the updated parameters (and model state) by their aggregate where `decide`
     holds, sent as `compress`."""
     payload = Synced(params=rs.params, model_state=rs.model_state if model_state else None)
-    out, report = sync_where(decide, payload, agg, ctx, compress=compress, groups=groups)
-    return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {})), report
+    out = ctx.sync(decide, payload, agg, compress=compress, groups=groups)
+    return rs.replace(params=out.params, **({"model_state": out.model_state} if model_state else {}))
 
 
 def update(rs, grads, ctx):
@@ -83,42 +83,80 @@ def update(rs, grads, ctx):
     return rs.replace(params=params, opt_state=opt_state)
 
 
+class Level(NamedTuple):
+    """One trigger-based strategy's part in a step: its decision, where its sync combines
+    (all replicas, or `groups` groups), and what it carries into its next state. A step is
+    its levels' syncs around one optimizer update (`around_update`): a plain strategy has
+    one level, a composition (`Hierarchical`, `Phases`) several."""
+
+    strategy: "Triggered"
+    state: "TriggeredState"   # the level's state before this step
+    tstate: Any               # its trigger's state after this step
+    decide: Any               # replicated over all replicas
+    metrics: dict             # its trigger's metrics
+    groups: int | None = None
+
+    def aggregate(self, ctx) -> Bound:
+        """The aggregate of this level's sync: all replicas, or within its groups."""
+        st, s = self.state, self.strategy
+        weight = ctx.weight if st.samples is None else sample_weight(s.sync, st.samples, ctx.weight)
+        scope = ctx.axis if self.groups is None else Groups(ctx.axis, self.groups)
+        return Bound(s.aggregator, scope, dataclasses.replace(ctx, weight=weight))
+
+    def next_state(self, ctx, synced=None, active=True) -> "TriggeredState":
+        """The level's state after the step (`synced`: when its payload was aggregated, by
+        default its own decision; `active`: where the level took part in the step)."""
+        st = self.state
+        synced = self.decide if synced is None else synced
+        samples = None if st.samples is None else samples_after(self.strategy.sync, synced, st.samples, ctx.weight)
+        new = TriggeredState(self.tstate, samples)
+        return new if active is True else tree_where(active, new, st)
+
+
+def around_update(rs, grads, ctx, levels) -> Any:
+    """The levels' syncs around one optimizer update: each level's sync of gradients or
+    pre-update parameters (in order), the update, each level's sync of the updated model
+    (in order, so a later level's result stands)."""
+    for lv in levels:
+        rs, grads = lv.strategy.sync_before(rs, grads, lv.decide, ctx, lv.aggregate(ctx), lv.groups)
+    rs = update(rs, grads, ctx)
+    for lv in levels:
+        rs = lv.strategy.sync_after(rs, lv.decide, ctx, lv.aggregate(ctx), lv.groups)
+    return rs
+
+
 class Triggered(Strategy):
-    """Base of the trigger x what x aggregator strategies. Subclasses provide `trigger`,
-    `sync` (one of SYNC_MODES), `aggregator`, `sync_model_state`, `sync_opt_state` and
+    """Base of the trigger x what x aggregator strategies. Subclasses are frozen dataclasses
+    that provide `trigger` (a field, or a property built from their options), `sync` (one
+    of SYNC_MODES), `aggregator`, `sync_model_state`, and may set `sync_opt_state` and
     `compress` (a payload codec of `jaxsel.core.compression`, or None)."""
 
     sync_opt_state: bool = False
     compress: str | None = None
 
-    def check_compress(self) -> None:
-        """Normalize `compress` ("none" -> None) and check the aggregator can use it."""
-        object.__setattr__(self, "compress", compression.check_compressible(self.compress, self.combiner()))
+    def __post_init__(self):
+        """What every trigger-based strategy checks: its sync mode, its trigger's options,
+        the aggregator (a name -> the Aggregator), and the codec against it ("none" -> None)."""
+        check_mode(self.sync)
+        self.trigger
+        self.settle(aggregator=get_aggregator(self.aggregator))
+        self.settle(compress=compression.check_compressible(self.compress, self.aggregator))
 
     @property
     def trigger(self) -> Trigger:
         raise NotImplementedError
 
-    def combiner(self) -> Aggregator:
-        return get_aggregator(self.aggregator)
-
     def init(self, params, opt_state, n):
-        weighted = self.combiner().uses_sample_weights
+        weighted = self.aggregator.uses_sample_weights
         return TriggeredState(self.trigger.init(), jnp.zeros((), jnp.float32) if weighted else None)
 
-    # The step in pieces, so that a two-level strategy (`Hierarchical`) can interleave two
-    # levels' syncs around one optimizer update.
-
-    def decide(self, st: TriggeredState, stats, ctx):
-        """(trigger state, decision replicated over all replicas, trigger metrics)."""
-        tstate, decide, tmetrics = self.trigger(st.trigger, stats, ctx.axis)
+    def level(self, st: TriggeredState, stats, ctx, groups: int | None = None, gate=True) -> Level:
+        """This strategy's part in a step: its trigger decides (a replicated decision, its
+        vote counted in the step's ledger), and only where `gate` holds."""
+        tstate, decide, metrics = self.trigger(st.trigger, stats, ctx.axis)
         ensure_replicated(decide, ctx.axis, who=type(self.trigger).__name__)
-        return tstate, decide, tmetrics
-
-    def aggregate_fn(self, st: TriggeredState, ctx, scope=None) -> Bound:
-        """The aggregate of a sync over `scope`: all replicas (None) or `collectives.Groups`."""
-        weight = ctx.weight if st.samples is None else sample_weight(self.sync, st.samples, ctx.weight)
-        return Bound(self.combiner(), ctx.axis if scope is None else scope, dataclasses.replace(ctx, weight=weight))
+        ctx.count(self.trigger.vote_bytes, vote=True)
+        return Level(self, st, tstate, decide if gate is True else gate & decide, metrics, groups)
 
     def sync_before(self, rs, grads, decide, ctx, agg, groups=None):
         """The sync before the optimizer update: gradients or parameters (and extra state)."""
@@ -127,35 +165,18 @@ class Triggered(Strategy):
                                   model_state=self.sync_model_state and mode != "model",
                                   opt_state=self.sync_opt_state, compress=self.compress, groups=groups)
 
-    def sync_after(self, rs, decide, ctx, agg, report, groups=None):
-        """The sync after the update (sync="model"); `report` is the step's so far."""
+    def sync_after(self, rs, decide, ctx, agg, groups=None):
+        """The sync after the update (sync="model")."""
         if self.sync != "model":
-            return rs, report
-        rs, after = sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
-                                      compress=self.compress, groups=groups)
-        return rs, (after if not self.sync_opt_state else report.merge(after))
-
-    def next_state(self, st: TriggeredState, tstate, decide, ctx) -> TriggeredState:
-        samples = None if st.samples is None else samples_after(self.sync, decide, st.samples, ctx.weight)
-        return TriggeredState(tstate, samples)
-
-    def with_votes(self, report):
-        """`report` with the trigger's vote counted into the payload."""
-        vote = byte_count(self.trigger.vote_bytes)
-        return report._replace(payload_bytes=report.payload_bytes + vote, vote_bytes=vote)
+            return rs
+        return sync_after_update(rs, decide, ctx, agg, model_state=self.sync_model_state,
+                                 compress=self.compress, groups=groups)
 
     def apply(self, rs, grads, stats, ctx):
-        st: TriggeredState = rs.strategy_state
-        tstate, decide, tmetrics = self.decide(st, stats, ctx)
-        agg = self.aggregate_fn(st, ctx)
-        rs, grads, report = self.sync_before(rs, grads, decide, ctx, agg)
-        rs = update(rs, grads, ctx)
-        rs, report = self.sync_after(rs, decide, ctx, agg, report)
-        rs = rs.replace(strategy_state=self.next_state(st, tstate, decide, ctx))
-        return StepResult(rs, self.with_votes(report), tmetrics)
-
-    def timing(self, n: int) -> Timing:
-        return Timing(collective=compression.collective(self.compress, self.combiner()))
+        lv = self.level(rs.strategy_state, stats, ctx)
+        rs = around_update(rs, grads, ctx, [lv])
+        ctx.log(**lv.metrics)
+        return rs.replace(strategy_state=lv.next_state(ctx))
 
     def adaptive_sync(self) -> bool:
         """A trigger whose firing steps are not known in advance (SelSync's significance
@@ -163,7 +184,7 @@ class Triggered(Strategy):
         return first_sync_step(self.trigger) == UNKNOWN
 
     def describe(self) -> str:
-        return self.name + compression.tags(self.compress, self.combiner())
+        return self.name + compression.tags(self.compress, self.aggregator)
 
 
 def check_mode(sync: str) -> None:
@@ -185,15 +206,12 @@ class TriggeredStrategy(Triggered):
     sync_model_state: bool = False
     sync_opt_state: bool = False
     trigger_options: dict = dataclasses.field(default_factory=dict)
-    name: str = "triggered"
     compress: str | None = None
+    name: ClassVar[str] = "triggered"
 
     def __post_init__(self):
-        check_mode(self.sync)
-        object.__setattr__(self, "trigger", get_trigger(self.trigger, self.trigger_options or None))
-        object.__setattr__(self, "trigger_options", {})
-        get_aggregator(self.aggregator)
-        self.check_compress()
+        self.settle(trigger=get_trigger(self.trigger, self.trigger_options or None), trigger_options={})
+        super().__post_init__()
 
     def describe(self) -> str:
         return f"{super().describe()} ({type(self.trigger).__name__}, sync {self.sync})"

@@ -355,7 +355,7 @@ def _check_choices(cfg: TrainConfig) -> None:
 def _check_projection(cfg: TrainConfig) -> None:
     """The projected cluster's networks, and straggler models that fit this run's replicas."""
     from ..costmodel import get_network
-    from ..costmodel.stragglers import straggler_factors
+    from ..core.stragglers import straggler_factors
 
     for name in ("project_network", "project_intra_network"):
         try:

@@ -23,6 +23,7 @@ import optax
 from ..core import parallel
 from ..core.state import consensus, consensus_model_state, init_state
 from ..core.step import make_train_step
+from ..costmodel.timing import strategy_timing
 from ..data import Loader
 from ..data.paths import writable_dir
 from ..data.pipeline import build_input
@@ -92,7 +93,7 @@ def assemble_run(cfg: TrainConfig) -> Run:
     step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
                                              local_replicas=cfg.local_replicas))
     return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
-               make_eval_fn(fm, spec), strategy_timing(strategy, cfg.replicas),
+               make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
                describe_strategy(strategy, cfg.strategy), parallel.describe_layout(mesh))
 
 
@@ -114,7 +115,7 @@ def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
     try:
         return build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
-                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch, base_lr=cfg.lr,
+                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
                               seed=cfg.seed)
     except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
@@ -129,11 +130,6 @@ def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
         if late:
             print(late, file=sys.stderr, flush=True)
     return strategy
-
-
-def strategy_timing(strategy, replicas: int) -> dict:
-    """The strategy's cost-model settings (`costmodel.Projector`), as plain JSON values."""
-    return strategy.timing(replicas)._asdict()
 
 
 def describe_strategy(strategy, name: str) -> str:

@@ -13,11 +13,6 @@ import sys
 from ..core.triggers import UNKNOWN, first_sync_step
 
 
-#: what never synchronizing means beyond "the replicas train alone"
-CONSEQUENCES = {"diloco": "no outer step: the evaluated global model stays at its initialization",
-                "streamingdiloco": "no fragment's outer step: the evaluated global model stays at its initialization"}
-
-
 #: what a two-level method's level never synchronizing means
 LEVEL_CONSEQUENCES = {"inner": "the replicas of a group never average among themselves",
                       "outer": "the groups never average with each other"}
@@ -49,8 +44,7 @@ def never_syncs_warning(strategy, total_steps: int) -> str | None:
     when = _beyond(_first(strategy), total_steps)
     if when is None:
         return None
-    name = getattr(strategy, "name", type(strategy).__name__)
-    what = CONSEQUENCES.get(name, "its periodic averaging never happens")
+    what = getattr(strategy, "unsynced", "its periodic averaging never happens")   # the strategy says
     return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
             f"{what}; lower its period (--period) or raise --steps")
 

@@ -32,11 +32,6 @@ from .runlog import RunLog, write_json
 
 __all__ = ["RunResult", "TrainConfig", "build_run", "train"]
 
-# Simulated CPU devices share a few cores: with dozens of collective steps queued, XLA's
-# CPU rendezvous can time out (observed at 50+ queued BSP steps on 2 cores). On CPU the
-# loop waits for the device every this many steps; on accelerators it never waits per step.
-CPU_MAX_INFLIGHT = 8
-
 
 @dataclasses.dataclass
 class RunResult:
@@ -157,7 +152,7 @@ def _due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
 
 class _Pacer:
     """When the host waits for the device: after every step where programs must not
-    overlap (multi-process CPU, gloo), every CPU_MAX_INFLIGHT steps on CPU, never on
+    overlap (multi-process CPU, gloo), every parallel.CPU_MAX_INFLIGHT steps on CPU, never on
     accelerators."""
 
     def __init__(self, mesh):
@@ -167,8 +162,8 @@ class _Pacer:
     def __call__(self, t: int, state, metrics) -> None:
         if self.serialize:
             jax.block_until_ready(state)   # gloo: no overlapping multi-process programs
-        elif self.on_cpu and (t + 1) % CPU_MAX_INFLIGHT == 0:
-            jax.block_until_ready(metrics)   # see CPU_MAX_INFLIGHT
+        elif self.on_cpu and (t + 1) % parallel.CPU_MAX_INFLIGHT == 0:
+            jax.block_until_ready(metrics)   # see parallel.CPU_MAX_INFLIGHT
 
     def wait(self, x):
         return jax.block_until_ready(x) if self.serialize else x

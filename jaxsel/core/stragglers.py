@@ -1,7 +1,9 @@
-"""Straggler models: per-replica, per-step slowdown factors, seeded.
+"""Straggler models: per-replica, per-step slowdown factors, seeded (pure NumPy).
 
-Shared by the cost model's projections (`costmodel.Projector`) and by Sync-Switch's online
-policy, which reacts to simulated step times drawn from the same models and seed.
+Shared by the cost model's projections (`costmodel.Projector`, which charges them) and by
+Sync-Switch's online policy (a strategy, which reacts to simulated step times drawn from
+the same models and seed), so it sits below both, in the core. The cost model re-exports
+it as `jaxsel.costmodel.stragglers`, part of its interface.
 """
 from __future__ import annotations
 
