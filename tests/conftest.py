@@ -51,7 +51,6 @@ def mesh():
     return jaxsel.data_mesh(replicas=8, devices=8)
 
 
-
 def pytest_unconfigure(config):
     """The session's data and compilation cache go with it (after the xdist workers end)."""
     for path in MADE:
@@ -77,6 +76,8 @@ LONGEST = {
     "test_grain_loader.py::test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit": 37,
     "test_models_zoo.py::test_transformer_is_causal_and_lm_loss_starts_near_log_vocab": 37,
     "test_bench.py::test_bench_command_tiny": 36,
+    "test_fair_compare.py::test_grid_rows_follow_the_results_contract": 46,   # the grid fixture
+    "test_packing.py::test_every_strategy_reaches_the_same_parameters_on_every_layout[hierarchical]": 35,
     "test_experiments.py::test_superstep_grid_tiny": 33,
     "test_experiments.py::test_syncswitch_search_tiny": 33,
     "test_run_safety.py::test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood": 29,
@@ -89,7 +90,7 @@ LONGEST = {
 
 
 def module_fixture_group(item) -> str | None:
-    """The module's path when `item` uses a module-scoped fixture of its own module."""
+    """The module's path when `item` uses a module-scoped fixture."""
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info else ()):
         if any(d.scope == "module" for d in defs):
