@@ -5,18 +5,30 @@ import os
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-# Embedded datasets are built once per test session into a private data dir.
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+#: the temporary dirs this process made (an xdist worker inherits them and makes none)
+MADE: list[str] = []
+
+
+def session_dir(variable: str, prefix: str) -> None:
+    """Point `variable` at a new temporary dir unless it is set already."""
+    if variable not in os.environ:
+        os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+        MADE.append(os.environ[variable])
+
 
 # Subprocesses (CLI, multi-host workers) import this checkout even without an install.
 _ROOT = str(Path(__file__).resolve().parents[1])
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 
-os.environ.setdefault("JAXSEL_DATA_DIR", tempfile.mkdtemp(prefix="jaxsel-test-data-"))
+# Embedded datasets are built once per test session into a private data dir.
+session_dir("JAXSEL_DATA_DIR", "jaxsel-test-data-")
 # One compilation cache for the session, subprocesses included: many tests compile the same
 # step (measured: test_methods + test_step + test_selsync + test_packing 188 s -> 144 s).
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jaxsel-test-xla-cache-"))
+session_dir("JAX_COMPILATION_CACHE_DIR", "jaxsel-test-xla-cache-")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
@@ -38,3 +50,63 @@ def mesh():
 
     return jaxsel.data_mesh(replicas=8, devices=8)
 
+
+def pytest_unconfigure(config):
+    """The session's data and compilation cache go with it (after the xdist workers end)."""
+    for path in MADE:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ scheduling on xdist workers
+# `python -m pytest -n 2` runs with `--dist loadgroup` (pyproject.toml): every test is its own
+# unit of work, handed to whichever worker is free, except the tests that share a module-scoped
+# fixture (a trained grid, a prepared folder, ...): they are one unit, so the fixture is built
+# once, not once per worker. Units start longest first so that the workers end together,
+# instead of one starting a minute-long test while the other has nothing left.
+
+#: the longest tests (seconds, measured on the 2-core box while shared: only the order counts)
+LONGEST = {
+    "test_newcomer.py::test_newcomer_runs_the_main_job_then_the_other_commands": 285,
+    "test_multihost.py::test_two_processes_match_one_process": 225,
+    "test_headline_projections.py::test_quick_run_writes_finite_positive_ratios": 150,
+    "test_multihost.py::test_dead_process_makes_the_other_exit[1]": 60,
+    "test_multihost.py::test_a_process_that_never_joins_or_a_duplicate_process_id_is_named_in_one_line": 45,
+    "test_experiments.py::test_tiny_run[selsync_transformer_lm1b]": 42,
+    "test_multihost.py::test_dead_process_makes_the_other_exit[0]": 42,
+    "test_grain_loader.py::test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit": 37,
+    "test_models_zoo.py::test_transformer_is_causal_and_lm_loss_starts_near_log_vocab": 37,
+    "test_bench.py::test_bench_command_tiny": 36,
+    "test_fair_compare.py::test_grid_rows_follow_the_results_contract": 46,   # the grid fixture
+    "test_packing.py::test_every_strategy_reaches_the_same_parameters_on_every_layout[hierarchical]": 35,
+    "test_experiments.py::test_superstep_grid_tiny": 33,
+    "test_experiments.py::test_syncswitch_search_tiny": 33,
+    "test_run_safety.py::test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood": 29,
+    "test_prepare.py::test_four_processes_preparing_digits_at_once_make_one_dataset": 28,
+    "test_faults.py::test_sigterm_from_outside_saves_exits_143_and_resumes": 27,
+    "test_prepare.py::test_train_runs_on_a_prepared_cifar10": 26,
+    "test_run_safety.py::test_processes_with_different_settings_both_exit_2_naming_the_setting": 25,
+    "test_costmodel_validation.py::test_script_runs_two_processes_end_to_end": 25,
+}
+
+
+def module_fixture_group(item) -> str | None:
+    """The module's path when `item` uses a module-scoped fixture."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        if any(d.scope == "module" for d in defs):
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    units: dict[str, list] = {}
+    for item in items:
+        group = module_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        units.setdefault(group or item.nodeid, []).append(item)
+    seconds = {unit: sum(LONGEST.get(i.nodeid.rsplit("/", 1)[-1], 1) for i in members)
+               for unit, members in units.items()}
+    # a stable sort: a unit keeps its tests together and in order, equal units keep theirs
+    items[:] = [i for unit in sorted(units, key=lambda u: -seconds[u]) for i in units[unit]]

@@ -1,4 +1,5 @@
-"""SelSync decisions against an independent NumPy implementation of DESIGN.md section 4."""
+"""SelSync decisions against an independent NumPy implementation of its significance test
+(Tyagi & Swany, CLUSTER'23; the rule as `jaxsel.core.triggers.Significance` states it)."""
 import numpy as np
 import optax
 import pytest

@@ -66,7 +66,12 @@ def traced_step(strategy, mesh):
     return jax.make_jaxpr(step)(state, batch()).jaxpr
 
 
-ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median", "localsgd-int8", "bsp-bf16"]
+ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median", "localsgd-int8", "bsp-bf16",
+                            "triggered-periodic"]
+#: the strategies that condition no collective, and whether each all-reduces the parameters'
+#: shape on every step (BSP, ASP, SSP and SSD-SGD do; `triggered`'s default trigger, "never",
+#: moves nothing); every other strategy's sync is a `sync_where` around a collective
+UNCONDITIONAL = {"asp": True, "bsp": True, "bsp-bf16": True, "ssdsgd": True, "ssp": True, "triggered": False}
 
 
 def make(name):
@@ -79,18 +84,41 @@ def make(name):
         return build_strategy("fedavg", {"fraction": 0.5}, **CONTEXT)
     if name == "selsync-median":
         return build_strategy("selsync", {"aggregator": "median"}, **CONTEXT)
+    if name == "triggered-periodic":
+        return build_strategy("triggered", {"trigger": "periodic", "trigger.period": 3, "sync": "params"})
     return build_strategy(name, {}, **CONTEXT)
+
+
+def unconditional_collective_shapes(jaxpr) -> set[tuple]:
+    """The operand shapes of every collective outside all conds."""
+    shapes = set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond":
+            continue
+        if eqn.primitive.name in COLLECTIVES:
+            shapes |= {tuple(v.aval.shape) for v in eqn.invars}
+        for sub in sub_jaxprs(eqn):
+            shapes |= unconditional_collective_shapes(sub)
+    return shapes
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_cond_around_a_collective_is_the_sync_core(mesh, name):
     """Behavioural guard: in every strategy's traced step, a cond whose branches hold a
-    collective was made by `sync_where`; every other cond is replica-local. (The textual
-    guard, no `lax.cond`/`lax.switch` however spelled outside `sync_where` and `local_cond`,
-    is tests/test_layers.py's.)"""
-    for stack, inside in conds(traced_step(make(name), mesh)):
-        if inside & COLLECTIVES:
-            assert sync.SYNC_SCOPE in stack, f"{name}: a cond around {inside & COLLECTIVES} at {stack!r}"
+    collective was made by `sync_where`; every other cond is replica-local. A conditional
+    strategy has such a cond; a static one has none and reduces its parameters
+    unconditionally. (The textual guard, no `lax.cond`/`lax.switch` however spelled outside
+    `sync_where` and `local_cond`, is tests/test_layers.py's.)"""
+    jaxpr = traced_step(make(name), mesh)
+    around = [(stack, inside & COLLECTIVES) for stack, inside in conds(jaxpr) if inside & COLLECTIVES]
+    for stack, collectives in around:
+        assert sync.SYNC_SCOPE in stack, f"{name}: a cond around {collectives} at {stack!r}"
+    if name not in UNCONDITIONAL:
+        assert around, f"{name}: no cond around a collective: its sync is not conditional"
+    else:
+        assert not around, f"{name} syncs statically, yet a cond holds {around}"
+        reduces_params = (D, C) in unconditional_collective_shapes(jaxpr)
+        assert reduces_params == UNCONDITIONAL[name], f"{name}: unconditional reduction of the parameters"
 
 
 # ------------------------------------------------------------------ the replication guard
@@ -126,8 +154,6 @@ STEP_DECIDED = ["bsp-periodic", "localsgd", "fedavg", "superstep", "postlocal", 
 def test_guard_fires_for_a_non_replicated_decision(mesh, name):
     if name == "bsp-periodic":     # BSP decides statically: gradient sync on a step-based trigger
         strat = jaxsel.TriggeredStrategy(trigger=triggers.Periodic(2), sync="grads")
-    elif name == "triggered-periodic":
-        strat = build_strategy("triggered", {"trigger": "periodic", "trigger.period": 3, "sync": "params"})
     else:
         strat = make(name)
     with pytest.raises(jaxsel.NonReplicatedDecisionError, match="varies across the 'data' axis"):
