@@ -8,6 +8,7 @@ Importing this package registers every built-in strategy by name (`STRATEGIES`);
 from ..core.sync import STRATEGIES, NonReplicatedDecisionError, StepContext, Strategy
 from .bsp import BSP
 from .build import build_strategy, register_strategy
+from .demo import DeMo
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD
