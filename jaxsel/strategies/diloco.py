@@ -31,6 +31,7 @@ from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
+from .opt_state_period import average_on_periods, check_fields, check_period
 from .triggered import Synced
 
 
@@ -90,18 +91,21 @@ class DiLoCo(OuterLoop, Strategy):
     """inner_steps: H; the outer loop's options (OuterLoop)."""
 
     inner_steps: int = 500
+    opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
     name: ClassVar[str] = "diloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
     def __post_init__(self):
         self.trigger  # validates H >= 1
         self.check_outer()
+        self.settle(opt_state_period=check_period(self.opt_state_period))
 
     @property
     def trigger(self) -> Periodic:
         return Periodic(self.inner_steps)
 
     def init(self, params, opt_state, n):
+        check_fields(self.opt_state_period, opt_state)
         return DiLoCoState(params, self.outer.init(params))
 
     def outer_step(self, avg: Synced, state):
@@ -115,6 +119,7 @@ class DiLoCo(OuterLoop, Strategy):
 
     def apply(self, rs, grads, stats, ctx):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
+        opt_state = average_on_periods(opt_state, self.opt_state_period, ctx)
         _, decide, _ = self.trigger((), stats, ctx.axis)
         payload = Synced(params=self.sent(rs.strategy_state.global_params, params), model_state=rs.model_state if self.sync_model_state else None)
         dstate, params, model_state = ctx.sync(
