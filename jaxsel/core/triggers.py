@@ -196,6 +196,42 @@ class Significance(Trigger):
         return new, any_replica(vote, axis), {"delta": d_bar, "vote": vote}
 
 
+class CappedState(NamedTuple):
+    inner: Any        # the capped trigger's own state
+    local_run: Any    # local steps in a row just before this one (int32, the same on every replica)
+
+
+@dataclasses.dataclass(frozen=True)
+class Capped(Trigger):
+    """`inner`'s votes, plus a vote whenever the `max_local` steps before this one were
+    all local: no more than `max_local` local steps run in a row, however quiet `inner`
+    stays (SelSync's `max_local`). The cap joins the votes before their one reduction, so
+    it costs no extra collective; the count follows the replicated decision, so every
+    replica holds the same count. `inner` is a voting trigger (`local_vote`, as
+    `Significance`); its state advances every step whatever was decided."""
+
+    inner: Significance
+    max_local: int
+
+    def __post_init__(self):
+        _check_step("max_local", self.max_local, 1)
+        if not hasattr(self.inner, "local_vote"):
+            raise ValueError(f"max_local caps a voting trigger (one with local_vote), got {type(self.inner).__name__}")
+
+    @property
+    def vote_bytes(self) -> int:
+        return self.inner.vote_bytes
+
+    def init(self):
+        return CappedState(self.inner.init(), jnp.zeros((), jnp.int32))
+
+    def __call__(self, tstate, stats, axis):
+        inner, vote, d_bar = self.inner.local_vote(tstate.inner, stats.grad_norm)
+        decide = any_replica(vote | (tstate.local_run >= self.max_local), axis)
+        run = jnp.where(decide, 0, tstate.local_run + 1).astype(jnp.int32)
+        return CappedState(inner, run), decide, {"delta": d_bar, "vote": vote}
+
+
 UNKNOWN = -1   # first_sync_step of a data-dependent trigger: no promise either way
 
 
@@ -209,6 +245,9 @@ def first_sync_step(trigger) -> int | None:
         return trigger.start + trigger.period - 1
     if isinstance(trigger, Before):
         return 0 if trigger.step > 0 else None
+    if isinstance(trigger, Capped):
+        first = first_sync_step(trigger.inner)
+        return first if first == UNKNOWN else min(trigger.max_local, trigger.max_local if first is None else first)
     if isinstance(trigger, AnyOf):
         firsts = [first_sync_step(t) for t in trigger.triggers]
         if UNKNOWN in firsts:
