@@ -342,3 +342,44 @@ def test_ssdsgd_is_evaluated_on_its_global_weights():
     assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(local), jax.tree.leaves(global_w)))
     expect = run.evaluate(global_w, consensus_model_state(st), run.test)
     assert result.evals[-1]["test_loss"] == pytest.approx(expect["test_loss"], rel=1e-6)
+
+
+# --------------------------------------------------- Accordion
+
+def _accordion_against_reference(mesh, steps=24, **options):
+    """(the run's sync decisions, the NumPy reference's on the run's own per-replica
+    gradients, the periods the reference chose)."""
+    from reference import triggers as ref
+
+    batches, p0 = softmax_batches(steps, seed=2), softmax_params()
+    _, hist = run(jaxsel.Accordion(**options), mesh, batches, opt=optax.sgd(0.5))
+    acc = ref.Accordion(R, **options)
+    want = []
+    for t in range(steps):
+        params = jax.tree.leaves(p0) if t == 0 else None
+        per_replica = []
+        for i in range(R):
+            p = [np.asarray(x, np.float64) for x in params] if params else \
+                [np.asarray(x[i], np.float64) for x in jax.tree.leaves(hist[t - 1][0].params)]
+            rows = slice(i * B, (i + 1) * B)
+            per_replica.append(_softmax_grad(p, np.asarray(batches[t]["x"][rows], np.float64),
+                                             batches[t]["y"][rows]))
+        want.append(acc.step(per_replica))
+    return [bool(m["synced"]) for _, m in hist], want, acc.periods
+
+
+@pytest.mark.parametrize("devices", [8, 2, 1], ids=lambda d: f"8-on-{d}")
+def test_accordion_matches_numpy_reference(devices):
+    """Accordion's decisions through the public API equal tests/reference/triggers.py's on
+    the same gradients, on 8 devices, 2 x 4 and 8 packed on 1; both regimes occur."""
+    mesh = jaxsel.data_mesh(replicas=R, devices=devices)
+    got, want, periods = _accordion_against_reference(mesh, interval=4, eta=0.5, low=2, high=4)
+    assert got == want
+    assert periods == [2, 2, 2, 4, 4, 4, 2]   # quiet intervals, and a critical one after them
+
+
+def test_accordion_options_are_checked():
+    with pytest.raises(ValueError, match="interval must be an integer >= 1"):
+        jaxsel.Accordion(interval=0)
+    with pytest.raises(ValueError, match="eta must be a finite number > 0"):
+        jaxsel.Accordion(eta=float("nan"))
