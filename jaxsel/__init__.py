@@ -25,7 +25,7 @@ _EXPORTS = {
     **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepStats", "Strategy",
                      "SyncReport", "sync_where"), "core.sync"),
     "register_trigger": "core.triggers",
-    **dict.fromkeys(("ASP", "BSP", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
+    **dict.fromkeys(("ASP", "Accordion", "BSP", "DeMo", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
                      "Phases", "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
                      "TriggeredStrategy", "build_strategy", "feed_step_times", "register_strategy"), "strategies"),
     "TrainConfig": "training.config",
@@ -65,7 +65,7 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
     from .core.sync import (NonReplicatedDecisionError, StepContext, StepStats,  # noqa: F401
                             Strategy, SyncReport, sync_where)
     from .core.triggers import register_trigger  # noqa: F401
-    from .strategies import (ASP, BSP, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
+    from .strategies import (ASP, BSP, Accordion, DeMo, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
                              Phases, PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
                              TriggeredStrategy, build_strategy, feed_step_times, register_strategy)
     from .training.config import TrainConfig  # noqa: F401

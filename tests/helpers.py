@@ -27,6 +27,19 @@ def softmax_batches(steps: int, seed: int = 0, b: int = 4, d: int = 5, c: int = 
             for _ in range(steps)]
 
 
+def softmax_grad_numpy(params, x, y) -> list:
+    """The softmax regression's mean cross-entropy gradient in float64 NumPy, for
+    references: `params` and the result as [b, w] (jax.tree.leaves order)."""
+    b, w = (np.asarray(p, np.float64) for p in params)
+    x = np.asarray(x, np.float64)
+    logits = x @ w + b
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(len(y)), y] -= 1.0
+    p /= len(y)
+    return [p.sum(0), x.T @ p]
+
+
 def run(strategy, mesh, batches, loss=softmax_loss, params=None, opt=None, before_step=None, model_state=None,
         **step_options):
     """Train `strategy` on `batches` (SGD 0.1 with momentum 0.9 unless `opt`; the softmax

@@ -2,12 +2,14 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jaxsel.core.aggregate import ClientSampled, RandomReplica, WeightedMean, get_aggregator
+from jaxsel.core.aggregate import ClientSampled, RandomReplica, WeightedMean, describe_aggregator, get_aggregator
 from jaxsel.core.collectives import LOCAL
 from jaxsel.core.sync import StepContext
+from reference import robust as robust_ref
 
 R = 8
 STEP = 5
@@ -130,3 +132,114 @@ def test_bad_weights_and_fractions_raise(mesh, values):
         ClientSampled(fraction=0.0)
     with pytest.raises(ValueError, match="leaving none: K must be in 0..3"):
         aggregate(get_aggregator("trimmed:4"), mesh, *values)
+
+
+# ------------------------------------------------------------------ Krum, Multi-Krum, Bulyan
+
+@pytest.fixture(scope="module")
+def payloads():
+    """Two tensors per replica, continuous (tie-free) values, replica 6 far off: a
+    Byzantine replica the robust rules must leave out."""
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=(R, 3, 4)).astype(np.float32)
+    b = rng.normal(size=(R, 5)).astype(np.float32)
+    a[6] += 40.0
+    return {"a": a, "b": b}
+
+
+def _reference(spec, payloads):
+    """The NumPy transcription of Flower's rule (tests/reference/robust.py) on the same payloads."""
+    per_replica = [[payloads["a"][r], payloads["b"][r]] for r in range(R)]
+    name, _, arg = spec.partition(":")
+    args = [int(v) for v in arg.split(",")]
+    out = {"krum": robust_ref.krum, "multikrum": robust_ref.multikrum, "bulyan": robust_ref.bulyan}[name](
+        per_replica, *args)
+    return {"a": out[0], "b": out[1]}
+
+
+@pytest.mark.parametrize("spec", ["krum:1", "krum:2", "multikrum:1,3", "multikrum:2,5", "bulyan:1"])
+def test_robust_aggregators_match_flower_reference(layout, payloads, spec):
+    """8 replicas on 1, 2 and 8 devices: every replica ends with the reference's result."""
+    got = aggregate(get_aggregator(spec), layout, payloads, np.ones(R, np.float32))
+    want = _reference(spec, payloads)
+    for key in want:
+        for r in range(R):
+            np.testing.assert_allclose(got[key][r], want[key], rtol=2e-6, atol=2e-6)
+    assert not np.allclose(got["a"][0], payloads["a"].mean(0), atol=1.0)   # the outlier is kept out
+
+
+def test_krum_picks_one_replicas_payload_exactly(mesh, payloads):
+    got = aggregate(get_aggregator("krum:1"), mesh, payloads, np.ones(R, np.float32))
+    winner = robust_ref.krum_index([[payloads["a"][r], payloads["b"][r]] for r in range(R)], 1)
+    np.testing.assert_array_equal(got["a"][3], payloads["a"][winner])
+
+
+def test_robust_aggregators_agree_integer_leaves(mesh, payloads):
+    tree = {**payloads, "count": np.array([3, 3, 3, 3, 5, 3, 3, 3], np.int32)}
+    got = aggregate(get_aggregator("bulyan:1"), mesh, tree, np.ones(R, np.float32))
+    assert got["count"].dtype == np.int32 and (got["count"] == 5).all()
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("krum:3", r"'krum:3' needs N > 2F\+2 replicas \(F=3\), got N=8"),
+    ("multikrum:1,9", "averages M=9 of N=8 replicas: M must be in 1..8"),
+    ("bulyan:2", r"'bulyan:2' needs N >= 4F\+3 replicas \(F=2\), got N=8"),
+])
+def test_invalid_f_for_n_is_one_line_naming_both(spec, match):
+    from jaxsel.strategies import build_strategy
+
+    with pytest.raises(ValueError, match=match):
+        build_strategy("localsgd", {"aggregator": spec}, replicas=R)
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("krum:x", "krum:F with integer F"),
+    ("multikrum:1", "multikrum:F,M with integer F and M"),
+    ("krum:-1", "F in 'krum:F'"),
+    ("multikrum:1,0", "M in 'multikrum:F,M'"),
+])
+def test_bad_robust_specs_raise(spec, match):
+    with pytest.raises(ValueError, match=match):
+        get_aggregator(spec)
+
+
+def test_robust_labels_round_trip():
+    for spec in ("krum:2", "multikrum:1,4", "bulyan:1", "trimmed:2", "median"):
+        assert describe_aggregator(get_aggregator(spec)) == spec
+
+
+def test_krum_survives_a_faulty_replica_where_the_mean_fails(mesh):
+    """Local SGD averaging every step while replica 7 sends garbage (std 100) in place of its
+    parameters: the mean hands the garbage to every replica; Krum gives every replica the
+    parameters the NumPy rule picks among the seven honest replicas' updates."""
+    from helpers import run, softmax_batches, softmax_loss, softmax_params
+
+    from jaxsel.core.aggregate import WithFaultyReplicas
+    from jaxsel.strategies import LocalSGD
+
+    batches, opt, p0 = softmax_batches(1), optax.sgd(0.1), softmax_params()
+    mean_run = run(LocalSGD(period=1, aggregator=WithFaultyReplicas(get_aggregator("mean"))), mesh, batches, opt=opt)
+    krum_run = run(LocalSGD(period=1, aggregator=WithFaultyReplicas(get_aggregator("krum:1"))), mesh, batches, opt=opt)
+    assert np.abs(np.asarray(mean_run[0].params["w"])).max() > 5.0   # the garbage arrived
+
+    b = len(batches[0]["y"]) // R
+    updated = []
+    for r in range(7):   # the honest replicas' parameters after their own SGD step
+        rows = {k: v[r * b:(r + 1) * b] for k, v in batches[0].items()}
+        g = jax.grad(softmax_loss)(p0, rows)
+        updated.append([np.asarray(p0[k] - 0.1 * g[k]) for k in ("b", "w")])
+    far = [x + 1e4 for x in updated[0]]   # any far-off payload: Krum's choice among the honest is the same
+    want = robust_ref.krum(updated + [far], 1)
+    got = jax.device_get(krum_run[0].params)
+    for r in range(R):
+        np.testing.assert_allclose(got["b"][r], want[0], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(got["w"][r], want[1], rtol=1e-6, atol=1e-7)
+
+
+def test_faulty_replicas_must_leave_an_honest_one():
+    from jaxsel.core.aggregate import WithFaultyReplicas
+
+    with pytest.raises(ValueError, match="8 faulty replicas of 8 leave no honest one"):
+        WithFaultyReplicas(get_aggregator("mean"), count=8).check_replicas(8)
+    with pytest.raises(ValueError, match="faulty replicas must be an integer >= 1"):
+        WithFaultyReplicas(get_aggregator("mean"), count=0)

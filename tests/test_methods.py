@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import jaxsel
-from helpers import R, identical, run, softmax_batches
+from helpers import R, identical, run, softmax_batches, softmax_params
 from jaxsel.analysis.syncswitch_search import search_bsp_fraction
 from jaxsel.core.options import accepts
 from jaxsel.core.triggers import Never
@@ -218,6 +218,46 @@ def test_diloco_nesterov_outer_step_is_replicated(mesh):
         np.testing.assert_array_equal(a, b)
 
 
+def _softmax_grad(params, x, y):
+    """NumPy float64 gradient of the softmax regression's mean cross-entropy, leaves in
+    jax.tree.leaves order (b, w)."""
+    b, w = params
+    logits = x @ w + b
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(len(y)), y] -= 1.0
+    p /= len(y)
+    return [p.sum(0), x.T @ p]
+
+
+@pytest.mark.parametrize("outer, lr, devices", [
+    ("nesterov", 0.7, 8), ("sgd", 0.7, 8), ("adam", 0.05, 8), ("adamw", 0.05, 8),
+    ("adam", 0.05, 2), ("adamw", 0.05, 1)], ids=lambda v: str(v))
+def test_diloco_outer_optimizers_match_numpy_reference(outer, lr, devices):
+    """DiLoCo and its outer optimizer choice (inner plain SGD, H = 2, 3 rounds) against
+    tests/reference/outer.py, on 8 devices, 2 x 4 and 8 packed on 1."""
+    from reference import outer as ref
+
+    mesh = jaxsel.data_mesh(replicas=R, devices=devices)
+    H, rounds, inner_lr = 2, 3, 0.3
+    batches = softmax_batches(H * rounds, seed=5)
+    strategy = jaxsel.DiLoCo(inner_steps=H, outer_optimizer=outer, outer_lr=lr)
+    final, _ = run(strategy, mesh, batches, opt=optax.sgd(inner_lr))
+
+    def grad_fn(i, t, params):
+        rows = slice(i * B, (i + 1) * B)
+        return _softmax_grad(params, np.asarray(batches[t]["x"][rows], np.float64), batches[t]["y"][rows])
+
+    p0 = jax.tree.leaves(jax.device_get(softmax_params()))
+    history, _, _ = ref.simulate_diloco(p0, grad_fn, R, H, rounds, inner_lr, outer=outer, outer_lr=lr)
+    got = jax.tree.leaves(jax.device_get(final.strategy_state.global_params))
+    for leaf, want in zip(got, history[-1]):
+        for r in range(R):
+            np.testing.assert_allclose(leaf[r], want, rtol=2e-5, atol=2e-6)
+    final = jax.device_get(final)
+    assert identical(final.params) and identical(final.strategy_state.outer_opt)
+
+
 # --------------------------------------------------- FedAvg, supersteps, the registry
 
 def test_fedavg_client_sampling_averages_the_drawn_replicas(mesh):
@@ -302,3 +342,44 @@ def test_ssdsgd_is_evaluated_on_its_global_weights():
     assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(local), jax.tree.leaves(global_w)))
     expect = run.evaluate(global_w, consensus_model_state(st), run.test)
     assert result.evals[-1]["test_loss"] == pytest.approx(expect["test_loss"], rel=1e-6)
+
+
+# --------------------------------------------------- Accordion
+
+def _accordion_against_reference(mesh, steps=24, **options):
+    """(the run's sync decisions, the NumPy reference's on the run's own per-replica
+    gradients, the periods the reference chose)."""
+    from reference import triggers as ref
+
+    batches, p0 = softmax_batches(steps, seed=2), softmax_params()
+    _, hist = run(jaxsel.Accordion(**options), mesh, batches, opt=optax.sgd(0.5))
+    acc = ref.Accordion(R, **options)
+    want = []
+    for t in range(steps):
+        params = jax.tree.leaves(p0) if t == 0 else None
+        per_replica = []
+        for i in range(R):
+            p = [np.asarray(x, np.float64) for x in params] if params else \
+                [np.asarray(x[i], np.float64) for x in jax.tree.leaves(hist[t - 1][0].params)]
+            rows = slice(i * B, (i + 1) * B)
+            per_replica.append(_softmax_grad(p, np.asarray(batches[t]["x"][rows], np.float64),
+                                             batches[t]["y"][rows]))
+        want.append(acc.step(per_replica))
+    return [bool(m["synced"]) for _, m in hist], want, acc.periods
+
+
+@pytest.mark.parametrize("devices", [8, 2, 1], ids=lambda d: f"8-on-{d}")
+def test_accordion_matches_numpy_reference(devices):
+    """Accordion's decisions through the public API equal tests/reference/triggers.py's on
+    the same gradients, on 8 devices, 2 x 4 and 8 packed on 1; both regimes occur."""
+    mesh = jaxsel.data_mesh(replicas=R, devices=devices)
+    got, want, periods = _accordion_against_reference(mesh, interval=4, eta=0.5, low=2, high=4)
+    assert got == want
+    assert periods == [2, 2, 2, 4, 4, 4, 2]   # quiet intervals, and a critical one after them
+
+
+def test_accordion_options_are_checked():
+    with pytest.raises(ValueError, match="interval must be an integer >= 1"):
+        jaxsel.Accordion(interval=0)
+    with pytest.raises(ValueError, match="eta must be a finite number > 0"):
+        jaxsel.Accordion(eta=float("nan"))

@@ -132,3 +132,25 @@ def test_the_vote_shares_the_loss_all_reduce(mesh):
 
     local = jaxsel.TriggeredStrategy(trigger=Never(), sync="params", name="local")
     assert _all_reduces(jaxsel.SelSync(delta=0.3, window=3), mesh) == _all_reduces(local, mesh) == 1
+
+
+@pytest.mark.parametrize("devices", [8, 2, 1], ids=lambda d: f"8-on-{d}")
+def test_max_local_matches_numpy_reference(devices):
+    """SelSync(max_local=3): the significance votes plus a sync whenever the 3 steps before
+    were all local, against tests/reference/triggers.py fed the run's own statistics, on
+    8 devices, 2 x 4 and 8 packed on 1. delta sits where the statistic sometimes votes."""
+    from reference import triggers as ref
+
+    mesh = jaxsel.data_mesh(replicas=R, devices=devices)
+    window, alpha, steps, cap = 2, 0.1, 30, 3
+    for delta in (1e9, 0.05):
+        s, synced, _ = run_selsync(mesh, steps, delta=delta, window=window, alpha=alpha, max_local=cap)
+        sel = ref.SelSync(R, max_local=cap, delta=delta, window=window, alpha=alpha)
+        np.testing.assert_array_equal(synced, [sel.step(s[t]) for t in range(steps)])
+        runs = np.diff(np.flatnonzero(np.r_[True, synced, True])) - 1
+        assert runs.max() <= cap and (delta < 1 or not synced[2 * window - 1:].all())
+
+
+def test_max_local_is_an_integer_at_least_one():
+    with pytest.raises(ValueError, match=r"max_local must be an integer >= 1 \(or unset\), got 0"):
+        jaxsel.SelSync(max_local=0)

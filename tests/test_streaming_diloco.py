@@ -87,11 +87,13 @@ def test_period_sets_h_and_describe_names_h_p_alpha():
 
 # ------------------------------------------------------------------ reduction to DiLoCo
 
-@pytest.mark.parametrize("compress", [None, "int8"])
-def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh, compress):
-    data = softmax_batches(8)
-    _, ref = run(jaxsel.DiLoCo(inner_steps=3, compress=compress), mesh, data)
-    _, got = run(jaxsel.StreamingDiLoCo(inner_steps=3, fragments=1, alpha=1.0, compress=compress), mesh, data)
+@pytest.mark.parametrize("compress, outer", [(None, "nesterov"), ("int8", "nesterov"), (None, "adam")])
+def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh, compress, outer):
+    """Bit for bit, outer optimizer included (DiLoCo's is checked against NumPy in test_methods)."""
+    data, lr = softmax_batches(8), 0.7 if outer == "nesterov" else 0.05
+    _, ref = run(jaxsel.DiLoCo(inner_steps=3, compress=compress, outer_optimizer=outer, outer_lr=lr), mesh, data)
+    _, got = run(jaxsel.StreamingDiLoCo(inner_steps=3, fragments=1, alpha=1.0, compress=compress,
+                                        outer_optimizer=outer, outer_lr=lr), mesh, data)
     for t, ((a, ma), (b, mb)) in enumerate(zip(ref, got)):
         for x, y in zip(leaves((a.params, a.opt_state, a.strategy_state.global_params)),
                         leaves((b.params, b.opt_state, b.strategy_state.global_params))):

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+from . import robust
+from .checks import check_int
 from .collectives import (replica_count, replica_gather, replica_index, replica_max, replica_mean,
                           replica_min, replica_sum)
 from .registry import Registry
@@ -28,6 +30,9 @@ class Aggregator:
     #: True when the aggregate is sum_i c_i x_i with `coefficient` giving c_i: only such an
     #: aggregate can be computed from compressed payloads (`jaxsel.core.compression`)
     linear: ClassVar[bool] = False
+    #: what `NAME:ARG` takes after the colon, its integer fields in order ("K" for
+    #: trimmed:K, "F,M" for multikrum:F,M); None: the name takes no argument
+    argument: ClassVar[str | None] = None
 
     def coefficient(self, axis: str, ctx) -> jax.Array:
         """This replica's c_i in sum_i c_i x_i (linear aggregators only)."""
@@ -120,6 +125,7 @@ class TrimmedMean(Aggregator):
 
     k: int = 1
     collective: ClassVar[str] = "allgather"
+    argument: ClassVar[str] = "K"
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k < 0:
@@ -260,6 +266,150 @@ class ClientSampled(Aggregator):
         return weighted_mean(tree, axis, w, fallback=fallback)
 
 
+# ------------------------------------------------------------------ robust to faulty replicas
+
+def _gathered_floats(tree: Any, axis) -> tuple[list, list[jax.Array]]:
+    """(the tree's leaves, every floating leaf gathered over replicas as (N, ...))."""
+    leaves = jax.tree.leaves(tree)
+    return leaves, [replica_gather(x, axis) for x in leaves if jnp.issubdtype(x.dtype, jnp.floating)]
+
+
+def _from_gathered(tree: Any, axis, combine) -> Any:
+    """`combine(gathered (N, ...)) -> value` on each floating leaf (float32 inside, the
+    leaf's dtype out); integer leaves agreed on by their max."""
+    def leaf(x):
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            return replica_max(x, axis)
+        return combine(replica_gather(x, axis).astype(jnp.float32)).astype(x.dtype)
+    return jax.tree.map(leaf, tree)
+
+
+@AGGREGATORS.register("krum")
+@dataclasses.dataclass(frozen=True)
+class Krum(Aggregator):
+    """Every replica takes the payload of the replica closest to its N - F - 2 nearest
+    others (Blanchard et al. 2017; `jaxsel.core.robust` has the rule). Needs N > 2F+2."""
+
+    f: int = 1
+    collective: ClassVar[str] = "allgather"
+    argument: ClassVar[str] = "F"
+
+    def __post_init__(self):
+        check_int(f"F in '{type(self).__name__.lower()}:{self.argument}' (replicas that may be faulty)", self.f, 0)
+
+    def check_replicas(self, n: int) -> None:
+        if not n > 2 * self.f + 2:
+            raise ValueError(f"aggregator '{describe_aggregator(self)}' needs N > 2F+2 replicas (F={self.f}), "
+                             f"got N={n}")
+
+    def replica_weights(self, dist: jax.Array) -> jax.Array:
+        """(N,) each replica's weight in the result: one-hot on the lowest score."""
+        return robust.multikrum_weights(dist, self.f, 1)
+
+    def __call__(self, tree, axis, ctx=None):
+        _, gathered = _gathered_floats(tree, axis)
+        self.check_replicas(gathered[0].shape[0])
+        w = self.replica_weights(robust.squared_distances(gathered))
+        return _from_gathered(tree, axis, lambda g: jnp.tensordot(w, g, axes=1))
+
+
+@AGGREGATORS.register("multikrum")
+@dataclasses.dataclass(frozen=True)
+class MultiKrum(Krum):
+    """The mean of the M lowest-scoring replicas' payloads (Krum's score)."""
+
+    m: int = 1
+    argument: ClassVar[str] = "F,M"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("M in 'multikrum:F,M' (replicas averaged)", self.m, 1)
+
+    def check_replicas(self, n: int) -> None:
+        super().check_replicas(n)
+        if self.m > n:
+            raise ValueError(f"aggregator '{describe_aggregator(self)}' averages M={self.m} of N={n} replicas: "
+                             f"M must be in 1..{n}")
+
+    def replica_weights(self, dist: jax.Array) -> jax.Array:
+        return robust.multikrum_weights(dist, self.f, self.m)
+
+
+@AGGREGATORS.register("bulyan")
+@dataclasses.dataclass(frozen=True)
+class Bulyan(Aggregator):
+    """Krum selects N - 2F replicas one at a time; per coordinate, the mean of the N - 4F
+    selected values closest to their median (El Mhamdi et al. 2018). Needs N >= 4F+3."""
+
+    f: int = 1
+    collective: ClassVar[str] = "allgather"
+    argument: ClassVar[str] = "F"
+
+    def __post_init__(self):
+        check_int("F in 'bulyan:F' (replicas that may be faulty)", self.f, 0)
+
+    def check_replicas(self, n: int) -> None:
+        if not n >= 4 * self.f + 3:
+            raise ValueError(f"aggregator 'bulyan:{self.f}' needs N >= 4F+3 replicas (F={self.f}), got N={n}")
+
+    def __call__(self, tree, axis, ctx=None):
+        _, gathered = _gathered_floats(tree, axis)
+        n = gathered[0].shape[0]
+        self.check_replicas(n)
+        rows = robust.bulyan_selection(robust.squared_distances(gathered), self.f)
+        return _from_gathered(tree, axis, lambda g: robust.closest_to_median_mean(g[rows], n - 4 * self.f))
+
+
+@dataclasses.dataclass(frozen=True)
+class WithFaultyReplicas(Aggregator):
+    """A fault to test robustness with: the last `count` replicas send Gaussian garbage of
+    standard deviation `scale` instead of their payload at every sync, and `inner`
+    combines what arrives. The mean then follows the garbage; Krum, Multi-Krum and Bulyan
+    must not. Built by a run's `faulty_replicas` setting (or by hand), not by name."""
+
+    inner: Aggregator = dataclasses.field(default_factory=Mean)
+    count: int = 1
+    scale: float = 100.0
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("faulty replicas", self.count, 1)
+
+    @property
+    def collective(self) -> str:
+        return self.inner.collective
+
+    @property
+    def linear(self) -> bool:
+        return self.inner.linear
+
+    @property
+    def uses_sample_weights(self) -> bool:
+        return self.inner.uses_sample_weights
+
+    def coefficient(self, axis, ctx=None):
+        return self.inner.coefficient(axis, ctx)
+
+    def check_replicas(self, n: int) -> None:
+        if self.count >= n:
+            raise ValueError(f"{self.count} faulty replicas of {n} leave no honest one: must be fewer than {n}")
+        self.inner.check_replicas(n)
+
+    def __call__(self, tree, axis, ctx):
+        n, me = replica_count(axis), replica_index(axis, ctx)
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.seed), ctx.step), me)
+        leaves, treedef = jax.tree.flatten(tree)
+        keys = jax.random.split(key, len(leaves))
+        faulty = me >= n - self.count
+
+        def garbage(x, k):
+            if not jnp.issubdtype(x.dtype, jnp.floating):
+                return x
+            return jnp.where(faulty, self.scale * jax.random.normal(k, x.shape, jnp.float32), x).astype(x.dtype)
+
+        return self.inner(jax.tree.unflatten(treedef, [garbage(x, k) for x, k in zip(leaves, keys)]), axis, ctx)
+
+
 def register_aggregator(name: str, cls: type | None = None):
     """Make a user-defined aggregator reachable by name (`--aggregator NAME`, configs):
     `register_aggregator(name, cls)` or `@register_aggregator(name)`. `cls` is a frozen
@@ -269,21 +419,24 @@ def register_aggregator(name: str, cls: type | None = None):
 
 
 def get_aggregator(spec: str | Aggregator) -> Aggregator:
-    """An aggregator from its name ("mean", "median", "trimmed:2", ...) or itself."""
+    """An aggregator from its name ("mean", "median", "trimmed:2", "multikrum:1,4", ...)
+    or itself. `NAME:ARG` gives the integer fields that the class's `argument` names."""
     if isinstance(spec, Aggregator):
         return spec
     name, colon, arg = str(spec).partition(":")
     if name not in AGGREGATORS:
         raise ValueError(AGGREGATORS.unknown(spec))
-    if colon:
-        if name != "trimmed":
-            raise ValueError(f"aggregator {name!r} takes no argument (got {spec!r}); only trimmed:K does")
-        try:
-            k = int(arg)
-        except ValueError:
-            raise ValueError(f"trimmed mean needs an integer K in 'trimmed:K', got {spec!r}") from None
-        return TrimmedMean(k=k)
-    return AGGREGATORS[name]()
+    cls = AGGREGATORS[name]
+    if not colon:
+        return cls()
+    with_argument = ", ".join(f"{n}:{c.argument}" for n, c in AGGREGATORS.items() if c.argument)
+    if cls.argument is None:
+        raise ValueError(f"aggregator {name!r} takes no argument (got {spec!r}); only {with_argument} do")
+    values = arg.split(",")
+    if len(values) != cls.argument.count(",") + 1 or not all(v.strip().lstrip("-").isdigit() for v in values):
+        raise ValueError(f"aggregator {spec!r} must be written {name}:{cls.argument} with integer "
+                         f"{cls.argument.replace(',', ' and ')}")
+    return cls(*(int(v) for v in values))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,10 +457,13 @@ class Bound:
 
 
 def describe_aggregator(agg: Aggregator) -> str:
-    """A short label: "mean", "trimmed:2", "weighted"."""
-    if isinstance(agg, TrimmedMean):
-        return f"trimmed:{agg.k}"
+    """A short label, as a user writes it: "mean", "trimmed:2", "multikrum:1,4"."""
+    if isinstance(agg, WithFaultyReplicas):
+        return f"{describe_aggregator(agg.inner)} (the last {agg.count} replicas send garbage)"
     for key, cls in AGGREGATORS.items():
         if type(agg) is cls:
-            return key
+            if cls.argument is None:
+                return key
+            fields = [f.name for f in dataclasses.fields(agg)][: cls.argument.count(",") + 1]
+            return f"{key}:{','.join(str(getattr(agg, f)) for f in fields)}"
     return agg.name

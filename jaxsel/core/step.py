@@ -179,7 +179,7 @@ def make_train_step(
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
         ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
-        new_state = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm), ctx).replace(step=rs.step + 1)
+        new_state = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm, grads), ctx).replace(step=rs.step + 1)
         ledger = ctx.ledger
         report = ledger.report()
         shared = {"loss": replica_mean(loss, AXIS), "synced": report.synced,

@@ -110,6 +110,7 @@ class StepStats(NamedTuple):
     step: jax.Array        # replicated step counter (before this step)
     loss: jax.Array        # this replica's loss
     grad_norm: jax.Array   # sum over tensors of each tensor's L2 norm (SelSync's s_t)
+    grads: Any = None      # this replica's gradients (a trigger that accumulates them: Accordion)
 
 
 class SyncReport(NamedTuple):

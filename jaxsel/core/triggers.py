@@ -14,6 +14,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from .checks import check_int
@@ -40,6 +41,8 @@ class Trigger:
 
     #: bytes each replica contributes to the decision's own collective (a vote), per step
     vote_bytes: ClassVar[int] = 0
+    #: True when `init(params)` needs the parameters (a state shaped like them)
+    takes_params: ClassVar[bool] = False
 
     def init(self) -> Any:
         return ()
@@ -127,8 +130,12 @@ class AnyOf(Trigger):
     def vote_bytes(self) -> int:
         return sum(t.vote_bytes for t in self.triggers)
 
-    def init(self):
-        return tuple(t.init() for t in self.triggers)
+    @property
+    def takes_params(self) -> bool:
+        return any(t.takes_params for t in self.triggers)
+
+    def init(self, params=None):
+        return tuple(init_trigger(t, params) for t in self.triggers)
 
     def __call__(self, tstate, stats, axis):
         new, decide, metrics = [], False, {}
@@ -196,6 +203,105 @@ class Significance(Trigger):
         return new, any_replica(vote, axis), {"delta": d_bar, "vote": vote}
 
 
+class CappedState(NamedTuple):
+    inner: Any        # the capped trigger's own state
+    local_run: Any    # local steps in a row just before this one (int32, the same on every replica)
+
+
+@dataclasses.dataclass(frozen=True)
+class Capped(Trigger):
+    """`inner`'s votes, plus a vote whenever the `max_local` steps before this one were
+    all local: no more than `max_local` local steps run in a row, however quiet `inner`
+    stays (SelSync's `max_local`). The cap joins the votes before their one reduction, so
+    it costs no extra collective; the count follows the replicated decision, so every
+    replica holds the same count. `inner` is a voting trigger (`local_vote`, as
+    `Significance`); its state advances every step whatever was decided."""
+
+    inner: Significance
+    max_local: int
+
+    def __post_init__(self):
+        _check_step("max_local", self.max_local, 1)
+        if not hasattr(self.inner, "local_vote"):
+            raise ValueError(f"max_local caps a voting trigger (one with local_vote), got {type(self.inner).__name__}")
+
+    @property
+    def vote_bytes(self) -> int:
+        return self.inner.vote_bytes
+
+    def init(self):
+        return CappedState(self.inner.init(), jnp.zeros((), jnp.int32))
+
+    def __call__(self, tstate, stats, axis):
+        inner, vote, d_bar = self.inner.local_vote(tstate.inner, stats.grad_norm)
+        decide = any_replica(vote | (tstate.local_run >= self.max_local), axis)
+        run = jnp.where(decide, 0, tstate.local_run + 1).astype(jnp.int32)
+        return CappedState(inner, run), decide, {"delta": d_bar, "vote": vote}
+
+
+def init_trigger(trigger: Trigger, params: Any = None) -> Any:
+    """A trigger's initial state: `init(params)` where it `takes_params`, else `init()`."""
+    return trigger.init(params) if trigger.takes_params else trigger.init()
+
+
+class AccordionState(NamedTuple):
+    accumulated: Any     # this replica's gradients summed over the current interval (float32)
+    previous_norm: Any   # ||accumulated|| at the end of the previous interval; -1 before the first
+    period: Any          # the current interval's period (int32; the same on every replica)
+
+
+@TRIGGERS.register("accordion")
+@dataclasses.dataclass(frozen=True)
+class Accordion(Trigger):
+    """Accordion's adaptive period (Agarwal et al., MLSys 2021), on local SGD's averaging.
+
+    Interval k is the steps k*I ... (k+1)*I - 1, run with period p_k: step t syncs when
+    (t - k*I + 1) % p_k == 0 (the count restarts at each interval). Each replica sums its
+    gradients over the interval (the vector sum, every floating tensor) and takes the norm
+    n_k. At the interval's end a replica calls the regime critical when it has no previous
+    norm (interval 0, as the authors' code), when n_{k-1} = 0, or when |n_k - n_{k-1}| /
+    n_{k-1} >= eta; any replica's vote makes it critical, and p_{k+1} = low if critical
+    else high. p_0 = low: training starts critical. The sync decision and the vote travel
+    in one 8-byte all-reduce per step; the sum costs one parameter-sized buffer per replica.
+    """
+
+    interval: int = 100
+    eta: float = 0.5
+    low: int = 2
+    high: int = 16
+    vote_bytes: ClassVar[int] = 8
+    takes_params: ClassVar[bool] = True
+
+    def __post_init__(self):
+        for name in ("interval", "low", "high"):
+            _check_step(name, getattr(self, name), 1)
+        if not (math.isfinite(float(self.eta)) and float(self.eta) > 0.0):
+            raise ValueError(f"eta must be a finite number > 0, got {self.eta!r}")
+
+    def init(self, params):
+        zeros = jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), _floating(params))
+        return AccordionState(zeros, jnp.float32(-1.0), jnp.int32(self.low))
+
+    def __call__(self, tstate: AccordionState, stats, axis):
+        t = stats.step
+        due = (t % self.interval + 1) % tstate.period == 0
+        accumulated = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), tstate.accumulated, _floating(stats.grads))
+        norm = jnp.sqrt(sum(jnp.sum(jnp.square(a)) for a in jax.tree.leaves(accumulated)))
+        prev = tstate.previous_norm
+        critical = (prev <= 0.0) | (jnp.abs(norm - prev) >= self.eta * prev)
+        end = (t + 1) % self.interval == 0
+        votes = replica_sum(jnp.stack([due, end & critical]).astype(jnp.float32), axis) > 0
+        period = jnp.where(end, jnp.where(votes[1], self.low, self.high), tstate.period).astype(jnp.int32)
+        new = AccordionState(jax.tree.map(lambda a: jnp.where(end, jnp.zeros_like(a), a), accumulated),
+                             jnp.where(end, norm, prev), period)
+        return new, votes[0], {"period": tstate.period}
+
+
+def _floating(tree: Any) -> list:
+    """The floating leaves of `tree` (what Accordion sums)."""
+    return [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
+
+
 UNKNOWN = -1   # first_sync_step of a data-dependent trigger: no promise either way
 
 
@@ -209,6 +315,9 @@ def first_sync_step(trigger) -> int | None:
         return trigger.start + trigger.period - 1
     if isinstance(trigger, Before):
         return 0 if trigger.step > 0 else None
+    if isinstance(trigger, Capped):
+        first = first_sync_step(trigger.inner)
+        return first if first == UNKNOWN else min(trigger.max_local, trigger.max_local if first is None else first)
     if isinstance(trigger, AnyOf):
         firsts = [first_sync_step(t) for t in trigger.triggers]
         if UNKNOWN in firsts:

@@ -6,8 +6,10 @@ Importing this package registers every built-in strategy by name (`STRATEGIES`);
 `build_strategy` builds one from its name and options.
 """
 from ..core.sync import STRATEGIES, NonReplicatedDecisionError, StepContext, Strategy
+from .accordion import Accordion
 from .bsp import BSP
 from .build import build_strategy, register_strategy
+from .demo import DeMo
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
 from .localsgd import FedAvg, LocalSGD

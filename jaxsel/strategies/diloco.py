@@ -8,6 +8,13 @@ After every `inner_steps`-th local step (when (t + 1) % H == 0):
     w_global <- outer_optimizer(w_global, delta)      Nesterov SGD, lr 0.7, momentum 0.9
     w_i     <- w_global
 
+`outer_optimizer` picks the outer step: "nesterov" (the paper's, the default), "sgd"
+(heavy-ball momentum `outer_momentum`, none at 0), "adam" or "adamw" (optax's default betas,
+epsilon and, for adamw, weight decay 1e-4 on the global weights; `outer_momentum` unused).
+Adam wants a much smaller `outer_lr` than Nesterov's 0.7 (FedAdam's server rates are about
+1e-2 to 1e-1). With H local steps per round this is FedOpt as well: "sgd" is FedAvgM,
+"adam" FedAdam (Reddi et al. 2021).
+
 The global weights and outer optimizer state are identical on every replica but stored
 with the replica axis (`strategy_state.global_params`, `.outer_opt`), like all strategy
 state. The outer step is work of the synced step only: it runs in the sync core's branch.
@@ -31,7 +38,12 @@ from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
+from .opt_state_period import average_on_periods, check_fields, check_period
 from .triggered import Synced
+
+
+#: the outer steps DiLoCo and Streaming DiLoCo offer (`outer_optimizer`)
+OUTER_OPTIMIZERS = ("nesterov", "sgd", "adam", "adamw")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,19 +51,22 @@ class OuterLoop:
     """What DiLoCo and Streaming DiLoCo share: the outer SGD on pseudo-gradients, the
     aggregator and codec of the sync, the global weights as the evaluated model. The
     options are keyword-only, so a subclass's own fields (inner_steps first) keep their
-    positions. outer_lr / outer_momentum / nesterov: the outer SGD; aggregator: how the
+    positions. outer_optimizer / outer_lr / outer_momentum: the outer step; aggregator: how the
     replicas' payloads combine; sync_model_state: average BatchNorm statistics at a sync;
     compress: the payload codec (bf16, int8)."""
 
+    outer_optimizer: str = "nesterov"
     outer_lr: float = 0.7
     outer_momentum: float = 0.9
-    nesterov: bool = True
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
     unsynced: ClassVar[str] = "no outer step: the evaluated global model stays at its initialization"
 
     def check_outer(self) -> None:
+        if self.outer_optimizer not in OUTER_OPTIMIZERS:
+            raise ValueError(f"outer_optimizer must be one of {', '.join(OUTER_OPTIMIZERS)}, "
+                             f"got {self.outer_optimizer!r}")
         if not float(self.outer_lr) > 0.0:
             raise ValueError(f"outer_lr must be a number > 0, got {self.outer_lr!r}")
         if not 0.0 <= float(self.outer_momentum) < 1.0:
@@ -61,8 +76,20 @@ class OuterLoop:
 
     @property
     def outer(self) -> optax.GradientTransformation:
+        """The outer optimizer; it sees the pseudo-gradient and the global weights."""
+        lr = float(self.outer_lr)
+        if self.outer_optimizer == "adam":
+            return optax.adam(lr)
+        if self.outer_optimizer == "adamw":
+            return optax.adamw(lr)
         momentum = float(self.outer_momentum) or None
-        return optax.sgd(float(self.outer_lr), momentum=momentum, nesterov=bool(self.nesterov and momentum))
+        return optax.sgd(lr, momentum=momentum, nesterov=self.outer_optimizer == "nesterov" and momentum is not None)
+
+    def outer_label(self) -> str:
+        """"outer lr 0.7, momentum 0.9" (Nesterov) or "outer adam lr 0.05"."""
+        name = "" if self.outer_optimizer == "nesterov" else f"{self.outer_optimizer} "
+        momentum = f", momentum {self.outer_momentum:g}" if self.outer_optimizer in ("nesterov", "sgd") else ""
+        return f"outer {name}lr {self.outer_lr:g}{momentum}"
 
     def sent(self, global_params, params):
         """What a replica sends: its weights, or (compressed) its pseudo-gradient global - local,
@@ -90,18 +117,21 @@ class DiLoCo(OuterLoop, Strategy):
     """inner_steps: H; the outer loop's options (OuterLoop)."""
 
     inner_steps: int = 500
+    opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
     name: ClassVar[str] = "diloco"
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
     def __post_init__(self):
         self.trigger  # validates H >= 1
         self.check_outer()
+        self.settle(opt_state_period=check_period(self.opt_state_period))
 
     @property
     def trigger(self) -> Periodic:
         return Periodic(self.inner_steps)
 
     def init(self, params, opt_state, n):
+        check_fields(self.opt_state_period, opt_state)
         return DiLoCoState(params, self.outer.init(params))
 
     def outer_step(self, avg: Synced, state):
@@ -115,6 +145,7 @@ class DiLoCo(OuterLoop, Strategy):
 
     def apply(self, rs, grads, stats, ctx):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
+        opt_state = average_on_periods(opt_state, self.opt_state_period, ctx)
         _, decide, _ = self.trigger((), stats, ctx.axis)
         payload = Synced(params=self.sent(rs.strategy_state.global_params, params), model_state=rs.model_state if self.sync_model_state else None)
         dstate, params, model_state = ctx.sync(
@@ -123,5 +154,4 @@ class DiLoCo(OuterLoop, Strategy):
         return rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
-                f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")
+        return f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, {self.outer_label()})"

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from ..core.aggregate import ClientSampled
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
+from .opt_state_period import average_on_periods, check_fields, check_period
 from .triggered import Triggered
 
 
@@ -15,21 +16,44 @@ from .triggered import Triggered
 @dataclasses.dataclass(frozen=True)
 class LocalSGD(Triggered):
     """Every replica applies its own update each step; after every `period`-th update
-    the updated parameters (and, by default, BatchNorm statistics) are aggregated."""
+    the updated parameters (and, by default, BatchNorm statistics) are aggregated.
+    `opt_state_period` averages the optimizer's state on periods of its own (DES-LOC;
+    `strategies/opt_state_period.py`); None keeps it local."""
 
     period: int = 50
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    opt_state_period: Any = None
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
+
+    def __post_init__(self):
+        self.settle(opt_state_period=check_period(self.opt_state_period))
+        super().__post_init__()
 
     @property
     def trigger(self):
         return Periodic(self.period)
 
+    def init(self, params, opt_state, n):
+        check_fields(self.opt_state_period, opt_state)
+        return super().init(params, opt_state, n)
+
+    def level(self, st, stats, ctx, groups=None, gate=True):
+        if gate is not True and self.opt_state_period is not None:
+            raise ValueError(f"{self.name}: opt_state_period counts the run's steps; inside a phase of "
+                             f"Phases it is not supported")
+        return super().level(st, stats, ctx, groups, gate)
+
+    def sync_after(self, rs, decide, ctx, agg, groups=None):
+        """The parameters' sync, then the optimizer state's on its own periods."""
+        rs = super().sync_after(rs, decide, ctx, agg, groups)
+        return rs.replace(opt_state=average_on_periods(rs.opt_state, self.opt_state_period, ctx, groups))
+
     def describe(self) -> str:
-        return f"{super().describe()} (period {self.period})"
+        state = "" if self.opt_state_period is None else f", optimizer state every {self.opt_state_period}"
+        return f"{super().describe()} (period {self.period}{state})"
 
 
 @STRATEGIES.register("fedavg")

@@ -5,7 +5,8 @@ import dataclasses
 from typing import Any, ClassVar
 
 from ..core.sync import STRATEGIES
-from ..core.triggers import Significance
+from ..core.checks import check_int
+from ..core.triggers import Capped, Significance
 from .triggered import Triggered
 
 
@@ -16,7 +17,9 @@ class SelSync(Triggered):
     change of its gradient-norm EWMA; any vote syncs (a `psum` of the votes). A sync
     averages the parameters, then each replica applies its own update
     (`aggregate="params"`), or averages gradients (`aggregate="grads"`). Optimizer and
-    BatchNorm state stay local unless configured."""
+    BatchNorm state stay local unless configured. `max_local=K` also syncs a step when the
+    K steps before it were all local (None: the paper's rule alone): the significance
+    statistic picks the extra syncs, the cap bounds how far replicas drift."""
 
     delta: float = 0.3
     window: int = 25
@@ -25,20 +28,24 @@ class SelSync(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = False
     compress: str | None = None
+    max_local: int | None = None
     name: ClassVar[str] = "selsync"
 
     def __post_init__(self):
         if self.aggregate not in ("params", "grads"):
             raise ValueError(f"aggregate must be 'params' or 'grads', got {self.aggregate!r}")
+        check_int("max_local", self.max_local, 1, optional=True)
         super().__post_init__()
 
     @property
     def trigger(self):
-        return Significance(delta=float(self.delta), window=int(self.window), alpha=float(self.alpha))
+        significance = Significance(delta=float(self.delta), window=int(self.window), alpha=float(self.alpha))
+        return significance if self.max_local is None else Capped(significance, int(self.max_local))
 
     @property
     def sync(self) -> str:
         return self.aggregate
 
     def describe(self) -> str:
-        return f"{super().describe()} (delta={self.delta:g}, W={self.window})"
+        cap = "" if self.max_local is None else f", at most {self.max_local} local steps in a row"
+        return f"{super().describe()} (delta={self.delta:g}, W={self.window}{cap})"

@@ -129,5 +129,4 @@ class StreamingDiLoCo(OuterLoop, Strategy):
 
     def describe(self) -> str:
         return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
-                f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
-                f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")
+                f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, {self.outer_label()})")

@@ -24,7 +24,7 @@ from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
 from ..core.collectives import Groups
 from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
-from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
+from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger, init_trigger
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -148,7 +148,7 @@ class Triggered(Strategy):
 
     def init(self, params, opt_state, n):
         weighted = self.aggregator.uses_sample_weights
-        return TriggeredState(self.trigger.init(), jnp.zeros((), jnp.float32) if weighted else None)
+        return TriggeredState(init_trigger(self.trigger, params), jnp.zeros((), jnp.float32) if weighted else None)
 
     def level(self, st: TriggeredState, stats, ctx, groups: int | None = None, gate=True) -> Level:
         """This strategy's part in a step: its trigger decides (a replicated decision, its

@@ -1,0 +1,41 @@
+"""Accordion (Agarwal et al., MLSys 2021): local SGD whose averaging period adapts,
+short in critical regimes of training and long elsewhere."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from ..core.sync import STRATEGIES
+from ..core.triggers import Accordion as AccordionTrigger
+from .triggered import Triggered
+
+
+@STRATEGIES.register("accordion")
+@dataclasses.dataclass(frozen=True)
+class Accordion(Triggered):
+    """Local SGD (the updated parameters, and by default BatchNorm statistics, aggregated
+    at a sync) on Accordion's trigger: every `interval` steps the norm of each replica's
+    gradient summed over the interval is compared with the previous interval's; a
+    relative change >= `eta` on any replica (or the first interval) marks a critical
+    regime, run with period `low`, else `high` (`jaxsel.core.triggers.Accordion` has the
+    exact rule). The paper's second rule, a low period after every learning-rate decay,
+    is not part of it."""
+
+    interval: int = 100
+    eta: float = 0.5
+    low: int = 2
+    high: int = 16
+    aggregator: Any = "mean"
+    sync_model_state: bool = True
+    compress: str | None = None
+    name: ClassVar[str] = "accordion"
+    sync: ClassVar[str] = "model"
+
+    @property
+    def trigger(self):
+        return AccordionTrigger(interval=int(self.interval), eta=float(self.eta), low=int(self.low),
+                                high=int(self.high))
+
+    def describe(self) -> str:
+        return (f"{super().describe()} (interval {self.interval}, period {self.low} if the gradient's norm "
+                f"moved >= {self.eta:g}, else {self.high})")
