@@ -243,3 +243,33 @@ def test_faulty_replicas_must_leave_an_honest_one():
         WithFaultyReplicas(get_aggregator("mean"), count=8).check_replicas(8)
     with pytest.raises(ValueError, match="faulty replicas must be an integer >= 1"):
         WithFaultyReplicas(get_aggregator("mean"), count=0)
+
+
+def test_a_run_with_a_faulty_replica_fails_with_the_mean_and_trains_with_krum(tmp_path):
+    """`faulty_replicas=1` through the public API (`jaxsel.train`): local SGD on digits,
+    averaging every 2 steps while replica 7 sends garbage. The mean hands the garbage to
+    every replica, and training blows up (non-finite, stopped); Krum's run trains."""
+    from jaxsel import TrainConfig, train
+    from jaxsel.training.faults import NonFiniteError
+
+    def run_with(aggregator):
+        cfg = TrainConfig(dataset="digits", strategy="localsgd", replicas=R, steps=40, eval_every=40,
+                          strategy_options={"period": 2, "aggregator": aggregator}, faulty_replicas=1,
+                          out_dir=str(tmp_path / aggregator.replace(":", "-")), progress=False)
+        return train(cfg).final["final_test_accuracy"]
+
+    with pytest.raises(NonFiniteError):
+        run_with("mean")
+    assert run_with("krum:1") > 0.7
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategy", "ssp", "--faulty-replicas", "1"], "faulty_replicas needs a strategy with an aggregator option"),
+    (["--strategy", "bsp", "--faulty-replicas", "8"], "must be an integer >= 0 and <= 7"),
+])
+def test_faulty_replicas_errors_are_one_line(tmp_path, capsys, argv, message):
+    from jaxsel.cli import main
+
+    assert main(["train", *argv, "--replicas", "8", "--steps", "2", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

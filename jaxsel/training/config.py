@@ -119,6 +119,9 @@ class TrainConfig:
         keys=(("injection", Flag(("--inject",), "SelSync data injection: ceil(ALPHA*C) foreign classes, "
                                  "BETA*b*N/C samples each", metavar="ALPHA,BETA", parse=_injection)),))
     seed: int = option(0, help="seed of the model, data order and sampling")
+    faulty_replicas: int = option(0, metavar="N", help="the last N replicas send Gaussian garbage (std 100) "
+                                  "instead of their payload at every sync: a test of the robust aggregators "
+                                  "(krum, multikrum, bulyan)")
     eval_every: int = option(50, help="steps between test evaluations")
     log_every: int = option(10, help="steps between metric reads (one host round-trip)")
     divergence_every: int | None = option(None, metavar="N", help="steps between reads of the replicas' "
@@ -262,6 +265,7 @@ def _check_numbers(cfg: TrainConfig) -> None:
     _check_int("prefetch", cfg.prefetch, 0)
     _check_int("loader_workers", cfg.loader_workers, 1, optional=True)
     _check_int("seed", cfg.seed, 0, MAX_SEED)
+    _check_int("faulty_replicas", cfg.faulty_replicas, 0, cfg.replicas - 1)
     _check_number("lr", cfg.lr, positive=True)
     _check_lr_schedule(cfg.lr_schedule)
     _check_int("lr_schedule_steps", cfg.lr_schedule_steps, 1, MAX_STEPS, optional=True)

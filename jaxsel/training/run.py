@@ -21,6 +21,7 @@ import numpy as np
 import optax
 
 from ..core import parallel
+from ..core.aggregate import Aggregator, WithFaultyReplicas
 from ..core.state import consensus, consensus_model_state, init_state
 from ..core.step import make_train_step
 from ..costmodel.timing import strategy_timing
@@ -114,11 +115,23 @@ def make_mesh(cfg: TrainConfig):
 def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
     try:
-        return build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
-                              total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
-                              seed=cfg.seed)
+        strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
+                                  total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
+                                  seed=cfg.seed)
     except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
+    return with_faulty_replicas(strategy, cfg.faulty_replicas)
+
+
+def with_faulty_replicas(strategy, count: int):
+    """`strategy` whose aggregator first replaces the last `count` replicas' payloads by
+    garbage (`aggregate.WithFaultyReplicas`); only a strategy that aggregates can."""
+    if not count:
+        return strategy
+    if not isinstance(getattr(strategy, "aggregator", None), Aggregator):
+        raise ConfigError(f"faulty_replicas needs a strategy with an aggregator option (bsp, localsgd, fedavg, "
+                          f"selsync, superstep, accordion, diloco, ...), got {strategy.name!r}")
+    return dataclasses.replace(strategy, aggregator=WithFaultyReplicas(strategy.aggregator, count))
 
 
 def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
