@@ -192,7 +192,7 @@ class StepContext:
 def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
                compress: str | None = None, who: str = "strategy",
-               groups: int | None = None, blocking: Any = True) -> Any:
+               groups: int | None = None, blocking: Any = True, residual: Any = None) -> Any:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
     `aggregate`: an aggregator's name ("mean", "median", "trimmed:2", ...), an `Aggregator`,
@@ -211,6 +211,10 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
     `blocking` (a bool or a replicated traced bool): whether the replicas wait on this sync
     before they go on. False for an exchange consumed later (SSP's stale gradients): the
     step's report then counts its bytes but not a sync.
+    `residual` (an error-feedback codec, "topk:F" or "sign", needs it): this replica's
+    residual, a tree of the payload's leaves to compress (the same paths, e.g.
+    `Synced(grads=e)`; the other leaves go uncompressed); the result is then
+    (result, new residual), the residual changing only where `decide` holds.
     The sync is recorded in `ctx.ledger`, from which the driver builds the step's report.
     """
     ensure_replicated(decide, ctx.axis, who=who)
@@ -218,13 +222,21 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
         aggregate = Bound(get_aggregator(aggregate), Groups(ctx.axis, groups) if groups else ctx.axis, ctx)
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
-    nbytes = compression.payload_bytes(payload, compress)
+    nbytes = compression.payload_bytes(payload, compress, residual)
+    if compression.has_feedback(compress):
+        return _feedback_sync(decide, payload, aggregate, ctx, state, finish, compress, who, groups,
+                              blocking, residual, nbytes)
     if compression.check_codec(compress) is not None:
         if not isinstance(aggregate, Bound):
             raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
                             f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
         aggregate = compression.compressed_aggregate(compress, aggregate)
-    aggregate = aggregate if groups else _checked(aggregate)
+    return _guarded(decide, payload, aggregate if groups else _checked(aggregate), ctx, state, finish,
+                    groups, blocking, nbytes)
+
+
+def _guarded(decide, payload, aggregate, ctx, state, finish, groups, blocking, nbytes):
+    """finish(aggregate(payload), state) where `decide` holds, else `state`; recorded in the ledger."""
     if isinstance(decide, (bool, int)):
         decide = bool(decide)
         out = finish(aggregate(payload), state) if decide else state
@@ -237,6 +249,23 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
     waited = decide if blocking is True else (False if blocking is False else decide & blocking)
     ctx.ledger.record(waited, byte_count(nbytes, decide), grouped=bool(groups))
     return out
+
+
+def _feedback_sync(decide, payload, aggregate, ctx, state, finish, compress, who, groups, blocking,
+                   residual, nbytes):
+    """`sync_where` with an error-feedback codec: the residual rides along with the payload
+    (in) and the state (out), so it changes only on a synced step."""
+    if residual is None or not isinstance(aggregate, Bound):
+        raise TypeError(f"{who}: sync_where(compress={compress!r}) needs residual= (the payload's error-"
+                        f"feedback residual) and the aggregate as a jaxsel.aggregate.Bound, got "
+                        f"residual={type(residual).__name__}, aggregate={aggregate!r}")
+    combine = compression.feedback_aggregate(compress, aggregate, residual)
+
+    def both(pair):
+        agg, new_residual = combine(*pair)
+        return (agg if groups else ensure_agreed(agg)), new_residual
+    return _guarded(decide, (payload, residual), both, ctx, (state, residual),
+                    lambda out, st: (finish(out[0], st[0]), out[1]), groups, blocking, nbytes)
 
 
 def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:

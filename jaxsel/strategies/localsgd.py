@@ -21,6 +21,7 @@ class LocalSGD(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
 

@@ -25,6 +25,7 @@ class SelSync(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = False
     compress: str | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "selsync"
 
     def __post_init__(self):
