@@ -40,9 +40,20 @@ def as_list(tree):
     return [np.asarray(tree["w"], np.float64), np.asarray(tree["b"], np.float64)]
 
 
-@pytest.fixture(scope="module", params=[(8, "8x1"), (1, "1x8"), (2, "2x4")], ids=lambda p: p[1])
-def layout(request):
-    return jaxsel.data_mesh(replicas=R, devices=request.param[0])
+LAYOUTS = {"8x1": 8, "1x8": 1, "2x4": 2}   # devices x replicas per device
+_meshes = {}
+
+
+def mesh_of(layout: str):
+    if layout not in _meshes:
+        _meshes[layout] = jaxsel.data_mesh(replicas=R, devices=LAYOUTS[layout])
+    return _meshes[layout]
+
+
+def layouts(*cases, every=()):
+    """(case, layout) pairs: the `every` cases on all three layouts, the others on 2 x 4
+    (packed replicas over several devices), to keep one compile per pair few."""
+    return [(c, lay) for c in cases for lay in (LAYOUTS if c in every else ["2x4"])]
 
 
 def train(strategy, mesh, steps=STEPS):
@@ -89,11 +100,11 @@ CASES = {   # strategy, reference (params, residuals, anchor)
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_strategies_match_the_reference(layout, case):
+@pytest.mark.parametrize("case, layout", layouts(*CASES, every=("bsp-topk", "localsgd-topk")))
+def test_strategies_match_the_reference(case, layout):
     """Every replica's parameters, residual and anchor after 4 steps, as NumPy computes them."""
     make, reference = CASES[case]
-    state, _ = train(make(), layout)
+    state, _ = train(make(), mesh_of(layout))
     ws, res, anchor = reference()
     check_replicas(state.params, ws)
     fb = state.strategy_state.feedback
@@ -105,15 +116,21 @@ def test_strategies_match_the_reference(layout, case):
         check_replicas(fb.anchor, [anchor] * R)
 
 
-@pytest.mark.parametrize("codec, fraction", [("topk", 0.5), ("sign", None)])
-def test_diloco_pseudo_gradient_matches_the_reference(layout, codec, fraction):
-    """DiLoCo (H = 2, Nesterov 0.7 / 0.9) sends global - w_i with error feedback."""
-    spec = codec if fraction is None else f"topk:{fraction}"
-    state, _ = train(jaxsel.DiLoCo(inner_steps=2, compress=spec), layout)
+@pytest.mark.parametrize("spec, layout", layouts("topk:0.5", "sign", "streaming-topk:0.5", every=("topk:0.5",)))
+def test_diloco_pseudo_gradient_matches_the_reference(spec, layout):
+    """DiLoCo (H = 2, Nesterov 0.7 / 0.9) sends global - w_i with error feedback; so does
+    Streaming DiLoCo (one fragment: DiLoCo's schedule)."""
+    streaming = spec.startswith("streaming-")
+    spec = spec.removeprefix("streaming-")
+    codec, fraction = ("sign", None) if spec == "sign" else ("topk", 0.5)
+    strategy = (jaxsel.StreamingDiLoCo(inner_steps=2, fragments=1, compress=spec) if streaming
+                else jaxsel.DiLoCo(inner_steps=2, compress=spec))
+    state, _ = train(strategy, mesh_of(layout))
     history, _, _ = simulate_diloco(PROBLEM.init(), PROBLEM.grad, R, 2, STEPS // 2, LR,
                                     codec=codec, fraction=fraction)
     check_replicas(state.strategy_state.global_params, [history[-1]] * R)
     check_replicas(state.params, [history[-1]] * R)
+    assert state.strategy_state.residual is not None and np.abs(state.strategy_state.residual["w"]).max() > 0
 
 
 # ------------------------------------------------------------------ the sync core alone
@@ -246,11 +263,13 @@ def test_bad_fraction_is_one_line(codec):
         jaxsel.BSP(compress=codec)
 
 
-def test_codec_with_median_and_inside_a_composition_is_refused():
+def test_codec_with_median_and_inside_a_composition_is_refused(mesh):
     with pytest.raises(ValueError, match="needs a mean, weighted mean or sum aggregator"):
         jaxsel.LocalSGD(aggregator="median", compress="topk:0.1")
     with pytest.raises(ValueError, match="needs a mean, weighted mean or sum aggregator"):
         jaxsel.DiLoCo(aggregator="trimmed:1", compress="sign")
+    with pytest.raises(ValueError, match=r"compress='sign' \(error feedback\) is not supported inside a composition"):
+        train(jaxsel.PostLocalSGD(switch_step=2, compress="sign"), mesh, steps=1)
 
 
 def test_help_variants_and_cli_errors(tmp_path, capsys):
