@@ -224,19 +224,15 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
         state, finish = payload, (lambda agg, _: agg)
     nbytes = compression.payload_bytes(payload, compress, residual)
     if compression.has_feedback(compress):
-        return _feedback_sync(decide, payload, aggregate, ctx, state, finish, compress, who, groups,
-                              blocking, residual, nbytes)
-    if compression.check_codec(compress) is not None:
-        if not isinstance(aggregate, Bound):
-            raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
-                            f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
-        aggregate = compression.compressed_aggregate(compress, aggregate)
-    return _guarded(decide, payload, aggregate if groups else _checked(aggregate), ctx, state, finish,
-                    groups, blocking, nbytes)
-
-
-def _guarded(decide, payload, aggregate, ctx, state, finish, groups, blocking, nbytes):
-    """finish(aggregate(payload), state) where `decide` holds, else `state`; recorded in the ledger."""
+        payload, aggregate, state, finish = _with_residual(payload, aggregate, state, finish, compress,
+                                                           who, groups, residual)
+    else:
+        if compression.check_codec(compress) is not None:
+            if not isinstance(aggregate, Bound):
+                raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
+                                f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
+            aggregate = compression.compressed_aggregate(compress, aggregate)
+        aggregate = aggregate if groups else _checked(aggregate)
     if isinstance(decide, (bool, int)):
         decide = bool(decide)
         out = finish(aggregate(payload), state) if decide else state
@@ -251,10 +247,9 @@ def _guarded(decide, payload, aggregate, ctx, state, finish, groups, blocking, n
     return out
 
 
-def _feedback_sync(decide, payload, aggregate, ctx, state, finish, compress, who, groups, blocking,
-                   residual, nbytes):
-    """`sync_where` with an error-feedback codec: the residual rides along with the payload
-    (in) and the state (out), so it changes only on a synced step."""
+def _with_residual(payload, aggregate, state, finish, compress, who, groups, residual):
+    """`sync_where`'s operands for an error-feedback codec: the residual rides along with the
+    payload (in) and the state (out), so it changes only on a synced step."""
     if residual is None or not isinstance(aggregate, Bound):
         raise TypeError(f"{who}: sync_where(compress={compress!r}) needs residual= (the payload's error-"
                         f"feedback residual) and the aggregate as a jaxsel.aggregate.Bound, got "
@@ -264,8 +259,8 @@ def _feedback_sync(decide, payload, aggregate, ctx, state, finish, compress, who
     def both(pair):
         agg, new_residual = combine(*pair)
         return (agg if groups else ensure_agreed(agg)), new_residual
-    return _guarded(decide, (payload, residual), both, ctx, (state, residual),
-                    lambda out, st: (finish(out[0], st[0]), out[1]), groups, blocking, nbytes)
+    return ((payload, residual), both, (state, residual),
+            lambda out, st: (finish(out[0], st[0]), out[1]))
 
 
 def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:

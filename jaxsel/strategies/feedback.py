@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .triggered import Synced, sync_before_update, update
+from ..core.sync import local_update
 
 
 class FeedbackState(NamedTuple):
@@ -38,24 +38,23 @@ def residual_in(fb: FeedbackState, like) -> Any:
 
 
 def feedback_step(strategy, rs, grads, lv, ctx) -> tuple[Any, FeedbackState]:
-    """One replica's step of `strategy` (one Level `lv`) with its codec's error feedback:
-    (replica state, feedback state)."""
+    """One replica's step of `strategy` (a `Triggered`, one `Level` `lv`) with its codec's
+    error feedback: (replica state, feedback state)."""
     s, fb, agg, mode = strategy, lv.state.feedback, lv.aggregate(ctx), strategy.sync
-    extra = dict(model_state=rs.model_state if s.sync_model_state else None,
-                 opt_state=rs.opt_state if s.sync_opt_state and mode != "model" else None)
-    kept = {k: v for k, v in extra.items() if v is not None}
+    kept = {k: getattr(rs, k) for k, on in [("model_state", s.sync_model_state),
+                                            ("opt_state", s.sync_opt_state and mode != "model")] if on}
     if mode == "grads":
-        out, res = ctx.sync(lv.decide, Synced(grads=grads, **kept), agg, compress=s.compress,
-                            residual=Synced(grads=residual_in(fb, grads)))
-        rs = rs.replace(**{k: getattr(out, k) for k in kept})
-        return update(rs, out.grads, ctx), fb._replace(residual=_kept(fb, res.grads))
+        out, res = ctx.sync(lv.decide, {"grads": grads, **kept}, agg, compress=s.compress,
+                            residual={"grads": residual_in(fb, grads)})
+        rs = rs.replace(**{k: out[k] for k in kept})
+        return _update(rs, out["grads"], ctx), fb._replace(residual=_kept(fb, res["grads"]))
     if mode == "params":
         rs, fb = anchored_sync(rs, lv.decide, ctx, agg, fb, s.compress, kept)
-        return update(rs, grads, ctx), fb
+        return _update(rs, grads, ctx), fb
     if s.sync_opt_state:   # optimizer state before the update, exactly (as without feedback)
-        rs, grads = sync_before_update(rs, grads, lv.decide, ctx, agg, what=None, opt_state=True)
-    rs = update(rs, grads, ctx)
-    return anchored_sync(rs, lv.decide, ctx, agg, fb, s.compress, kept)
+        rs = rs.replace(opt_state=ctx.sync(lv.decide, rs.opt_state, agg))
+    rs = _update(rs, grads, ctx)
+    return anchored_sync(rs, lv.decide, ctx, agg, fb, s.compress, {k: getattr(rs, k) for k in kept})
 
 
 def anchored_sync(rs, decide, ctx, agg, fb: FeedbackState, compress, kept: dict):
@@ -64,15 +63,19 @@ def anchored_sync(rs, decide, ctx, agg, fb: FeedbackState, compress, kept: dict)
     model_state, their exact aggregate). Returns (replica state, feedback state)."""
     delta = jax.tree.map(jnp.subtract, rs.params, fb.anchor)
 
-    def finish(avg: Synced, st):
-        anchor = jax.tree.map(lambda a, d: (a + d).astype(a.dtype), st[1], avg.params)
-        return Synced(params=anchor, **{k: getattr(avg, k) for k in kept}), anchor
+    def finish(avg: dict, st):
+        anchor = jax.tree.map(lambda a, d: (a + d).astype(a.dtype), st[1], avg["params"])
+        return {**avg, "params": anchor}, anchor
 
-    (out, anchor), res = ctx.sync(decide, Synced(params=delta, **kept), agg,
-                                  state=(Synced(params=rs.params, **kept), fb.anchor), finish=finish,
-                                  compress=compress, residual=Synced(params=residual_in(fb, delta)))
-    rs = rs.replace(params=out.params, **{k: getattr(out, k) for k in kept})
-    return rs, FeedbackState(_kept(fb, res.params), anchor)
+    (out, anchor), res = ctx.sync(decide, {"params": delta, **kept}, agg,
+                                  state=({"params": rs.params, **kept}, fb.anchor), finish=finish,
+                                  compress=compress, residual={"params": residual_in(fb, delta)})
+    return rs.replace(**out), FeedbackState(_kept(fb, res["params"]), anchor)
+
+
+def _update(rs, grads, ctx):
+    params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
+    return rs.replace(params=params, opt_state=opt_state)
 
 
 def _kept(fb: FeedbackState, residual):

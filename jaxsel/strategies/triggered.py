@@ -25,6 +25,7 @@ from ..core.aggregate import Aggregator, Bound, get_aggregator
 from ..core.collectives import Groups
 from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
+from .feedback import feedback_step, init_feedback
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -156,8 +157,6 @@ class Triggered(Strategy):
         return get_aggregator(self.aggregator)
 
     def init(self, params, opt_state, n):
-        from .feedback import init_feedback
-
         weighted = self.combiner().uses_sample_weights
         feedback = (init_feedback(params, self.sync, bool(self.error_feedback))
                     if compression.has_feedback(self.compress) else None)
@@ -186,8 +185,6 @@ class Triggered(Strategy):
                                  compress=self.compress, groups=groups)
 
     def apply(self, rs, grads, stats, ctx):
-        from .feedback import feedback_step
-
         lv = self.level(rs.strategy_state, stats, ctx)
         if lv.state.feedback is None:
             rs, feedback = around_update(rs, grads, ctx, [lv]), None
