@@ -263,13 +263,15 @@ def test_bad_fraction_is_one_line(codec):
         jaxsel.BSP(compress=codec)
 
 
-def test_codec_with_median_and_inside_a_composition_is_refused(mesh):
+def test_codec_with_median_and_inside_a_composition_is_refused():
     with pytest.raises(ValueError, match="needs a mean, weighted mean or sum aggregator"):
         jaxsel.LocalSGD(aggregator="median", compress="topk:0.1")
     with pytest.raises(ValueError, match="needs a mean, weighted mean or sum aggregator"):
         jaxsel.DiLoCo(aggregator="trimmed:1", compress="sign")
     with pytest.raises(ValueError, match=r"compress='sign' \(error feedback\) is not supported inside a composition"):
-        train(jaxsel.PostLocalSGD(switch_step=2, compress="sign"), mesh, steps=1)
+        jaxsel.PostLocalSGD(switch_step=2, compress="sign")
+    with pytest.raises(ValueError, match=r"the inner level: compress='topk:0.1' \(error feedback\)"):
+        build_strategy("hierarchical", {"inner.compress": "topk:0.1", "groups": 2})
 
 
 def test_help_variants_and_cli_errors(tmp_path, capsys):
@@ -277,7 +279,8 @@ def test_help_variants_and_cli_errors(tmp_path, capsys):
         cli_main(["train", "--help"])
     out = capsys.readouterr().out
     assert "topk:F" in out and "sign" in out and "error_feedback" in out
-    variants = parse_strategies("bsp:compress=topk:0.01, bsp:compress=sign, diloco:compress=topk:0.01:error_feedback=false")
+    variants = parse_strategies("bsp:compress=topk:0.01, bsp:compress=sign, "
+                                "diloco:compress=topk:0.01:error_feedback=false")
     assert [v.name for v in variants] == ["bsp", "bsp", "diloco"]
     assert [v.options.get("compress") for v in variants] == ["topk:0.01", "sign", "topk:0.01"]
     assert variants[2].options["error_feedback"] is False

@@ -151,5 +151,6 @@ class DiLoCo(OuterLoop, Strategy):
         return rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
+        tags = compression.tags(self.compress, self.combiner(), self.error_feedback)
+        return (f"{self.name}{tags} (H={self.inner_steps}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

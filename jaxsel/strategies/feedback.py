@@ -19,12 +19,21 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..core import compression
 from ..core.sync import local_update
 
 
 class FeedbackState(NamedTuple):
     residual: Any   # this replica's residual e, params-shaped (None: error_feedback=False)
     anchor: Any     # the last synchronized parameters (None for a gradient payload)
+
+
+def refuse_in_composition(compress, where: str) -> None:
+    """A one-line ValueError for a top-k / sign codec inside a composition (its levels'
+    residuals and anchors are not threaded through `around_update`)."""
+    if compression.has_feedback(compress):
+        raise ValueError(f"{where}: compress={compress!r} (error feedback) is not supported inside a "
+                         f"composition (hierarchical, postlocal); use bf16 or int8 there")
 
 
 def init_feedback(params, mode: str, error_feedback: bool) -> FeedbackState:

@@ -136,6 +136,7 @@ class StreamingDiLoCo(OuterLoop, Strategy):
                           model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.combiner())} (H={self.inner_steps}, "
+        tags = compression.tags(self.compress, self.combiner(), self.error_feedback)
+        return (f"{self.name}{tags} (H={self.inner_steps}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, "
                 f"outer lr {self.outer_lr:g}, momentum {self.outer_momentum:g})")

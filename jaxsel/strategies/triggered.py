@@ -25,7 +25,7 @@ from ..core.aggregate import Aggregator, Bound, get_aggregator
 from ..core.collectives import Groups
 from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger
-from .feedback import feedback_step, init_feedback
+from .feedback import feedback_step, init_feedback, refuse_in_composition
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -120,9 +120,7 @@ def around_update(rs, grads, ctx, levels) -> Any:
     pre-update parameters (in order), the update, each level's sync of the updated model
     (in order, so a later level's result stands)."""
     for lv in levels:
-        if compression.has_feedback(lv.strategy.compress):
-            raise ValueError(f"compress={lv.strategy.compress!r} (error feedback) is not supported inside a "
-                             f"composition (hierarchical, postlocal); use bf16 or int8 there")
+        refuse_in_composition(lv.strategy.compress, lv.strategy.name)
     for lv in levels:
         rs, grads = lv.strategy.sync_before(rs, grads, lv.decide, ctx, lv.aggregate(ctx), lv.groups)
     rs = update(rs, grads, ctx)
