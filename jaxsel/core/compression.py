@@ -46,10 +46,9 @@ compresses only the payload leaves the strategy gives a residual for
 """
 from __future__ import annotations
 
-from typing import Any
-
 import math
 from fractions import Fraction
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -69,7 +68,7 @@ def check_codec(codec: str | None) -> str | None:
     if isinstance(codec, str) and codec.startswith("topk:"):
         topk_fraction(codec)
         return codec
-    if codec not in CODECS or codec == "topk:F":
+    if codec not in CODECS:
         raise ValueError(f"compress must be one of {', '.join(CODECS)} (0 < F <= 1); got {codec!r}")
     return codec
 

@@ -18,7 +18,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
 `sync_where(..., compress="bf16"|"int8")` sends the payload's floating leaves compressed
 (`jaxsel.core.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
 strategy hands over as a `jaxsel.aggregate.Bound` so the core can see its coefficients;
-the report then counts the compressed bytes (what each replica actually sends).
+the report then counts the compressed bytes (what each replica actually sends). The
+error-feedback codecs ("topk:F", "sign") also take the replica's residual (`residual=`) and
+return it updated with the result.
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
