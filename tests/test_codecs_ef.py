@@ -136,24 +136,39 @@ def test_diloco_pseudo_gradient_matches_the_reference(spec, layout):
 # ------------------------------------------------------------------ the sync core alone
 
 
-def feedback_sync(mesh, x, e, codec):
+def feedback_sync(mesh, x, e, codec, spec="mean", w=None):
     """Every replica's (aggregate, new residual, bytes) of one `sync_where(compress=codec,
-    residual=e[r])` on replica r's `x[r]`, packed on `mesh` as the step packs them."""
+    residual=e[r])` on replica r's `x[r]` (weight `w[r]`), packed on `mesh` as the step
+    packs them."""
     k = R // mesh.shape["data"]
+    w = np.ones(R, np.float32) if w is None else w
 
-    def body(x, e):
-        def one(xr, er, r):
-            ctx = StepContext(axis="data", n=R, step=jnp.int32(0), optimizer=None, weight=jnp.float32(1), replica=r)
-            out, res = sync_where(jnp.asarray(True), xr, Bound(get_aggregator("mean"), "data", ctx), ctx,
+    def body(x, e, w):
+        def one(xr, er, wr, r):
+            ctx = StepContext(axis="data", n=R, step=jnp.int32(0), optimizer=None, weight=wr, replica=r)
+            out, res = sync_where(jnp.asarray(True), xr, Bound(get_aggregator(spec), "data", ctx), ctx,
                                   compress=codec, residual={"w": er})
             return out, res["w"], ctx.ledger.report().payload_bytes
 
         replica = jax.lax.axis_index("data") * k + jnp.arange(k, dtype=jnp.int32)
-        return jax.vmap(one, axis_name=LOCAL, axis_size=k)(x, e, replica)
+        return jax.vmap(one, axis_name=LOCAL, axis_size=k)(x, e, w, replica)
 
     put = lambda v: jax.device_put(v, NamedSharding(mesh, P("data")))
-    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("data"), P("data")), out_specs=P("data")))
-    return jax.device_get(fn(jax.tree.map(put, x), put(e)))
+    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("data"),) * 3, out_specs=P("data")))
+    return jax.device_get(fn(jax.tree.map(put, x), put(e), put(w)))
+
+
+def test_weighted_mean_weights_what_was_sent(mesh):
+    """A linear aggregator's weights c_i multiply what was sent, never the residual."""
+    rng = np.random.default_rng(2)
+    x = {"w": rng.normal(size=(R, 6, 7)).astype(np.float32)}
+    e = rng.normal(size=(R, 6, 7)).astype(np.float32)
+    w = np.arange(1, R + 1, dtype=np.float32)
+    out, new_e, _ = feedback_sync(mesh, x, e, "topk:0.2", spec="weighted", w=w)
+    agg, e_ref, _ = ref.ef_round([[x["w"][r]] for r in range(R)], [[e[r]] for r in range(R)], "topk", 0.2,
+                                 weights=w / w.sum())
+    np.testing.assert_allclose(out["w"][0], agg[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(new_e, np.stack([r[0] for r in e_ref]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("codec", ["topk:0.1", "sign"])
