@@ -133,6 +133,19 @@ def test_diloco_pseudo_gradient_matches_the_reference(spec, layout):
     assert state.strategy_state.residual is not None and np.abs(state.strategy_state.residual["w"]).max() > 0
 
 
+def test_selsync_params_matches_the_reference_on_its_own_decisions():
+    """SelSync (aggregate="params") with sign: the reference replays the run's recorded
+    sync decisions (some steps sync, some do not)."""
+    state, metrics = train(jaxsel.SelSync(compress="sign", delta=0.3, window=2), mesh_of("2x4"), steps=6)
+    synced = [bool(np.asarray(m["synced"]).ravel()[0]) for m in metrics]
+    assert any(synced) and not all(synced)
+    ws, res, anchor = ref.simulate_local_sgd(PROBLEM.init(), PROBLEM.grad, R, 6, lambda t: synced[t], LR,
+                                             "sign", mode="params")
+    check_replicas(state.params, ws)
+    check_replicas(state.strategy_state.feedback.residual, res)
+    check_replicas(state.strategy_state.feedback.anchor, [anchor] * R)
+
+
 # ------------------------------------------------------------------ the sync core alone
 
 
