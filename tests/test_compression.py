@@ -215,7 +215,7 @@ def test_codec_with_a_non_linear_aggregator_is_refused(make):
 
 
 def test_unknown_codec_lists_the_choices():
-    with pytest.raises(ValueError, match=r"^compress must be one of none, bf16, int8; got 'fp8'$"):
+    with pytest.raises(ValueError, match=r"^compress must be one of none, bf16, int8, topk:F, sign \(0 < F <= 1\); got 'fp8'$"):
         jaxsel.BSP(compress="fp8")
 
 

@@ -93,6 +93,9 @@ def strategy_epilog() -> str:
         opts = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
                          for k, v in option_defaults(cls).items() if not k.endswith("_options"))
         lines.append(f"  {name:<{width}}  {opts or '(no options)'}")
+    lines.append("compress (payload codecs): none, bf16, int8, topk:F (the ceil(F*size) largest entries, "
+                 "0 < F <= 1), sign (1 bit per entry and a scale); topk and sign keep what they did not "
+                 "send as a residual for the next sync unless error_feedback=False")
     return "\n".join(lines)
 
 

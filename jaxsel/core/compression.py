@@ -27,27 +27,79 @@ result is cast back to each leaf's dtype.
 Bytes sent per replica (`SyncReport.payload_bytes`): bf16 2 per element; int8 1 per
 element plus 4 per tensor (its scale); uncompressed leaves at their own size.
 A non-finite value makes its tensor's int8 scale non-finite, and the tensor NaN.
+
+Error-feedback codecs (`FEEDBACK`: "topk:F", "sign") send a lossy, biased summary and keep
+what they did not send, per replica and tensor, as a residual e (strategy state):
+
+    u = payload + e;  sent = C(u);  e <- u - sent;  aggregate = sum_i c_i * sent_i
+
+- "topk:F" (0 < F <= 1): the k = ceil(F * size) entries of largest |u| (F the exact
+  decimal as written: Fraction("0.07") * 100 is 7, where 0.07 * 100 in floating point
+  rounds up to 8), ties to the lowest flat index (`lax.top_k`'s order), sent as float32
+  values and int32 flat indices: 8 bytes per kept entry.
+- "sign": scale * s with s = +1 where u >= 0 (sign(0) = +1: one bit has no zero) else -1,
+  scale = mean|u| (float32): ceil(size / 8) bytes of packed bits + 4 per tensor.
+Every replica gathers every replica's sent values and adds c_j * sent_j densely in replica
+order j = 0 ... N-1 (an all-gather, bit-identical on every replica and layout). The sync
+compresses only the payload leaves the strategy gives a residual for
+(`sync_where(residual=...)`); the others (BatchNorm statistics) go uncompressed.
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .collectives import replica_gather, replica_sum
 
-CODECS = ("none", "bf16", "int8")
-GATHERS = ("int8",)   # codecs whose collective is an all-gather
+CODECS = ("none", "bf16", "int8", "topk:F", "sign")
+FEEDBACK = ("topk", "sign")          # codecs with an error-feedback residual
+GATHERS = ("int8", "topk", "sign")   # codecs whose collective is an all-gather
 
 
 def check_codec(codec: str | None) -> str | None:
     """The codec's name, None for no compression; anything else is a one-line ValueError."""
     if codec is None or codec == "none":
         return None
+    if isinstance(codec, str) and codec.startswith("topk:"):
+        topk_fraction(codec)
+        return codec
     if codec not in CODECS:
-        raise ValueError(f"compress must be one of {', '.join(CODECS)}; got {codec!r}")
+        raise ValueError(f"compress must be one of {', '.join(CODECS)} (0 < F <= 1); got {codec!r}")
     return codec
+
+
+def topk_fraction(codec: str) -> Fraction:
+    """F of "topk:F", exactly as written; a one-line ValueError unless 0 < F <= 1."""
+    text = codec.split(":", 1)[1]
+    try:
+        f = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        f = None
+    if f is None or not 0 < f <= 1:
+        raise ValueError(f"compress={codec!r}: topk:F needs a fraction 0 < F <= 1 of each tensor's "
+                         f"entries (e.g. topk:0.01), got F={text!r}")
+    return f
+
+
+def codec_kind(codec: str | None) -> str | None:
+    """"topk" for "topk:F", else the codec's name (None: no compression)."""
+    codec = check_codec(codec)
+    return None if codec is None else codec.split(":", 1)[0]
+
+
+def has_feedback(codec: str | None) -> bool:
+    """Whether `codec` keeps an error-feedback residual (top-k, sign)."""
+    return codec_kind(codec) in FEEDBACK
+
+
+def topk_count(codec: str, size: int) -> int:
+    """k = ceil(F * size) of "topk:F", computed exactly (at least 1)."""
+    return max(1, math.ceil(topk_fraction(codec) * size))
 
 
 def check_compressible(codec: str | None, aggregator) -> str | None:
@@ -63,16 +115,18 @@ def check_compressible(codec: str | None, aggregator) -> str | None:
 
 def collective(codec: str | None, aggregator) -> str:
     """The collective a sync with this codec and aggregator runs (for `Timing.collective`)."""
-    return "allgather" if check_codec(codec) in GATHERS else aggregator.collective
+    return "allgather" if codec_kind(codec) in GATHERS else aggregator.collective
 
 
-def tags(codec: str | None, aggregator=None) -> str:
+def tags(codec: str | None, aggregator=None, error_feedback: bool = True) -> str:
     """What a strategy's description adds for its sync: " [median, int8]" (a non-mean
-    aggregator, then the codec), "" for a mean without a codec."""
+    aggregator, then the codec, then "no error feedback" where a top-k / sign codec runs
+    without it), "" for a mean without a codec."""
     from .aggregate import describe_aggregator
 
     names = [] if aggregator is None else [describe_aggregator(aggregator)]
     names = [n for n in names if n != "mean"] + [c for c in [check_codec(codec)] if c is not None]
+    names += ["no error feedback"] if has_feedback(codec) and not error_feedback else []
     return f" [{', '.join(names)}]" if names else ""
 
 
@@ -80,15 +134,26 @@ def _floating(x) -> bool:
     return jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
 
 
-def payload_bytes(tree: Any, codec: str | None) -> int:
-    """Bytes one replica sends for `tree` compressed with `codec`."""
-    codec = check_codec(codec)
+def tensor_bytes(x, codec: str | None) -> int:
+    """Bytes one replica sends for the tensor `x` compressed with `codec`."""
+    kind = codec_kind(codec)
+    if kind is None or not _floating(x):
+        return x.size * x.dtype.itemsize
+    return {"bf16": lambda: 2 * x.size, "int8": lambda: x.size + 4,
+            "topk": lambda: 8 * topk_count(codec, x.size), "sign": lambda: -(-x.size // 8) + 4}[kind]()
 
-    def size(x):
-        if codec is None or not _floating(x):
-            return x.size * x.dtype.itemsize
-        return 2 * x.size if codec == "bf16" else x.size + 4
-    return int(sum(size(x) for x in jax.tree.leaves(tree)))
+
+def payload_bytes(tree: Any, codec: str | None, residual: Any = None) -> int:
+    """Bytes one replica sends for `tree` compressed with `codec` (an error-feedback codec:
+    only the leaves `residual` has a tensor for)."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    compressed = _paths(residual) if has_feedback(codec) else None
+    return int(sum(tensor_bytes(x, codec if compressed is None or path in compressed else None)
+                   for path, x in leaves))
+
+
+def _paths(tree) -> set:
+    return {path for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 def quantize_int8(x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -131,4 +196,74 @@ def compressed_aggregate(codec: str, bound) -> Any:
         it = iter(exact)
         out = [combine(x, c, bound.axis) if _floating(x) else next(it) for x in leaves]
         return jax.tree.unflatten(treedef, out)
+    return aggregate
+
+
+# ------------------------------------------------------------------- error feedback
+
+def topk_send(u: jax.Array, codec: str) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+    """((float32 values, int32 flat indices), dense sent) of "topk:F" for one replica's u."""
+    flat = u.reshape(-1).astype(jnp.float32)
+    _, idx = lax.top_k(jnp.abs(flat), topk_count(codec, flat.size))   # equal |u|: lower index first
+    values = flat[idx]
+    sent = jnp.zeros_like(flat).at[idx].set(values)
+    return (values, idx.astype(jnp.int32)), sent.reshape(u.shape)
+
+
+def sign_send(u: jax.Array) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+    """((packed bits, float32 scale), dense sent) of "sign": bit 1 where u >= 0."""
+    flat = u.reshape(-1).astype(jnp.float32)
+    scale = jnp.mean(jnp.abs(flat))
+    positive = flat >= 0
+    sent = scale * jnp.where(positive, 1.0, -1.0)
+    return (jnp.packbits(positive), scale), sent.reshape(u.shape)
+
+
+def _dense(kind: str, wire, shape) -> jax.Array:
+    """One replica's weighted sent tensor, rebuilt from what it put on the wire."""
+    size = math.prod(shape)
+    if kind == "topk":
+        values, idx = wire
+        return jnp.zeros((size,), jnp.float32).at[idx].set(values).reshape(shape)
+    bits, scale = wire
+    s = jnp.unpackbits(bits, count=size).astype(jnp.float32) * 2.0 - 1.0
+    return (scale * s).reshape(shape)
+
+
+def _feedback_sum(u, c, codec: str, axis):
+    """(sum_j c_j * sent_j in replica order, this replica's new residual u - sent) for one
+    tensor. The weight c_j rides on the float32 part of the wire (values, or the scale)."""
+    kind = codec_kind(codec)
+    (a, b), sent = topk_send(u, codec) if kind == "topk" else sign_send(u)
+    wire = (c * a, b) if kind == "topk" else (a, c * b)
+    every = replica_gather(wire, axis)
+    out = _dense(kind, jax.tree.map(lambda w: w[0], every), u.shape)
+    for j in range(1, every[0].shape[0]):
+        out = out + _dense(kind, jax.tree.map(lambda w, j=j: w[j], every), u.shape)
+    return out.astype(u.dtype), (u.astype(jnp.float32) - sent).astype(u.dtype)
+
+
+def feedback_aggregate(codec: str, bound, residual: Any):
+    """(payload, residual) -> (aggregate, new residual) of `payload` over replicas: the leaves
+    `residual` has a tensor for are sent as `codec` with error feedback (u = payload + e),
+    the others go through `bound`'s linear aggregator exactly. `bound`: a
+    `jaxsel.aggregate.Bound`."""
+    check_compressible(codec, bound.aggregator)
+    compressed = _paths(residual)
+
+    def aggregate(payload, residual):
+        with_paths, treedef = jax.tree_util.tree_flatten_with_path(payload)
+        e = dict(jax.tree_util.tree_flatten_with_path(residual)[0])
+        others = [x for path, x in with_paths if path not in compressed or not _floating(x)]
+        it = iter(bound(others) if others else [])
+        c = bound.coefficient()
+        out, new_e = [], {}
+        for path, x in with_paths:
+            if path in compressed and _floating(x):
+                agg, new_e[path] = _feedback_sum(x + e[path], c, codec, bound.axis)
+                out.append(agg)
+            else:
+                out.append(next(it))
+        rleaves, rdef = jax.tree_util.tree_flatten_with_path(residual)
+        return jax.tree.unflatten(treedef, out), jax.tree.unflatten(rdef, [new_e.get(p, x) for p, x in rleaves])
     return aggregate

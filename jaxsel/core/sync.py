@@ -21,6 +21,8 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
 (`jaxsel.core.compression`): only for a linear aggregate (mean, weighted mean, sum), which the
 strategy names or hands over as a `jaxsel.aggregate.Bound` so the core can see its
 coefficients; the ledger then counts the compressed bytes (what each replica actually sends).
+The error-feedback codecs ("topk:F", "sign") also take the replica's residual (`residual=`)
+and return it updated with the result.
 
 `local_cond` is the only other conditional: for replica-local work that happens on some
 steps only (no collective may sit inside it; tests/test_sync_core.py checks every
@@ -198,7 +200,7 @@ class StepContext:
 def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any], Any], ctx: StepContext, *,
                state: Any = None, finish: Callable[[Any, Any], Any] | None = None,
                compress: str | None = None, who: str = "strategy",
-               groups: int | None = None, blocking: Any = True) -> Any:
+               groups: int | None = None, blocking: Any = True, residual: Any = None) -> Any:
     """Aggregate `payload` across replicas where `decide` holds; the one guarded sync.
 
     `aggregate`: an aggregator's name ("mean", "median", "trimmed:2", ...), an `Aggregator`,
@@ -217,6 +219,10 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
     `blocking` (a bool or a replicated traced bool): whether the replicas wait on this sync
     before they go on. False for an exchange consumed later (SSP's stale gradients): the
     step's report then counts its bytes but not a sync.
+    `residual` (an error-feedback codec, "topk:F" or "sign", needs it): this replica's
+    residual, a tree of the payload's leaves to compress (the same paths, e.g.
+    `Synced(grads=e)`; the other leaves go uncompressed); the result is then
+    (result, new residual), the residual changing only where `decide` holds.
     The sync is recorded in `ctx.ledger`, from which the driver builds the step's report.
     """
     ensure_replicated(decide, ctx.axis, who=who)
@@ -224,13 +230,17 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
         aggregate = Bound(get_aggregator(aggregate), Groups(ctx.axis, groups) if groups else ctx.axis, ctx)
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
-    nbytes = compression.payload_bytes(payload, compress)
-    if compression.check_codec(compress) is not None:
-        if not isinstance(aggregate, Bound):
-            raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
-                            f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
-        aggregate = compression.compressed_aggregate(compress, aggregate)
-    aggregate = aggregate if groups else _checked(aggregate)
+    nbytes = compression.payload_bytes(payload, compress, residual)
+    if compression.has_feedback(compress):
+        payload, aggregate, state, finish = _with_residual(payload, aggregate, state, finish, compress,
+                                                           who, groups, residual)
+    else:
+        if compression.check_codec(compress) is not None:
+            if not isinstance(aggregate, Bound):
+                raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
+                                f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
+            aggregate = compression.compressed_aggregate(compress, aggregate)
+        aggregate = aggregate if groups else _checked(aggregate)
     if isinstance(decide, (bool, int)):
         decide = bool(decide)
         out = finish(aggregate(payload), state) if decide else state
@@ -243,6 +253,22 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
     waited = decide if blocking is True else (False if blocking is False else decide & blocking)
     ctx.ledger.record(waited, byte_count(nbytes, decide), grouped=bool(groups))
     return out
+
+
+def _with_residual(payload, aggregate, state, finish, compress, who, groups, residual):
+    """`sync_where`'s operands for an error-feedback codec: the residual rides along with the
+    payload (in) and the state (out), so it changes only on a synced step."""
+    if residual is None or not isinstance(aggregate, Bound):
+        raise TypeError(f"{who}: sync_where(compress={compress!r}) needs residual= (the payload's error-"
+                        f"feedback residual) and the aggregate as a jaxsel.aggregate.Bound, got "
+                        f"residual={type(residual).__name__}, aggregate={aggregate!r}")
+    combine = compression.feedback_aggregate(compress, aggregate, residual)
+
+    def both(pair):
+        agg, new_residual = combine(*pair)
+        return (agg if groups else ensure_agreed(agg)), new_residual
+    return ((payload, residual), both, (state, residual),
+            lambda out, st: (finish(out[0], st[0]), out[1]))
 
 
 def _checked(aggregate: Callable[[Any], Any]) -> Callable[[Any], Any]:

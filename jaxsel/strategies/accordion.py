@@ -28,6 +28,7 @@ class Accordion(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "accordion"
     sync: ClassVar[str] = "model"
 

@@ -18,6 +18,7 @@ class BSP(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = False
     compress: str | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "bsp"
     sync: ClassVar[str] = "grads"
 

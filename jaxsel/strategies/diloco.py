@@ -53,7 +53,8 @@ class OuterLoop:
     options are keyword-only, so a subclass's own fields (inner_steps first) keep their
     positions. outer_optimizer / outer_lr / outer_momentum: the outer step; aggregator: how the
     replicas' payloads combine; sync_model_state: average BatchNorm statistics at a sync;
-    compress: the payload codec (bf16, int8)."""
+    compress: the payload codec (bf16, int8, topk:F, sign); error_feedback: keep what
+    top-k / sign did not send as a residual added to the next payload."""
 
     outer_optimizer: str = "nesterov"
     outer_lr: float = 0.7
@@ -61,6 +62,7 @@ class OuterLoop:
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    error_feedback: bool = True
     unsynced: ClassVar[str] = "no outer step: the evaluated global model stays at its initialization"
 
     def check_outer(self) -> None:
@@ -104,11 +106,31 @@ class OuterLoop:
         """The global weights are the model; the replicas' weights are its local drafts."""
         return state.strategy_state.global_params
 
+    def init_residual(self, params):
+        """The error-feedback residual of the pseudo-gradient (None without one)."""
+        keep = compression.has_feedback(self.compress) and self.error_feedback
+        return jax.tree.map(jnp.zeros_like, params) if keep else None
+
+    def feedback(self, residual, like) -> dict:
+        """`ctx.sync`'s residual option for a payload `Synced(params=like)` (none without a
+        top-k / sign codec; zeros with error_feedback=False)."""
+        if not compression.has_feedback(self.compress):
+            return {}
+        return {"residual": Synced(params=jax.tree.map(jnp.zeros_like, like) if residual is None else residual)}
+
+    def synced(self, out, residual):
+        """(what the sync returned, the residual after it) from `ctx.sync`'s result."""
+        if not compression.has_feedback(self.compress):
+            return out, residual
+        out, res = out
+        return out, (res.params if self.error_feedback else None)
+
 
 
 class DiLoCoState(NamedTuple):
     global_params: Any   # the outer model (what the run is evaluated on)
     outer_opt: Any       # the outer optimizer's state
+    residual: Any = None # top-k / sign: this replica's error-feedback residual
 
 
 @STRATEGIES.register("diloco")
@@ -132,7 +154,7 @@ class DiLoCo(OuterLoop, Strategy):
 
     def init(self, params, opt_state, n):
         check_fields(self.opt_state_period, opt_state)
-        return DiLoCoState(params, self.outer.init(params))
+        return DiLoCoState(params, self.outer.init(params), self.init_residual(params))
 
     def outer_step(self, avg: Synced, state):
         """On a synced step: the outer optimizer on the pseudo-gradient (sent as such when
@@ -141,17 +163,22 @@ class DiLoCo(OuterLoop, Strategy):
         delta = self.pseudo_gradient(dstate.global_params, avg.params)
         updates, outer_opt = self.outer.update(delta, dstate.outer_opt, dstate.global_params)
         global_w = optax.apply_updates(dstate.global_params, updates)
-        return DiLoCoState(global_w, outer_opt), global_w, (avg.model_state if self.sync_model_state else model_state)
+        return (dstate._replace(global_params=global_w, outer_opt=outer_opt), global_w,
+                (avg.model_state if self.sync_model_state else model_state))
 
     def apply(self, rs, grads, stats, ctx):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
         opt_state = average_on_periods(opt_state, self.opt_state_period, ctx)
         _, decide, _ = self.trigger((), stats, ctx.axis)
-        payload = Synced(params=self.sent(rs.strategy_state.global_params, params), model_state=rs.model_state if self.sync_model_state else None)
-        dstate, params, model_state = ctx.sync(
-            decide, payload, Bound(self.aggregator, ctx.axis, ctx),
-            state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step, compress=self.compress)
+        sent = self.sent(rs.strategy_state.global_params, params)
+        payload = Synced(params=sent, model_state=rs.model_state if self.sync_model_state else None)
+        out = ctx.sync(decide, payload, Bound(self.aggregator, ctx.axis, ctx),
+                       state=(rs.strategy_state, params, rs.model_state), finish=self.outer_step,
+                       compress=self.compress, **self.feedback(rs.strategy_state.residual, sent))
+        (dstate, params, model_state), residual = self.synced(out, rs.strategy_state.residual)
+        dstate = dstate._replace(residual=residual)
         return rs.replace(params=params, opt_state=opt_state, model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, {self.outer_label()})"
+        tags = compression.tags(self.compress, self.aggregator, self.error_feedback)
+        return f"{self.name}{tags} (H={self.inner_steps}, {self.outer_label()})"

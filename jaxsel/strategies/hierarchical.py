@@ -39,6 +39,7 @@ import jax.numpy as jnp
 from ..core.checks import check_int
 from ..core.sync import STRATEGIES, Strategy
 from .build import build_level
+from .feedback import refuse_in_composition
 from .triggered import TriggeredState, around_update
 
 
@@ -82,6 +83,7 @@ class Hierarchical(Strategy):
         for level in self.levels:
             self.settle(**{level: build_level(level, getattr(self, level), getattr(self, f"{level}_options")),
                            f"{level}_options": {}})
+            refuse_in_composition(getattr(getattr(self, level), "compress", None), f"the {level} level")
         check_int("groups", self.groups, 1, optional=True)
 
     def group_count(self) -> int:

@@ -25,6 +25,7 @@ class LocalSGD(Triggered):
     sync_model_state: bool = True
     compress: str | None = None
     opt_state_period: Any = None
+    error_feedback: bool = True
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
 

@@ -17,6 +17,7 @@ from ..core.sync import STRATEGIES, Strategy
 from ..core.triggers import Periodic
 from .bsp import BSP
 from .localsgd import LocalSGD
+from .feedback import refuse_in_composition
 from .phases import Phases
 
 
@@ -42,6 +43,7 @@ class PostLocalSGD(Strategy):
             self.settle(switch_step=int(self.total_steps) // 2)
         check_int("switch_step", self.switch_step, 0)
         self.settle(compress=self.phases.then.compress)   # checked ("none" -> None) by the phases
+        refuse_in_composition(self.compress, self.name)
 
     @property
     def phases(self) -> Phases:

@@ -29,6 +29,7 @@ class SelSync(Triggered):
     sync_model_state: bool = False
     compress: str | None = None
     max_local: int | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "selsync"
 
     def __post_init__(self):

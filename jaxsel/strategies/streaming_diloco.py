@@ -39,6 +39,7 @@ from .triggered import Synced
 class StreamingDiLoCoState(NamedTuple):
     global_params: Any   # the outer model, all fragments (what the run is evaluated on)
     outer_opt: tuple     # one outer optimizer state per fragment, over its tuple of leaves
+    residual: Any = None # top-k / sign: this replica's error-feedback residual (all fragments)
 
 
 class FragmentState(NamedTuple):
@@ -91,7 +92,8 @@ class StreamingDiLoCo(OuterLoop, Strategy):
 
     def init(self, params, opt_state, n):
         leaves = jax.tree.leaves(params)
-        return StreamingDiLoCoState(params, tuple(self.outer.init(take(leaves, f)) for f in self.plan(params)))
+        return StreamingDiLoCoState(params, tuple(self.outer.init(take(leaves, f)) for f in self.plan(params)),
+                                    self.init_residual(params))
 
     def fragment_step(self, avg: Synced, fs: FragmentState) -> FragmentState:
         """On fragment p's sync: its outer step, then the blend into each replica's fragment."""
@@ -111,22 +113,29 @@ class StreamingDiLoCo(OuterLoop, Strategy):
         local, treedef = jax.tree.flatten(params)
         glob, gdef = jax.tree.flatten(rs.strategy_state.global_params)
         outer_opt, model_state = list(rs.strategy_state.outer_opt), rs.model_state
+        res = rs.strategy_state.residual
+        res, rdef = (None, None) if res is None else jax.tree.flatten(res)
         combine = Bound(self.aggregator, ctx.axis, ctx)
         for p, leaves in enumerate(self.plan(params)):
             with_model = p == 0 and self.sync_model_state
-            payload = Synced(params=self.sent(take(glob, leaves), take(local, leaves)),
-                             model_state=model_state if with_model else None)
-            fs = ctx.sync(
+            sent = self.sent(take(glob, leaves), take(local, leaves))
+            payload = Synced(params=sent, model_state=model_state if with_model else None)
+            fs, fres = self.synced(ctx.sync(
                 self.fragment_trigger(p).fires(stats.step), payload, combine,
                 state=FragmentState(outer_opt[p], take(glob, leaves), take(local, leaves), model_state),
-                finish=self.fragment_step, compress=self.compress, who=f"{self.name} fragment {p}")
+                finish=self.fragment_step, compress=self.compress, who=f"{self.name} fragment {p}",
+                **self.feedback(None if res is None else take(res, leaves), sent)), None)
+            if res is not None:
+                put(res, leaves, fres)
             outer_opt[p], model_state = fs.outer_opt, fs.model_state
             put(glob, leaves, fs.global_leaves)
             put(local, leaves, fs.local_leaves)
-        dstate = StreamingDiLoCoState(jax.tree.unflatten(gdef, glob), tuple(outer_opt))
+        dstate = StreamingDiLoCoState(jax.tree.unflatten(gdef, glob), tuple(outer_opt),
+                                      None if res is None else jax.tree.unflatten(rdef, res))
         return rs.replace(params=jax.tree.unflatten(treedef, local), opt_state=opt_state,
                           model_state=model_state, strategy_state=dstate)
 
     def describe(self) -> str:
-        return (f"{self.name}{compression.tags(self.compress, self.aggregator)} (H={self.inner_steps}, "
+        tags = compression.tags(self.compress, self.aggregator, self.error_feedback)
+        return (f"{self.name}{tags} (H={self.inner_steps}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, {self.outer_label()})")

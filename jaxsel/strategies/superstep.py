@@ -22,6 +22,7 @@ class Superstep(Triggered):
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "superstep"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)

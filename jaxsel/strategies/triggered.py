@@ -25,6 +25,7 @@ from ..core.aggregate import Bound, get_aggregator
 from ..core.collectives import Groups
 from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger, init_trigger
+from .feedback import feedback_step, init_feedback, refuse_in_composition
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -32,6 +33,7 @@ SYNC_MODES = ("grads", "params", "model")
 class TriggeredState(NamedTuple):
     trigger: Any          # the trigger's own state
     samples: Any = None   # samples in the parameters since the last sync (weighted aggregators)
+    feedback: Any = None  # an error-feedback codec's residual and anchor (`feedback.FeedbackState`)
 
 
 class Synced(NamedTuple):
@@ -109,7 +111,7 @@ class Level(NamedTuple):
         st = self.state
         synced = self.decide if synced is None else synced
         samples = None if st.samples is None else samples_after(self.strategy.sync, synced, st.samples, ctx.weight)
-        new = TriggeredState(self.tstate, samples)
+        new = st._replace(trigger=self.tstate, samples=samples)
         return new if active is True else tree_where(active, new, st)
 
 
@@ -117,6 +119,8 @@ def around_update(rs, grads, ctx, levels) -> Any:
     """The levels' syncs around one optimizer update: each level's sync of gradients or
     pre-update parameters (in order), the update, each level's sync of the updated model
     (in order, so a later level's result stands)."""
+    for lv in levels:
+        refuse_in_composition(lv.strategy.compress, lv.strategy.name)
     for lv in levels:
         rs, grads = lv.strategy.sync_before(rs, grads, lv.decide, ctx, lv.aggregate(ctx), lv.groups)
     rs = update(rs, grads, ctx)
@@ -133,6 +137,7 @@ class Triggered(Strategy):
 
     sync_opt_state: bool = False
     compress: str | None = None
+    error_feedback: bool = True
 
     def __post_init__(self):
         """What every trigger-based strategy checks: its sync mode, its trigger's options,
@@ -148,7 +153,10 @@ class Triggered(Strategy):
 
     def init(self, params, opt_state, n):
         weighted = self.aggregator.uses_sample_weights
-        return TriggeredState(init_trigger(self.trigger, params), jnp.zeros((), jnp.float32) if weighted else None)
+        feedback = (init_feedback(params, self.sync, bool(self.error_feedback))
+                    if compression.has_feedback(self.compress) else None)
+        return TriggeredState(init_trigger(self.trigger, params), jnp.zeros((), jnp.float32) if weighted else None,
+                              feedback)
 
     def level(self, st: TriggeredState, stats, ctx, groups: int | None = None, gate=True) -> Level:
         """This strategy's part in a step: its trigger decides (a replicated decision, its
@@ -174,9 +182,12 @@ class Triggered(Strategy):
 
     def apply(self, rs, grads, stats, ctx):
         lv = self.level(rs.strategy_state, stats, ctx)
-        rs = around_update(rs, grads, ctx, [lv])
+        if lv.state.feedback is None:
+            rs, feedback = around_update(rs, grads, ctx, [lv]), None
+        else:
+            rs, feedback = feedback_step(self, rs, grads, lv, ctx)
         ctx.log(**lv.metrics)
-        return rs.replace(strategy_state=lv.next_state(ctx))
+        return rs.replace(strategy_state=lv.next_state(ctx)._replace(feedback=feedback))
 
     def adaptive_sync(self) -> bool:
         """A trigger whose firing steps are not known in advance (SelSync's significance
@@ -184,7 +195,7 @@ class Triggered(Strategy):
         return first_sync_step(self.trigger) == UNKNOWN
 
     def describe(self) -> str:
-        return self.name + compression.tags(self.compress, self.aggregator)
+        return self.name + compression.tags(self.compress, self.aggregator, self.error_feedback)
 
 
 def check_mode(sync: str) -> None:
@@ -207,6 +218,7 @@ class TriggeredStrategy(Triggered):
     sync_opt_state: bool = False
     trigger_options: dict = dataclasses.field(default_factory=dict)
     compress: str | None = None
+    error_feedback: bool = True
     name: ClassVar[str] = "triggered"
 
     def __post_init__(self):
