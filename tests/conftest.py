@@ -5,30 +5,18 @@ import os
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-import shutil  # noqa: E402
+# Embedded datasets are built once per test session into a private data dir.
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
-
-#: the temporary dirs this process made (an xdist worker inherits them and makes none)
-MADE: list[str] = []
-
-
-def session_dir(variable: str, prefix: str) -> None:
-    """Point `variable` at a new temporary dir unless it is set already."""
-    if variable not in os.environ:
-        os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
-        MADE.append(os.environ[variable])
-
 
 # Subprocesses (CLI, multi-host workers) import this checkout even without an install.
 _ROOT = str(Path(__file__).resolve().parents[1])
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 
-# Embedded datasets are built once per test session into a private data dir.
-session_dir("JAXSEL_DATA_DIR", "jaxsel-test-data-")
+os.environ.setdefault("JAXSEL_DATA_DIR", tempfile.mkdtemp(prefix="jaxsel-test-data-"))
 # One compilation cache for the session, subprocesses included: many tests compile the same
 # step (measured: test_methods + test_step + test_selsync + test_packing 188 s -> 144 s).
-session_dir("JAX_COMPILATION_CACHE_DIR", "jaxsel-test-xla-cache-")
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jaxsel-test-xla-cache-"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
@@ -49,12 +37,6 @@ def mesh():
     import jaxsel
 
     return jaxsel.data_mesh(replicas=8, devices=8)
-
-
-def pytest_unconfigure(config):
-    """The session's data and compilation cache go with it (after the xdist workers end)."""
-    for path in MADE:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ scheduling on xdist workers
