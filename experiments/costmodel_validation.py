@@ -184,7 +184,7 @@ COMPUTE_BASELINES = ("local", "local_cond")
 def strategies(delta: float) -> dict:
     """name -> (strategy, the baseline of the same step structure: static or `lax.cond`)."""
     return {
-        "local": (TriggeredStrategy(trigger=Never(), sync="params", name="local"), "local"),
+        "local": (TriggeredStrategy(trigger=Never(), sync="params"), "local"),
         "local_cond": (LocalSGD(period=2**30), "local_cond"),
         "bsp": (BSP(), "local"),
         "localsgd4": (LocalSGD(period=4), "local_cond"),

@@ -130,7 +130,7 @@ def test_the_vote_shares_the_loss_all_reduce(mesh):
     local runs as many collectives as a plain local step (see BENCHMARKS.md)."""
     from jaxsel.core.triggers import Never
 
-    local = jaxsel.TriggeredStrategy(trigger=Never(), sync="params", name="local")
+    local = jaxsel.TriggeredStrategy(trigger=Never(), sync="params")
     assert _all_reduces(jaxsel.SelSync(delta=0.3, window=3), mesh) == _all_reduces(local, mesh) == 1
 
 

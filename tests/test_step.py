@@ -112,7 +112,7 @@ class PerReplicaTrigger(Trigger):
 
 
 def test_non_replicated_trigger_raises_at_trace_time(mesh):
-    strategy = jaxsel.TriggeredStrategy(trigger=PerReplicaTrigger(), sync="params", name="bad")
+    strategy = jaxsel.TriggeredStrategy(trigger=PerReplicaTrigger(), sync="params")
     opt = optax.sgd(0.1)
     state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)

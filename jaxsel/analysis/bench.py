@@ -224,7 +224,7 @@ def _selsync_local():
 
 
 def _plain_local():
-    return TriggeredStrategy(trigger=Never(), sync="params", name="local")
+    return TriggeredStrategy(trigger=Never(), sync="params")
 
 
 def _runners(work: _Workload, mesh, packed_mesh) -> list[_Runner]:
