@@ -244,6 +244,8 @@ def test_a_checkpoint_of_the_old_dict_state_layout_is_refused_clearly():
 
     current = run_identity(TrainConfig())
     old = {k: v for k, v in current.items() if k != "state_format"}   # jaxsel 0.1 wrote no format
-    with pytest.raises(CheckpointMismatch, match="layout 1 .* this jaxsel reads layout 2"):
+    with pytest.raises(CheckpointMismatch, match="layout 1 .* this jaxsel reads layout 3"):
         check_identity(old, current, "ck/100")
+    with pytest.raises(CheckpointMismatch, match=r"layout 2 \(typed NamedTuples.*reads layout 3 \(typed, with post-local"):
+        check_identity({**current, "state_format": 2}, current, "ck/100")
     check_identity(dict(current), current, "ck/100")   # the same layout resumes

@@ -155,6 +155,11 @@ def divergence(params: Any) -> jax.Array:
     return jnp.sqrt(jnp.max(sq))
 
 
-#: Version of the layout of TrainState's strategy state. 2: typed NamedTuples (SelSync's
-#: trigger window, DiLoCo's global weights, ...); 1 (jaxsel 0.1): string-keyed dicts.
-STATE_FORMAT = 2
+#: the layouts of TrainState's strategy state, by version (a checkpoint records its own)
+STATE_LAYOUTS = {
+    1: "string-keyed dicts of jaxsel 0.1",
+    2: "typed NamedTuples: SelSync's trigger window, DiLoCo's global weights, ...",
+    3: "typed, with post-local SGD as Phases and codec residuals in the triggered state",
+}
+#: the layout this jaxsel writes and reads
+STATE_FORMAT = 3

@@ -41,7 +41,7 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..core.parallel import AXIS
-from ..core.state import STATE_FORMAT
+from ..core.state import STATE_FORMAT, STATE_LAYOUTS
 from . import distributed
 
 FORMAT = 1
@@ -135,11 +135,12 @@ def run_identity(cfg) -> dict:
 
 def check_identity(saved: dict, current: dict, where: str) -> None:
     """Raise CheckpointMismatch naming the first differing identity field or settings."""
-    if saved.get("state_format", 1) != current.get("state_format", STATE_FORMAT):
+    got, reads = saved.get("state_format", 1), current.get("state_format", STATE_FORMAT)
+    if got != reads:
         raise CheckpointMismatch(
-            f"checkpoint {where} holds its strategy state in layout {saved.get('state_format', 1)} (string-keyed "
-            f"dicts of jaxsel 0.1); this jaxsel reads layout {current.get('state_format', STATE_FORMAT)} (typed "
-            f"state); start a fresh run in another --checkpoint-dir")
+            f"checkpoint {where} holds its strategy state in layout {got} ({STATE_LAYOUTS.get(got, 'unknown')}); "
+            f"this jaxsel reads layout {reads} ({STATE_LAYOUTS[reads]}); start a fresh run in another "
+            f"--checkpoint-dir")
     for key in IDENTITY:
         if saved.get(key) != current.get(key):
             raise CheckpointMismatch(
