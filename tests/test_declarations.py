@@ -83,8 +83,8 @@ def test_strategy_flags_name_the_strategies_that_take_them():
         takers = tuple(n for n, cls in STRATEGIES.items() if accepts(cls, name))
         assert flag.takers == takers, name
         spelt = flag_name(name)
-        if name in ("momentum", "seed"):   # the optimizer's and the run's flags: --opt only
-            assert "--opt only: momentum, seed)" in text
+        if name in ("lr", "momentum", "seed", "weight_decay"):   # the optimizer's and the run's flags
+            assert "--opt only: lr, momentum, seed, weight_decay)" in text
             assert f"{spelt} " not in text.split("strategy options")[1]
         else:
             assert re.search(rf"\n  {spelt} {name.upper()} +taken by {', '.join(takers)} \(", text), name
@@ -93,9 +93,9 @@ def test_strategy_flags_name_the_strategies_that_take_them():
 
 def test_a_strategy_flag_reads_its_type_and_reaches_the_options():
     args = build_parser().parse_args(["train", "--strategy", "diloco", "--period", "7", "--outer-lr", "0.5",
-                                      "--nesterov", "false", "--aggregator", "trimmed:1"])
+                                      "--outer-optimizer", "sgd", "--aggregator", "trimmed:1"])
     cfg = config_from_args(args)
-    assert cfg.strategy_options == {"period": 7, "outer_lr": 0.5, "nesterov": False, "aggregator": "trimmed:1"}
+    assert cfg.strategy_options == {"period": 7, "outer_lr": 0.5, "outer_optimizer": "sgd", "aggregator": "trimmed:1"}
     args = build_parser().parse_args(["train", "--augment", "off", "--no-progress", "--inject", "0.1,0.5"])
     cfg = config_from_args(args)
     assert (cfg.augment, cfg.progress, cfg.partition_options) == (False, False, {"injection": (0.1, 0.5)})

@@ -239,7 +239,7 @@ def test_describe_timing_and_nested_options():
 
 @pytest.mark.parametrize("options, message", [
     ({"groups": 3}, "groups=3 must divide the 8 replicas"),
-    ({"inner": "bogus"}, "inner='bogus' is not a trigger-based strategy; choose one of bsp, fedavg, localsgd"),
+    ({"inner": "bogus"}, "inner='bogus' is not a trigger-based strategy; choose one of accordion, bsp, fedavg, localsgd"),
     ({"outer": "diloco"}, "outer must be a trigger-based strategy"),
     ({"outer": "selsync", "outer.period": 3}, "outer: strategy 'selsync' has no option 'period'"),
     ({"middle.period": 3}, "no option 'middle.period'; nested options go to hierarchical .*triggered"),

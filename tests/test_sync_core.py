@@ -71,7 +71,8 @@ ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-medi
 #: the strategies that condition no collective, and whether each all-reduces the parameters'
 #: shape on every step (BSP, ASP, SSP and SSD-SGD do; `triggered`'s default trigger, "never",
 #: moves nothing); every other strategy's sync is a `sync_where` around a collective
-UNCONDITIONAL = {"asp": True, "bsp": True, "bsp-bf16": True, "ssdsgd": True, "ssp": True, "triggered": False}
+UNCONDITIONAL = {"asp": True, "bsp": True, "bsp-bf16": True, "ssdsgd": True, "ssp": True, "triggered": False,
+                 "demo": False}   # DeMo gathers DCT coefficients every step, never the parameters
 
 
 def make(name):

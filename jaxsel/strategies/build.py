@@ -39,7 +39,7 @@ def strategy_options(name: str) -> dict[str, Any]:
 def build_strategy(name: str, options: dict[str, Any] | None = None, **context) -> Strategy:
     """Build strategy `name` from user `options` (None values mean "default"); an unknown
     option is an OptionError naming the valid ones. `context` carries run facts
-    (`replicas`, `total_steps`, `steps_per_epoch`, `seed`) that a strategy takes only
+    (`replicas`, `total_steps`, `steps_per_epoch`, `seed`, `lr`, `weight_decay`) that a strategy takes only
     where it declares them in `context_fields` and the user set nothing."""
     if name not in STRATEGIES:
         raise OptionError(STRATEGIES.unknown(name))

@@ -19,8 +19,9 @@ replica, zeros at the start; g_i its gradient):
 The momentum accumulates lr * g, as the authors' code does (the paper's notation
 accumulates g: the same steps at a constant lr, since every step above is invariant to
 one positive factor on all momenta). Defaults are the authors' code's: chunk 64, topk
-32, beta 0.999, weight decay 0; they give no learning rate (DeMo takes SGD's), so `lr`
-here is jaxsel's choice, to set per task. Bytes per replica and step: 8 per coefficient
+32, beta 0.999, weight decay 0; they give no learning rate (DeMo takes SGD's): a run's
+`--lr` and `--weight-decay` are DeMo's unless `--opt lr=` / `--opt weight_decay=` set its
+own (1e-3 and 0 from Python), and the run's schedule is not applied. Bytes per replica and step: 8 per coefficient
 sent (a float32 value and an int32 index in its chunk), in an all-gather.
 Chunking and transforms: `jaxsel.core.dct`.
 """
@@ -79,7 +80,8 @@ class SendersMean(Aggregator):
 @STRATEGIES.register("demo")
 @dataclasses.dataclass(frozen=True)
 class DeMo(Strategy):
-    """lr: the step size (DeMo's own; the run's optimizer is unused); beta: the momentum
+    """lr: the step size (a run's --lr unless set here: DeMo replaces the run's optimizer,
+    as the authors' DeMo takes SGD's lr); beta: the momentum
     decay; chunk: the chunk length target s; topk: coefficients sent per chunk;
     weight_decay; average_over: "senders" (the authors' code) or "replicas"."""
 
@@ -90,6 +92,8 @@ class DeMo(Strategy):
     weight_decay: float = 0.0
     average_over: str = "senders"
     name: ClassVar[str] = "demo"
+    #: unset in a run: the run's --lr and --weight-decay (DeMo is the run's optimizer)
+    context_fields: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
 
     def __post_init__(self):
         check_number("lr", self.lr, positive=True)

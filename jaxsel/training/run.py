@@ -117,7 +117,7 @@ def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     try:
         strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
                                   total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
-                                  seed=cfg.seed)
+                                  seed=cfg.seed, lr=cfg.lr, weight_decay=cfg.weight_decay)
     except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
     return with_faulty_replicas(strategy, cfg.faulty_replicas)
