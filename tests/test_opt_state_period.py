@@ -50,6 +50,12 @@ def test_moments_are_equal_exactly_after_their_own_syncs(mesh):
     assert mu == [False, True, False, True] and nu == [False, False, False, True]
 
 
+def test_the_period_holds_with_an_error_feedback_codec(mesh):
+    """LocalSGD with top-k (its own step, anchored) still averages the momentum every 2 steps."""
+    _, hist = run(jaxsel.LocalSGD(period=3, compress="topk:0.5", opt_state_period=2), mesh, softmax_batches(4))
+    assert [identical(state.opt_state) for state, _ in hist] == [False, True, False, True]
+
+
 def test_diloco_inner_state_period(mesh):
     """DiLoCo's inner momentum averaged every 2 steps, its rounds every 3."""
     _, hist = run(jaxsel.DiLoCo(inner_steps=3, opt_state_period=2), mesh, softmax_batches(4))

@@ -365,7 +365,8 @@ class WithFaultyReplicas(Aggregator):
     """A fault to test robustness with: the last `count` replicas send Gaussian garbage of
     standard deviation `scale` instead of their payload at every sync, and `inner`
     combines what arrives. The mean then follows the garbage; Krum, Multi-Krum and Bulyan
-    must not. Built by a run's `faulty_replicas` setting (or by hand), not by name."""
+    must not. Built by a run's `faulty_replicas` setting (or by hand), not by name. Not
+    linear: a codec's compressed sum would bypass the garbage, so codecs are refused."""
 
     inner: Aggregator = dataclasses.field(default_factory=Mean)
     count: int = 1
@@ -380,15 +381,8 @@ class WithFaultyReplicas(Aggregator):
         return self.inner.collective
 
     @property
-    def linear(self) -> bool:
-        return self.inner.linear
-
-    @property
     def uses_sample_weights(self) -> bool:
         return self.inner.uses_sample_weights
-
-    def coefficient(self, axis, ctx=None):
-        return self.inner.coefficient(axis, ctx)
 
     def check_replicas(self, n: int) -> None:
         if self.count >= n:

@@ -131,7 +131,10 @@ def with_faulty_replicas(strategy, count: int):
     if not isinstance(getattr(strategy, "aggregator", None), Aggregator):
         raise ConfigError(f"faulty_replicas needs a strategy with an aggregator option (bsp, localsgd, fedavg, "
                           f"selsync, superstep, accordion, diloco, ...), got {strategy.name!r}")
-    return dataclasses.replace(strategy, aggregator=WithFaultyReplicas(strategy.aggregator, count))
+    try:
+        return dataclasses.replace(strategy, aggregator=WithFaultyReplicas(strategy.aggregator, count))
+    except ValueError as err:   # a codec: its compressed sum would bypass the garbage
+        raise ConfigError(f"faulty_replicas: {err}") from None
 
 
 def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
