@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from ..core import compression
 from ..core.sync import local_update
+from .opt_state_period import average_on_periods
 
 
 class FeedbackState(NamedTuple):
@@ -63,7 +64,8 @@ def feedback_step(strategy, rs, grads, lv, ctx) -> tuple[Any, FeedbackState]:
     if s.sync_opt_state:   # optimizer state before the update, exactly (as without feedback)
         rs = rs.replace(opt_state=ctx.sync(lv.decide, rs.opt_state, agg))
     rs = _update(rs, grads, ctx)
-    return anchored_sync(rs, lv.decide, ctx, agg, fb, s.compress, {k: getattr(rs, k) for k in kept})
+    rs, fb = anchored_sync(rs, lv.decide, ctx, agg, fb, s.compress, {k: getattr(rs, k) for k in kept})
+    return rs.replace(opt_state=average_on_periods(rs.opt_state, s.opt_state_period, ctx)), fb
 
 
 def anchored_sync(rs, decide, ctx, agg, fb: FeedbackState, compress, kept: dict):

@@ -52,12 +52,6 @@ class LocalSGD(Triggered):
         rs = super().sync_after(rs, decide, ctx, agg, groups)
         return rs.replace(opt_state=average_on_periods(rs.opt_state, self.opt_state_period, ctx, groups))
 
-    def apply(self, rs, grads, stats, ctx):
-        rs = super().apply(rs, grads, stats, ctx)
-        if rs.strategy_state.feedback is not None:   # an error-feedback codec's step has no sync_after
-            rs = rs.replace(opt_state=average_on_periods(rs.opt_state, self.opt_state_period, ctx))
-        return rs
-
     def describe(self) -> str:
         state = "" if self.opt_state_period is None else f", optimizer state every {self.opt_state_period}"
         return f"{super().describe()} (period {self.period}{state})"

@@ -138,6 +138,7 @@ class Triggered(Strategy):
     sync_opt_state: bool = False
     compress: str | None = None
     error_feedback: bool = True
+    opt_state_period = None   # LocalSGD / FedAvg: optimizer state averaged on its own period (DES-LOC)
 
     def __post_init__(self):
         """What every trigger-based strategy checks: its sync mode, its trigger's options,
