@@ -214,11 +214,12 @@ def test_a_disk_that_fills_during_an_async_save_is_one_line_and_keeps_the_last_c
     assert done.returncode == 2, done.stderr[-3000:]
     said = [x for x in done.stderr.splitlines() if "building the embedded dataset" not in x]   # a fresh data dir
     line = one_error_line("\n".join(said))
-    found = re.search(r"the checkpoint of step (\d+) could not be written \(No space left on device: \S+\); "
+    found = re.search(r"the checkpoint of step (\d+) could not be written \(No space left on device(?:: (\S+))?\); "
                       r"the checkpoint of step (\d+) in (\S+) is intact; make room", line)
-    assert found, line
-    failed, kept = int(found[1]), int(found[2])
-    assert kept < failed and kept >= 4 and f"{disk}/ck" in found[3] and "orbax-checkpoint-tmp" in line
+    assert found, line   # the file is named when the failing write knows it (a write on an open file may not)
+    failed, kept = int(found[1]), int(found[3])
+    assert kept < failed and kept >= 4 and f"{disk}/ck" in found[4]
+    assert found[2] is None or "orbax-checkpoint-tmp" in found[2]   # the file, where the failed write knew it
 
 
 def test_an_out_path_that_is_not_utf8_is_one_line(tmp_path, capsys):
