@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import jaxsel
-from helpers import R, identical, run, softmax_batches, softmax_params
+from helpers import R, identical, run, softmax_batches, softmax_grad_numpy, softmax_params
 from jaxsel.analysis.syncswitch_search import search_bsp_fraction
 from jaxsel.core.options import accepts
 from jaxsel.core.triggers import Never
@@ -218,18 +218,6 @@ def test_diloco_nesterov_outer_step_is_replicated(mesh):
         np.testing.assert_array_equal(a, b)
 
 
-def _softmax_grad(params, x, y):
-    """NumPy float64 gradient of the softmax regression's mean cross-entropy, leaves in
-    jax.tree.leaves order (b, w)."""
-    b, w = params
-    logits = x @ w + b
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    p[np.arange(len(y)), y] -= 1.0
-    p /= len(y)
-    return [p.sum(0), x.T @ p]
-
-
 @pytest.mark.parametrize("outer, lr, devices", [
     ("nesterov", 0.7, 8), ("sgd", 0.7, 8), ("adam", 0.05, 8), ("adamw", 0.05, 8),
     ("adam", 0.05, 2), ("adamw", 0.05, 1)], ids=lambda v: str(v))
@@ -246,7 +234,7 @@ def test_diloco_outer_optimizers_match_numpy_reference(outer, lr, devices):
 
     def grad_fn(i, t, params):
         rows = slice(i * B, (i + 1) * B)
-        return _softmax_grad(params, np.asarray(batches[t]["x"][rows], np.float64), batches[t]["y"][rows])
+        return softmax_grad_numpy(params, np.asarray(batches[t]["x"][rows], np.float64), batches[t]["y"][rows])
 
     p0 = jax.tree.leaves(jax.device_get(softmax_params()))
     history, _, _ = ref.simulate_diloco(p0, grad_fn, R, H, rounds, inner_lr, outer=outer, outer_lr=lr)
@@ -362,7 +350,7 @@ def _accordion_against_reference(mesh, steps=24, **options):
             p = [np.asarray(x, np.float64) for x in params] if params else \
                 [np.asarray(x[i], np.float64) for x in jax.tree.leaves(hist[t - 1][0].params)]
             rows = slice(i * B, (i + 1) * B)
-            per_replica.append(_softmax_grad(p, np.asarray(batches[t]["x"][rows], np.float64),
+            per_replica.append(softmax_grad_numpy(p, np.asarray(batches[t]["x"][rows], np.float64),
                                              batches[t]["y"][rows]))
         want.append(acc.step(per_replica))
     return [bool(m["synced"]) for _, m in hist], want, acc.periods

@@ -56,10 +56,14 @@ class Aggregator:
         return type(self).__name__.lower()
 
 
+def _floating(x) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.floating)
+
+
 def _float_only(fn):
     """Apply `fn` to floating leaves; integer leaves (counters) are agreed on through their max."""
     def apply(tree, axis):
-        return jax.tree.map(lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else replica_max(x, axis), tree)
+        return jax.tree.map(lambda x: fn(x) if _floating(x) else replica_max(x, axis), tree)
     return apply
 
 
@@ -268,20 +272,19 @@ class ClientSampled(Aggregator):
 
 # ------------------------------------------------------------------ robust to faulty replicas
 
-def _gathered_floats(tree: Any, axis) -> tuple[list, list[jax.Array]]:
-    """(the tree's leaves, every floating leaf gathered over replicas as (N, ...))."""
-    leaves = jax.tree.leaves(tree)
-    return leaves, [replica_gather(x, axis) for x in leaves if jnp.issubdtype(x.dtype, jnp.floating)]
+def _gathered_floats(tree: Any, axis) -> list[jax.Array]:
+    """Every floating leaf of `tree` gathered over replicas as (N, ...) float32, in leaf
+    order: gathered once, for both the choice of replicas and the combination."""
+    return [replica_gather(x, axis).astype(jnp.float32) for x in jax.tree.leaves(tree) if _floating(x)]
 
 
-def _from_gathered(tree: Any, axis, combine) -> Any:
-    """`combine(gathered (N, ...)) -> value` on each floating leaf (float32 inside, the
-    leaf's dtype out); integer leaves agreed on by their max."""
-    def leaf(x):
-        if not jnp.issubdtype(x.dtype, jnp.floating):
-            return replica_max(x, axis)
-        return combine(replica_gather(x, axis).astype(jnp.float32)).astype(x.dtype)
-    return jax.tree.map(leaf, tree)
+def _from_gathered(tree: Any, gathered: list[jax.Array], axis, combine) -> Any:
+    """`combine(gathered (N, ...)) -> value` on each floating leaf (the leaf's dtype out);
+    integer leaves agreed on by their max."""
+    leaves, treedef = jax.tree.flatten(tree)
+    pending = iter(gathered)
+    out = [combine(next(pending)).astype(x.dtype) if _floating(x) else replica_max(x, axis) for x in leaves]
+    return jax.tree.unflatten(treedef, out)
 
 
 @AGGREGATORS.register("krum")
@@ -307,10 +310,10 @@ class Krum(Aggregator):
         return robust.multikrum_weights(dist, self.f, 1)
 
     def __call__(self, tree, axis, ctx=None):
-        _, gathered = _gathered_floats(tree, axis)
+        gathered = _gathered_floats(tree, axis)
         self.check_replicas(gathered[0].shape[0])
         w = self.replica_weights(robust.squared_distances(gathered))
-        return _from_gathered(tree, axis, lambda g: jnp.tensordot(w, g, axes=1))
+        return _from_gathered(tree, gathered, axis, lambda g: jnp.tensordot(w, g, axes=1))
 
 
 @AGGREGATORS.register("multikrum")
@@ -353,11 +356,11 @@ class Bulyan(Aggregator):
             raise ValueError(f"aggregator 'bulyan:{self.f}' needs N >= 4F+3 replicas (F={self.f}), got N={n}")
 
     def __call__(self, tree, axis, ctx=None):
-        _, gathered = _gathered_floats(tree, axis)
+        gathered = _gathered_floats(tree, axis)
         n = gathered[0].shape[0]
         self.check_replicas(n)
         rows = robust.bulyan_selection(robust.squared_distances(gathered), self.f)
-        return _from_gathered(tree, axis, lambda g: robust.closest_to_median_mean(g[rows], n - 4 * self.f))
+        return _from_gathered(tree, gathered, axis, lambda g: robust.closest_to_median_mean(g[rows], n - 4 * self.f))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,7 +400,7 @@ class WithFaultyReplicas(Aggregator):
         faulty = me >= n - self.count
 
         def garbage(x, k):
-            if not jnp.issubdtype(x.dtype, jnp.floating):
+            if not _floating(x):
                 return x
             return jnp.where(faulty, self.scale * jax.random.normal(k, x.shape, jnp.float32), x).astype(x.dtype)
 
