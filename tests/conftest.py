@@ -1,5 +1,6 @@
 """Every test sees 8 CPU devices (set before JAX starts its backends); most run 8 replicas,
-one per device (the `mesh` fixture); tests/test_packing.py packs them onto fewer."""
+one per device (the `mesh` fixture); tests/test_golden.py and tests/test_packing.py pack
+them onto fewer."""
 import os
 
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
@@ -30,8 +31,8 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def mesh():
     """8 replicas, one per CPU device (real cross-device collectives only). Packed layouts
-    are covered by tests/test_packing.py (every strategy on 1, 2, 4 and 8 devices) and
-    tests/test_golden.py (8 on 1); as the common fixture they cost more here:
+    are covered by tests/test_golden.py (every strategy on 1, 2, 4 and 8 devices) and
+    tests/test_packing.py; as the common fixture they cost more here:
     a packed step compiles 1.5-3x longer, and these tests are dominated by compiling
     (test_methods + test_step + test_selsync: 46 s on 8 devices, 72 s packed on 2)."""
     import jaxsel
@@ -59,7 +60,7 @@ LONGEST = {
     "test_models_zoo.py::test_transformer_is_causal_and_lm_loss_starts_near_log_vocab": 37,
     "test_bench.py::test_bench_command_tiny": 36,
     "test_fair_compare.py::test_grid_rows_follow_the_results_contract": 46,   # the grid fixture
-    "test_packing.py::test_every_strategy_reaches_the_same_parameters_on_every_layout[hierarchical]": 35,
+    "test_golden.py::test_golden[hierarchical-groups4]": 35,
     "test_experiments.py::test_superstep_grid_tiny": 33,
     "test_experiments.py::test_syncswitch_search_tiny": 33,
     "test_run_safety.py::test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood": 29,

@@ -1,20 +1,29 @@
-"""Golden parameters: every strategy's final state, bit for bit, as recorded in tests/golden/.
+"""Golden parameters and packed replicas: every strategy's final state, bit for bit, as
+recorded in tests/golden/, and the same on every layout of its 8 replicas.
 
 A refactor must not change what any strategy computes. For every registered strategy (its
 default options) and the variants that take other code paths (compression, order-statistic
 and sampled aggregators, gradient sync, groups, staleness, ...), a tiny stateful model runs
-K steps on a fixed batch stream, (a) 8 replicas on 8 devices and (b) 8 replicas packed on 1
-device; the SHA-256 of the final params / opt_state / model_state / strategy_state bytes,
-each step's `synced` / `bytes_allreduced` / `vote_bytes`, and a SHA-256 of every other
-metric must equal the recorded ones exactly (a metric added later is not compared).
+K steps on a fixed batch stream. Each case runs 8 replicas on 8 devices and packed 8 on 1;
+the strategies' defaults and the packing variants also run on 4 and 2 devices (2 and 4
+replicas per device). Two checks share these runs (each layout compiles once):
+- **Packing** (defaults and packing variants). Every layout makes the same sync decisions and reaches the parameters,
+  optimizer, model and strategy state of one replica per device (to float32 rounding: a
+  packed device sums its replicas in another order). This holds on any machine.
+- **Golden.** The SHA-256 of the final params / opt_state / model_state / strategy_state
+  bytes, each step's `synced` / `bytes_allreduced` / `vote_bytes`, and a SHA-256 of every
+  other metric equal the recorded ones exactly on every layout (a metric added later is
+  not compared).
 
 Regenerating (`JAXSEL_REGENERATE_GOLDEN=1 python -m pytest tests/test_golden.py`) rewrites
 tests/golden/*.json. Do it only for a deliberate change of semantics, and say in the commit
 message which strategies changed and why: a refactor regenerates nothing.
 
-The values are XLA:CPU's, for the JAX version and machine recorded in each file; on another
-JAX version or CPU architecture the test is skipped (it says which), since floating-point
-results may legitimately differ there: regenerate on the unchanged code first, then compare.
+The values are XLA:CPU's, for the JAX version, architecture and vector instruction sets
+recorded in each file: XLA compiles for the host CPU, so the same code on a CPU with other
+vector extensions (AVX-512 against AVX2, say) legitimately rounds differently. On another
+environment the test is skipped (it says which): regenerate on the unchanged code first,
+then compare.
 """
 from __future__ import annotations
 
@@ -39,7 +48,9 @@ GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("JAXSEL_REGENERATE_GOLDEN") == "1"
 B, D, C, K = 4, 6, 3, 10
 CONTEXT = dict(replicas=R, total_steps=K, steps_per_epoch=5, base_lr=0.1)
-LAYOUTS = {"8x1": 8, "1x8": 1}   # devices x replicas per device
+#: devices x replicas per device
+EIGHT_AND_ONE = {"8x1": 8, "1x8": 1}
+EVERY_LAYOUT = {"8x1": 8, "4x2": 4, "2x4": 2, "1x8": 1}
 REPORTED = ("synced", "bytes_allreduced", "vote_bytes")
 #: the variants beyond each strategy's defaults: name -> (strategy, options)
 VARIANTS = {
@@ -56,7 +67,24 @@ VARIANTS = {
     "syncswitch-online": ("syncswitch", {"policy": "online", "staleness": 2}),
     "triggered-periodic-bf16": ("triggered", {"trigger": "periodic", "trigger.period": 3, "compress": "bf16"}),
 }
-CASES = {**{name: (name, {}) for name in sorted(STRATEGIES)}, **VARIANTS}
+#: the variants that also run on every layout: decisions taken on packed replicas' votes,
+#: order statistics, sampling and groups inside a device as well as across devices
+PACKING_VARIANTS = {
+    "selsync-w2": ("selsync", {"window": 2, "delta": 0.05}),
+    "selsync-median-w2": ("selsync", {"window": 2, "delta": 0.05, "aggregator": "median"}),
+    "fedavg-half": ("fedavg", {"fraction": 0.5}),
+    "localsgd-trimmed": ("localsgd", {"period": 2, "aggregator": "trimmed:2"}),
+    "superstep-random": ("superstep", {"aggregator": "random"}),
+    # 4 groups of 2: inside a device on 1 and 2 devices, whole devices on 4 and 8
+    "hierarchical-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
+                                              "inner.aggregator": "median", "outer": "selsync",
+                                              "outer.window": 2, "outer.delta": 0.05}),
+}
+#: case -> (strategy, options, layouts)
+CASES = {**{name: (name, {}, EVERY_LAYOUT) for name in sorted(STRATEGIES)},
+         **{case: (*spec, EIGHT_AND_ONE) for case, spec in VARIANTS.items()},
+         **{case: (*spec, EVERY_LAYOUT) for case, spec in PACKING_VARIANTS.items()}}
+CASES["syncswitch-online"] = (*VARIANTS["syncswitch-online"], EVERY_LAYOUT)
 
 
 def loss_fn(params, model_state, batch):
@@ -85,26 +113,63 @@ def digest(tree) -> str:
     return h.hexdigest()
 
 
-def record(strategy, devices: int) -> dict:
-    """The final state's digests and the per-step metrics of K steps on `devices` devices."""
+STATE_FIELDS = ("params", "opt_state", "model_state", "strategy_state")
+
+
+def train(strategy, devices: int):
+    """(final state on the host, [metrics of each step]) of K steps on `devices` devices."""
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     state, history = run(strategy, mesh, batches(), loss=loss_fn, params=softmax_params(D, C),
                          model_state={"mean": jnp.zeros(D)}, stateful=True)
-    steps = [m for _, m in history]
-    out = {field: digest(getattr(state, field)) for field in ("params", "opt_state", "model_state", "strategy_state")}
+    return jax.device_get(state), [m for _, m in history]
+
+
+def record(state, steps: list) -> dict:
+    """The final state's digests and the per-step metrics."""
+    out = {field: digest(getattr(state, field)) for field in STATE_FIELDS}
     out.update({key: [np.asarray(m[key]).item() for m in steps] for key in REPORTED})
     out["metrics"] = {key: digest([m[key] for m in steps]) for key in sorted(steps[0]) if key not in REPORTED}
     return out
 
 
+#: CPU features that change what XLA:CPU generates (vector width, fused multiply-add)
+CODEGEN_FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+                    "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "asimd", "sve", "sve2")
+
+
+def cpu_features() -> list[str]:
+    """The host's CODEGEN_FEATURES (Linux's /proc/cpuinfo; elsewhere the processor's name)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith(("flags", "Features"))).split(":", 1)[1].split()
+    except (OSError, StopIteration):
+        return [platform.processor()]
+    return [f for f in CODEGEN_FEATURES if f in flags]
+
+
 def environment() -> dict:
-    return {"jax": jax.__version__, "machine": platform.machine()}
+    return {"jax": jax.__version__, "machine": platform.machine(), "cpu": cpu_features(),
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+
+def assert_layouts_agree(case: str, runs: dict) -> None:
+    """Packing: every layout decides the same syncs and reaches the 8-device state."""
+    ref_state, ref_steps = runs["8x1"]
+    for layout, (state, steps) in runs.items():
+        assert [bool(m["synced"]) for m in steps] == [bool(m["synced"]) for m in ref_steps], (case, layout)
+        for field in STATE_FIELDS:
+            jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6,
+                                                                 err_msg=f"{case} {field} on {layout}"),
+                         getattr(state, field), getattr(ref_state, field))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case):
-    name, options = CASES[case]
-    got = {layout: record(build_strategy(name, options, **CONTEXT), devices) for layout, devices in LAYOUTS.items()}
+    name, options, layouts = CASES[case]
+    runs = {layout: train(build_strategy(name, options, **CONTEXT), devices) for layout, devices in layouts.items()}
+    if layouts is EVERY_LAYOUT:   # the other variants: their records alone (a packed bf16 payload sums in
+        assert_layouts_agree(case, runs)   # another order, so it agrees with 8x1 only to bf16 rounding)
+    got = {layout: record(*result) for layout, result in runs.items()}
     path = GOLDEN / f"{case}.json"
     if REGENERATE:
         GOLDEN.mkdir(exist_ok=True)
@@ -114,8 +179,8 @@ def test_golden(case):
     want = json.loads(path.read_text())
     if want["environment"] != environment():
         pytest.skip(f"golden values recorded on {want['environment']}, this is {environment()}")
-    assert want["case"] == [name, options]
-    for layout in LAYOUTS:
+    assert want["case"] == [name, options] and sorted(want) == sorted(["case", "environment", *layouts])
+    for layout in layouts:
         w, g = want[layout], got[layout]
         for key in ("params", "opt_state", "model_state", "strategy_state", *REPORTED):
             assert g[key] == w[key], f"{case} on {layout}: {key} differs from tests/golden/{case}.json"

@@ -1,9 +1,11 @@
 """Packed replicas: N replicas on M devices (k = N/M each) behave as one replica per device.
 
-Every strategy reaches the same parameters with 8 replicas on 1, 2, 4 and 8 CPU devices;
-BSP on 8 packed replicas is one device on the concatenated batch; SelSync packed keeps a
-real conditional; the layout logic (fake device lists) never falls back to CPU and the
-layout line says what runs where.
+That every strategy reaches the same parameters with 8 replicas on 1, 2, 4 and 8 CPU
+devices is checked by tests/test_golden.py, on the runs it records (one compilation per
+layout serves both checks). Here: the three local loops give the same step; BSP on 8 packed
+replicas is one device on the concatenated batch; SelSync packed keeps a real conditional;
+the layout logic (fake device lists) never falls back to CPU and the layout line says what
+runs where.
 """
 import types
 
@@ -16,12 +18,11 @@ import jaxsel
 from helpers import R, run, softmax_batches, softmax_loss, softmax_params
 from jaxsel.core import parallel
 from jaxsel.core.parallel import LayoutError, choose_layout, describe_layout, plan_layout
-from jaxsel.strategies import STRATEGIES, build_strategy
+from jaxsel.strategies import build_strategy
 
 B = 3
 STEPS = 6
 CONTEXT = dict(replicas=R, total_steps=STEPS, steps_per_epoch=2, base_lr=0.1)
-LAYOUTS = (1, 2, 4, 8)
 
 
 def make_batches(steps=STEPS):
@@ -29,14 +30,7 @@ def make_batches(steps=STEPS):
 
 
 def make(name):
-    options = {"selsync": {"window": 2, "delta": 0.05}, "selsync-median": {"window": 2, "delta": 0.05,
-                                                                           "aggregator": "median"},
-               "syncswitch-online": {"policy": "online", "staleness": 2}, "fedavg-sampled": {"fraction": 0.5},
-               "localsgd-trimmed": {"period": 2, "aggregator": "trimmed:2"},
-               "superstep-random": {"aggregator": "random"},
-               # 4 groups of 2: inside a device on 1 and 2 devices, whole devices on 4 and 8
-               "hierarchical": {"groups": 4, "inner": "localsgd", "inner.period": 2, "inner.aggregator": "median",
-                                "outer": "selsync", "outer.window": 2, "outer.delta": 0.05}}
+    options = {"selsync": {"window": 2, "delta": 0.05}, "localsgd-trimmed": {"period": 2, "aggregator": "trimmed:2"}}
     return build_strategy(name.split("-")[0], options.get(name, {}), **CONTEXT)
 
 
@@ -44,23 +38,6 @@ def train(strategy, devices, batches, local_replicas="auto"):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     state, history = run(strategy, mesh, batches, local_replicas=local_replicas)
     return jax.device_get(state), [bool(m["synced"]) for _, m in history]
-
-
-ALL = sorted(STRATEGIES) + ["selsync-median", "syncswitch-online", "fedavg-sampled", "localsgd-trimmed",
-                            "superstep-random"]
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_every_strategy_reaches_the_same_parameters_on_every_layout(name):
-    strategy, batches = make(name), make_batches()
-    ref, ref_synced = train(strategy, 8, batches)
-    for devices in LAYOUTS[:-1]:
-        got, synced = train(strategy, devices, batches)
-        assert synced == ref_synced, (devices, synced, ref_synced)
-        for field in ("params", "opt_state", "strategy_state"):
-            jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6,
-                                                                 err_msg=f"{name} {field} on {devices}"),
-                         getattr(got, field), getattr(ref, field))
 
 
 @pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
