@@ -26,25 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
-from flax import nnx
-from jax import lax
-from jax.experimental import multihost_utils
-from jax.sharding import NamedSharding, PartitionSpec as P
-
-from jaxsel.core.parallel import AXIS, data_mesh, global_batch, local_replica_ids
-from jaxsel.core.state import init_state
-from jaxsel.core.step import make_train_step
-from jaxsel.core.triggers import Never
-from jaxsel.costmodel import Network, allreduce_time, project_run
-from jaxsel.models import FunctionalModel, count_params
-from jaxsel.models.mlp import MLP
-from jaxsel.strategies import BSP, LocalSGD, SelSync, TriggeredStrategy
-from jaxsel.training import distributed
-
 PROCESSES = 2
 DEVICES_PER_PROCESS = 4
 REPLICAS = PROCESSES * DEVICES_PER_PROCESS
@@ -125,6 +106,33 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
                   f"{log.read_text()[-4000:]}", file=sys.stderr)
             return 1
     return 0
+
+
+if __name__ == "__main__" and "--worker" not in sys.argv[1:]:
+    # The launcher only starts the two workers and waits: it needs none of JAX, so it does
+    # not import it (seconds of start-up before the workers even start).
+    _args = parse_args()
+    sys.exit(launch(_args, sys.argv[1:]))
+
+# The workers' side (and the analysis, also imported by the tests).
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax import nnx  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+from jaxsel.core.parallel import AXIS, data_mesh, global_batch, local_replica_ids  # noqa: E402
+from jaxsel.core.state import init_state  # noqa: E402
+from jaxsel.core.step import make_train_step  # noqa: E402
+from jaxsel.core.triggers import Never  # noqa: E402
+from jaxsel.costmodel import Network, allreduce_time, project_run  # noqa: E402
+from jaxsel.models import FunctionalModel, count_params  # noqa: E402
+from jaxsel.models.mlp import MLP  # noqa: E402
+from jaxsel.strategies import BSP, LocalSGD, SelSync, TriggeredStrategy  # noqa: E402
+from jaxsel.training import distributed  # noqa: E402
 
 
 # -------------------------------------------------------------------- measurement
