@@ -97,7 +97,7 @@ def test_dead_process_makes_the_other_exit(tmp_path, victim):
     args = ["train", "--strategy", "selsync", "--steps", "1000000", "--batch-size", "4",
             "--log-every", "2", "--eval-every", "1000000", "--no-checkpoint", "--no-progress",
             "--out", str(tmp_path / "out"), "--coordinator", f"127.0.0.1:{port}",
-            "--num-processes", "2", "--peer-timeout", "5"]   # 5 s: the survivor's wait, still >> a step
+            "--num-processes", "2", "--peer-timeout", "10"]
     procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *args, "--process-id", str(i)],
                               env=env4(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(2)]
