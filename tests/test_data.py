@@ -198,6 +198,22 @@ def test_in_memory_splits_are_read_once_per_process(data_dir, mesh):
     array_cache.clear()
 
 
+@pytest.mark.parametrize("replicas", [8, 16])
+def test_global_batch_is_device_put(replicas):
+    """`global_batch` places each device's rows itself: the same global arrays (values,
+    dtypes after JAX's canonicalisation, shardings) as one `jax.device_put` of the batch."""
+    mesh = jaxsel.data_mesh(replicas=replicas, devices=8)
+    rng = np.random.default_rng(0)
+    batch = {"x": rng.normal(size=(replicas * 3, 5)).astype(np.float32), "wide": rng.normal(size=(replicas * 3,)),
+             "label": rng.integers(0, 10, replicas * 3), "mask": rng.random((replicas * 3, 2)) > 0.5,
+             "placed": jnp.arange(replicas * 3)}
+    got = jaxsel.global_batch(batch, mesh)
+    want = jax.device_put(batch, jaxsel.core.parallel.replica_sharding(mesh))
+    for k in batch:
+        assert got[k].aval == want[k].aval and got[k].sharding == want[k].sharding, k
+        assert np.array_equal(np.asarray(got[k]), np.asarray(want[k])), k
+
+
 def test_loader_workers_and_device_prefetch_keep_the_batches(mesh):
     arrays = {"x": np.arange(400, dtype=np.float32)[:, None], "label": np.arange(400) % 10}
     part = seldp(400, 8, seed=2)
