@@ -176,10 +176,10 @@ def make_eval_fn(fm: FunctionalModel, spec, batch_size: int = 512):
 
 
 def one_device(x: jax.Array) -> jax.Array:
-    """A replicated array's copy on its first device (no copy is made: it is that device's
-    buffer), so the op-by-op work after it runs once, not on every device of the mesh
+    """A replicated array as its first device's buffer (no copy), so the op-by-op work after
+    it runs once, not on every device of the mesh; the same kernels, so the same bits
     (measured: the loss of a 512-example batch, 10.5 ms on 8 CPU devices, 1.9 ms on one).
-    Anything else is returned as is."""
+    Anything else (one device, sharded) is returned as is."""
     sharding = getattr(x, "sharding", None)
     if sharding is None or len(sharding.device_set) == 1 or not sharding.is_fully_replicated:
         return x

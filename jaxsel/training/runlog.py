@@ -279,8 +279,8 @@ class RunLog:
     def flush(self, t: int) -> dict | None:
         """Fetch, check, count, project and write the window; the record that must stop
         the run (non-finite), if any, is returned after everything before it was logged."""
-        steps = [t for t, _ in self.window]
-        divs = {t: self.divergences.pop(t) for t in steps if t in self.divergences}
+        steps = [step for step, _ in self.window]
+        divs = {step: self.divergences.pop(step) for step in steps if step in self.divergences}
         fetched, divs = self.fetch((stack_steps([m for _, m in self.window]), divs))   # one transfer
         new = split_steps(steps, fetched)
         self.window = []
