@@ -174,6 +174,46 @@ def test_mnist1d_size_is_configurable(data_dir, mesh):
         load_arrays("mnist1d", "train", data_dir, num_samples=205)
 
 
+def test_in_memory_splits_are_read_once_per_process(data_dir, mesh):
+    """A comparison's runs share one decoded copy of each split (array_cache.py): read-only,
+    keyed by the files read, so another size or another split is read on its own."""
+    from jaxsel.data import array_cache, sources
+
+    array_cache.clear()
+    cfg = TrainConfig(dataset="mnist1d", replicas=8, batch_size=4, data_dir=str(data_dir),
+                      dataset_options={"num_samples": 300})
+    with mock.patch.object(sources, "read_all", wraps=sources.read_all) as reads:
+        first, again = build_input(cfg, mesh), build_input(cfg, mesh)
+        assert reads.call_count == 2   # train and test, once each
+        x = first.loader.table.column("x")
+        assert again.loader.table.column("x") is x and not x.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            x[0, 0] = 1.0
+        mine = load_arrays("mnist1d", "train", data_dir, num_samples=300)   # the caller's own copy
+        assert reads.call_count == 2 and mine["x"].flags.writeable and np.array_equal(mine["x"], x)
+        mine["x"][0, 0] += 1.0
+        assert not np.array_equal(mine["x"], x)
+        other = load_arrays("mnist1d", "train", data_dir, num_samples=200)
+        assert reads.call_count == 3 and other["x"].shape == (160, 40)
+    array_cache.clear()
+
+
+@pytest.mark.parametrize("replicas", [8, 16])
+def test_global_batch_is_device_put(replicas):
+    """`global_batch` places each device's rows itself: the same global arrays (values,
+    dtypes after JAX's canonicalisation, shardings) as one `jax.device_put` of the batch."""
+    mesh = jaxsel.data_mesh(replicas=replicas, devices=8)
+    rng = np.random.default_rng(0)
+    batch = {"x": rng.normal(size=(replicas * 3, 5)).astype(np.float32), "wide": rng.normal(size=(replicas * 3,)),
+             "label": rng.integers(0, 10, replicas * 3), "mask": rng.random((replicas * 3, 2)) > 0.5,
+             "placed": jnp.arange(replicas * 3)}
+    got = jaxsel.global_batch(batch, mesh)
+    want = jax.device_put(batch, jaxsel.core.parallel.replica_sharding(mesh))
+    for k in batch:
+        assert got[k].aval == want[k].aval and got[k].sharding == want[k].sharding, k
+        assert np.array_equal(np.asarray(got[k]), np.asarray(want[k])), k
+
+
 def test_loader_workers_and_device_prefetch_keep_the_batches(mesh):
     arrays = {"x": np.arange(400, dtype=np.float32)[:, None], "label": np.arange(400) % 10}
     part = seldp(400, 8, seed=2)

@@ -22,7 +22,7 @@ from .injection import Injection, parse_injection
 from .loader import Loader
 from .partition import make_partition, needs_labels
 from .records import ArrayTable, RecordTable, SplitView, Subset
-from .sources import open_source, read_all, resolve_data_dir, spec_of
+from .sources import open_source, read_split, resolve_data_dir, spec_of
 from .text import PixelTokens, TokenWindows
 
 DATASET_OPTIONS = ("seq_len", "in_memory", "records_per_window", "num_samples", "seed")
@@ -91,16 +91,17 @@ def _split_options(spec: DatasetSpec, options: dict) -> tuple[dict, dict]:
 
 
 def open_table(spec: DatasetSpec, split: str, data_dir=None, options: dict | None = None):
-    """A split as a table the loader can `take(indices)` from."""
+    """A split as a table the loader can `take(indices)` from. In-memory splits are read
+    once per process (`sources.read_split`: a comparison's runs share them, read-only)."""
     read, build = _split_options(spec, dict(options or {}))
     source = open_source(spec.name, split, data_dir, **build)
     if spec.kind == "pixel_tokens":
-        return PixelTokens(read_all(source, ("image",))["image"])
+        return PixelTokens(read_split(source, ("image",))["image"])
     if spec.kind == "text":
         return TokenWindows(source, spec.text_key, read.get("seq_len", spec.seq_len),
                             read.get("records_per_window"))
     if read.get("in_memory", spec.in_memory):
-        return ArrayTable(read_all(source, (spec.input_key, spec.label_key)))
+        return ArrayTable(read_split(source, (spec.input_key, spec.label_key)))
     return RecordTable(source, spec)
 
 

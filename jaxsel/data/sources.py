@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
+from .array_cache import cached_arrays
 from .catalog import CATALOG, DatasetSpec  # noqa: F401  (DatasetSpec re-exported)
 from .locking import dataset_lock, remove_stale_incomplete
 from .paths import writable_dir
@@ -188,17 +189,24 @@ def read_all(source, keys: tuple[str, ...], chunk: int = 4096) -> dict[str, np.n
     return {k: np.stack(v) for k, v in out.items()}
 
 
+def read_split(source, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """`read_all`, once per process for the same files (array_cache.py): every run of a
+    comparison trains on the same split. The arrays are read-only."""
+    return cached_arrays(source, keys, read_all)
+
+
 def load_arrays(name: str, split: str, data_dir=None, **options) -> dict[str, np.ndarray]:
     """A split fully in memory as {input_key, label_key} arrays (inputs still raw).
 
-    For small sets only; big ones are read per batch (see records.py).
+    For small sets only; big ones are read per batch (see records.py). Read from disk
+    once per process (`read_split`); the arrays returned are the caller's own copies.
     """
     spec = spec_of(name)
     if spec.tokens:
         raise ValueError(f"{name!r} is a language-modelling set; read it with "
                          f"jaxsel.data.pipeline.open_table (token windows), not load_arrays")
     source = open_source(name, split, data_dir, **options)
-    return read_all(source, (spec.input_key, spec.label_key))
+    return {k: v.copy() for k, v in read_split(source, (spec.input_key, spec.label_key)).items()}
 
 
 def num_classes(name: str, data_dir=None) -> int:
