@@ -30,11 +30,14 @@ def test_a_stacked_window_reads_as_the_per_step_metrics(mesh):
                    "bytes_allreduced": jnp.int32(1000 * t),
                    "replica_loss": jax.device_put(rng.normal(size=8).astype(np.float32), shard)})
               for t in range(5)]
-    got = records_from(window)
+    got, nothing = records_from(window)
+    assert nothing is None
     assert got == _per_leaf(window) and [list(r) for r in got] == [list(r) for r in _per_leaf(window)]
     assert type(got[1]["synced"]) is bool and type(got[2]["bytes_allreduced"]) is int
     mixed = window[:2] + [(2, {"loss": jnp.float32(1.5)})]   # steps that report different names
-    assert records_from(mixed) == _per_leaf(mixed)
+    assert records_from(mixed)[0] == _per_leaf(mixed)
+    divergences = {1: jnp.float32(0.25)}   # fetched in the same transfer
+    assert records_from(window, alongside=divergences)[1] == {1: np.float32(0.25)}
 
 
 def test_the_evaluation_loss_on_one_device_is_the_mesh_wide_loss(mesh):

@@ -191,9 +191,12 @@ def _warn(text: str) -> None:
     print(f"jaxsel: warning: {text}", file=sys.stderr, flush=True)
 
 
-def records_from(window: list[tuple[int, dict]], fetch: Callable = jax.device_get) -> list[dict]:
-    """Fetch a window of on-device metrics in one transfer and split them per step."""
-    return split_steps([t for t, _ in window], fetch(stack_steps([m for _, m in window])))
+def records_from(window: list[tuple[int, dict]], fetch: Callable = jax.device_get,
+                 alongside: Any = None) -> tuple[list[dict], Any]:
+    """Fetch a window of on-device metrics, and `alongside` (a pytree: the window's
+    divergences), in one transfer: (one record per step, `alongside` on the host)."""
+    fetched, alongside = fetch((stack_steps([m for _, m in window]), alongside))
+    return split_steps([t for t, _ in window], fetched), alongside
 
 
 def stack_steps(metrics: list[dict]) -> dict[str, Any] | list[dict]:
@@ -279,10 +282,8 @@ class RunLog:
     def flush(self, t: int) -> dict | None:
         """Fetch, check, count, project and write the window; the record that must stop
         the run (non-finite), if any, is returned after everything before it was logged."""
-        steps = [step for step, _ in self.window]
-        divs = {step: self.divergences.pop(step) for step in steps if step in self.divergences}
-        fetched, divs = self.fetch((stack_steps([m for _, m in self.window]), divs))   # one transfer
-        new = split_steps(steps, fetched)
+        divs = {step: self.divergences.pop(step) for step, _ in self.window if step in self.divergences}
+        new, divs = records_from(self.window, self.fetch, divs)
         self.window = []
         bad = self._first_bad(new, divs)
         if bad is not None:
