@@ -29,12 +29,21 @@ def quick_start_commands() -> list[str]:
     return [line.strip() for line in quick.strip().splitlines() if line.strip()]
 
 
+#: what the suite adds to README's main job: a shorter budget (flags typed win). A fresh
+#: machine breaks a first use, not a long run: every first-use path (the default data dir
+#: and its parents, building the embedded dataset, the run directory, seeds, the matched
+#: baseline, the pictures) is the full job's; the full job itself, exactly as README writes
+#: it, is CI's first step (.ci/run) in an empty HOME. (100 steps x 2 seeds: 43 s, not 92 s.)
+SHORTER = " --steps 100 --seeds 2"
+
+
 def main_job() -> str:
-    """README's first command without its install step (the suite runs installed)."""
+    """README's first command without its install step (the suite runs installed), with
+    the suite's shorter budget."""
     first = quick_start_commands()[0]
     install, job = first.split(" && ", 1)
     assert install.startswith("pip install"), first
-    return job
+    return job + SHORTER
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +66,8 @@ def newcomer(tmp_path_factory):
 
 @pytest.mark.slow
 def test_newcomer_runs_the_main_job_then_the_other_commands(newcomer):
-    """README's main job exits 0 and writes its results; then `datasets` and `train` work
-    in the same fresh HOME (one test: they share the dataset it built)."""
+    """README's main job (shorter) exits 0 and writes its results; then `datasets` and
+    `train` work in the same fresh HOME (one test: they share the dataset it built)."""
     run, cwd, home = newcomer
     done = run(main_job())
     runs = list((cwd / "runs").iterdir())
