@@ -57,26 +57,26 @@ def mesh():
 
 #: the longest tests (seconds, measured on the 2-core box while shared: only the order counts)
 LONGEST = {
-    "test_newcomer.py::test_newcomer_runs_the_main_job_then_the_other_commands": 285,
-    "test_multihost.py::test_two_processes_match_one_process": 225,
-    "test_headline_projections.py::test_quick_run_writes_finite_positive_ratios": 150,
-    "test_multihost.py::test_dead_process_makes_the_other_exit[1]": 60,
-    "test_multihost.py::test_a_process_that_never_joins_or_a_duplicate_process_id_is_named_in_one_line": 45,
-    "test_experiments.py::test_tiny_run[selsync_transformer_lm1b]": 42,
-    "test_multihost.py::test_dead_process_makes_the_other_exit[0]": 42,
-    "test_grain_loader.py::test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit": 37,
-    "test_models_zoo.py::test_transformer_is_causal_and_lm_loss_starts_near_log_vocab": 37,
-    "test_bench.py::test_bench_command_tiny": 36,
-    "test_fair_compare.py::test_grid_rows_follow_the_results_contract": 46,   # the grid fixture
-    "test_golden.py::test_golden[hierarchical-groups4]": 35,
-    "test_experiments.py::test_superstep_grid_tiny": 33,
-    "test_experiments.py::test_syncswitch_search_tiny": 33,
-    "test_run_safety.py::test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood": 29,
-    "test_prepare.py::test_four_processes_preparing_digits_at_once_make_one_dataset": 28,
-    "test_faults.py::test_sigterm_from_outside_saves_exits_143_and_resumes": 27,
-    "test_prepare.py::test_train_runs_on_a_prepared_cifar10": 26,
-    "test_run_safety.py::test_processes_with_different_settings_both_exit_2_naming_the_setting": 25,
-    "test_costmodel_validation.py::test_script_runs_two_processes_end_to_end": 25,
+    "test_newcomer.py::test_newcomer_runs_the_main_job_then_the_other_commands": 95,
+    "test_multihost.py::test_two_processes_match_one_process": 51,
+    "test_headline_projections.py::test_quick_run_writes_finite_positive_ratios": 45,
+    "test_fair_compare.py::test_grid_rows_follow_the_results_contract": 32,   # the grid fixture
+    "test_multihost.py::test_dead_process_makes_the_other_exit[1]": 31,
+    "test_grain_loader.py::test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit": 24,
+    "test_bench.py::test_bench_command_tiny": 23,
+    "test_multihost.py::test_a_process_that_never_joins_or_a_duplicate_process_id_is_named_in_one_line": 22,
+    "test_multihost.py::test_dead_process_makes_the_other_exit[0]": 22,
+    "test_faults.py::test_sigterm_from_outside_saves_exits_143_and_resumes": 19,
+    "test_grain_loader.py::test_grain_trains_to_the_threaded_loaders_parameters": 17,
+    "test_costmodel_validation.py::test_script_runs_two_processes_end_to_end": 16,
+    "test_run_safety.py::test_processes_with_different_settings_both_exit_2_naming_the_setting": 14,
+    "test_run_safety.py::test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood": 13,
+    "test_experiments.py::test_tiny_run[selsync_transformer_lm1b]": 13,
+    "test_prepare.py::test_four_processes_preparing_digits_at_once_make_one_dataset": 12,
+    "test_codecs_ef.py::test_interrupted_run_resumes_bit_for_bit": 11,
+    "test_fair_compare.py::test_a_grid_seed_is_the_lone_run_of_that_seed_bit_for_bit": 10,
+    "test_checkpoint.py::test_resume_on_one_device_is_bit_for_bit[auto]": 10,
+    "test_experiments.py::test_superstep_grid_tiny": 9,
 }
 
 
