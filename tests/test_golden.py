@@ -21,9 +21,10 @@ Regenerating (`JAXSEL_REGENERATE_GOLDEN=1 python -m pytest tests/test_golden.py`
 tests/golden/*.json. Do it only for a deliberate change of semantics, and say in the commit
 message which strategies changed and why: a refactor regenerates nothing.
 
-The values are XLA:CPU's, for the JAX version, architecture and vector instruction sets
-recorded in each file: XLA compiles for the host CPU, so the same code on a CPU with other
-vector extensions (AVX-512 against AVX2, say) legitimately rounds differently. On another
+The values are XLA:CPU's, for the JAX version, architecture, vector instruction sets and
+XLA_FLAGS recorded in each file (the suite's own fast-compile flags, tests/conftest.py): XLA
+compiles for the host CPU, so the same code on a CPU with other vector extensions (AVX-512
+against AVX2, say), or compiled with other flags, legitimately rounds differently. On another
 environment the test is skipped (it says which): regenerate on the unchanged code first,
 then compare.
 """
