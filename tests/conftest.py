@@ -22,10 +22,11 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # The suite is compile-bound (half its time was XLA:CPU compiling tiny programs), so it
 # compiles for speed of compiling: the classic loop emitters instead of the MLIR fusion
-# emitters, and no LLVM optimisation. That cut backend compile time about 3x (a packed
-# step: 5.95 s -> 2.17 s) and test_methods + bench + experiments + models_zoo + codecs_ef
-# from 214 s to 112 s. What is compared stays compared under one set of flags (subprocesses
-# inherit them); README's own commands run with XLA's defaults (test_newcomer, test_readme).
+# emitters, and no LLVM optimisation. That cut backend compile time about 3x (three packed
+# golden steps: 5.95 s -> 2.17 s) and test_methods + bench + experiments + models_zoo +
+# codecs_ef from 214 s to 112 s. What is compared stays compared under one set of flags
+# (subprocesses inherit them). XLA's defaults still run: README's library example
+# (test_readme) and, in CI's first step, README's main job.
 FAST_COMPILE = ("--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0")
 os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([*os.environ.get("XLA_FLAGS", "").split(), *FAST_COMPILE]))
 
