@@ -4,11 +4,7 @@ The rest of the suite runs with a private data dir (`JAXSEL_DATA_DIR`), 8 simula
 devices and a shared compilation cache; a developer's machine has `~/.cache/jaxsel`,
 `runs/` and `checkpoints/` from earlier runs. Any of these can hide a failure that every
 new user meets, so here each command runs in a subprocess with an empty HOME, an empty
-working directory, and none of those variables set. The one thing kept is the suite's
-own compile-speed flags (conftest.FAST_COMPILE, not a developer's XLA_FLAGS): they change
-how fast XLA compiles, not what a first use finds on disk, and this test compiles with a
-cold cache (alone: 76 s without them, 53 s with). README's commands on XLA's defaults
-run in CI's first step and in test_readme.
+working directory, and none of those variables set.
 """
 import json
 import os
@@ -17,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import FAST_COMPILE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: variables the suite (conftest.py) or a developer sets that a newcomer does not have
@@ -34,21 +29,12 @@ def quick_start_commands() -> list[str]:
     return [line.strip() for line in quick.strip().splitlines() if line.strip()]
 
 
-#: what the suite adds to README's main job: a shorter budget (flags typed win). A fresh
-#: machine breaks a first use, not a long run: every first-use path (the default data dir
-#: and its parents, building the embedded dataset, the run directory, seeds, the matched
-#: baseline, the pictures) is the full job's; the full job itself, exactly as README writes
-#: it, is CI's first step (.ci/run) in an empty HOME. (100 steps x 2 seeds: 43 s, not 92 s.)
-SHORTER = " --steps 100 --seeds 2"
-
-
 def main_job() -> str:
-    """README's first command without its install step (the suite runs installed), with
-    the suite's shorter budget."""
+    """README's first command without its install step (the suite runs installed)."""
     first = quick_start_commands()[0]
     install, job = first.split(" && ", 1)
     assert install.startswith("pip install"), first
-    return job + SHORTER
+    return job
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +44,6 @@ def newcomer(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("empty-cwd")
     env = {k: v for k, v in os.environ.items() if k not in DEVELOPER_ONLY}
     env["HOME"] = str(home)
-    env["XLA_FLAGS"] = " ".join(FAST_COMPILE)
 
     def run(command: str, timeout: int = 600) -> subprocess.CompletedProcess:
         done = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
@@ -72,8 +57,8 @@ def newcomer(tmp_path_factory):
 
 @pytest.mark.slow
 def test_newcomer_runs_the_main_job_then_the_other_commands(newcomer):
-    """README's main job (shorter) exits 0 and writes its results; then `datasets` and
-    `train` work in the same fresh HOME (one test: they share the dataset it built)."""
+    """README's main job exits 0 and writes its results; then `datasets` and `train` work
+    in the same fresh HOME (one test: they share the dataset it built)."""
     run, cwd, home = newcomer
     done = run(main_job())
     runs = list((cwd / "runs").iterdir())
