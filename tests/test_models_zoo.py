@@ -114,6 +114,24 @@ def test_stem_is_chosen_by_input_size():
     assert large.stem == "imagenet" and large.conv1.kernel.shape == (7, 7, 3, 64)
 
 
+def test_model_rngs_draw_nnx_rngs_keys_eagerly_and_traced():
+    """build_model's RNG streams (jaxsel.models.model_rngs: a counter that a traced update
+    replaces directly) give the very parameters and statistics of flax's own nnx.Rngs, and
+    the same abstract model under eval_shape."""
+    from jaxsel.models import model_rngs
+
+    for name, shape, classes in (("resnet20", (32, 32, 3), 10), ("transformer_lm", (16,), 50)):
+        make = MODEL_REGISTRY[name]
+        with jax.threefry_partitionable(False):
+            ours, flax_own = make(shape, classes, model_rngs(7)), make(shape, classes, nnx.Rngs(7))
+        assert jax.tree.structure(nnx.state(ours)) == jax.tree.structure(nnx.state(flax_own))
+        assert all(np.array_equal(a, b) for a, b in
+                   zip(jax.tree.leaves(nnx.state(ours)), jax.tree.leaves(nnx.state(flax_own))))
+        abstract = nnx.eval_shape(lambda: make(shape, classes, model_rngs(7)))
+        assert [(x.shape, x.dtype) for x in jax.tree.leaves(nnx.state(abstract))] == \
+            [(x.shape, x.dtype) for x in jax.tree.leaves(nnx.state(flax_own))]
+
+
 def test_too_small_inputs_fail_clearly():
     with pytest.raises(ValueError, match="at least 63"):
         _forward_shape("alexnet", (32, 32, 3), 10, False)

@@ -15,6 +15,7 @@ from .cnn import SmallCNN
 from .functional import FunctionalModel, count_params
 from .mlp import MLP
 from .resnet import ResNet, cifar_resnet, resnet
+from .traced_updates import model_rngs
 from .transformer import TransformerLM, lm_loss
 from .vgg import VGG
 
@@ -81,4 +82,4 @@ MODEL_REGISTRY: dict[str, Callable] = {
 def build_model(name: str, input_shape, num_classes: int, seed: int = 0) -> nnx.Module:
     if name not in MODEL_REGISTRY:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODEL_REGISTRY))}")
-    return MODEL_REGISTRY[name](tuple(input_shape), int(num_classes), nnx.Rngs(seed))
+    return MODEL_REGISTRY[name](tuple(input_shape), int(num_classes), model_rngs(seed))

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import jax
 import jax.numpy as jnp
 from flax import nnx
+
+from .traced_updates import RunningStat
 
 # torchvision's conv init (He normal, fan-out); Flax's default (LeCun) trains deep nets slower.
 _CONV_INIT = nnx.initializers.variance_scaling(2.0, "fan_out", "normal")
@@ -33,22 +34,6 @@ def conv(cin: int, cout: int, k: int, stride: int = 1, *, rngs: nnx.Rngs) -> nnx
     p = k // 2
     return nnx.Conv(cin, cout, (k, k), strides=(stride, stride), padding=((p, p), (p, p)),
                     use_bias=False, kernel_init=_CONV_INIT, rngs=rngs)
-
-
-class RunningStat(nnx.BatchStat):
-    """A BatchNorm running statistic whose update `stat[...] = new` (same shape and dtype)
-    is a plain replace. flax's own `[...] =` first compares the two values' shardings; on a
-    tracer that raises an AttributeError whose message walks the whole program traced so
-    far, so tracing a train step grew quadratically with depth (ResNet-101: 60 % of its
-    trace). The stored value, and so the traced program, is the same."""
-
-    def __setitem__(self, key, value) -> None:
-        old = self.get_value()
-        if key is Ellipsis and isinstance(value, jax.core.Tracer) and isinstance(old, jax.Array) \
-                and value.shape == old.shape and value.dtype == old.dtype:
-            self.set_value(value)
-        else:
-            super().__setitem__(key, value)
 
 
 def batch_norm(features: int, *, rngs: nnx.Rngs) -> nnx.BatchNorm:
