@@ -2,7 +2,14 @@
 one per device (the `mesh` fixture); tests/test_golden.py and tests/test_packing.py pack
 them onto fewer."""
 import os
+import sys
 
+# Byte-compiled modules are cached as Python does by default, even where the environment
+# turns that off (PYTHONDONTWRITEBYTECODE): the suite starts about sixty Python processes
+# (xdist workers, CLI runs, multi-host workers, scripts), and each compiled jaxsel's and the
+# tests' sources again (measured: a 2-step `jaxsel train` 7.2 s -> 6.0 s).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

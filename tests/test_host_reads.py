@@ -1,13 +1,16 @@
 """The training loop's cheaper host reads give the same numbers as the reads they replace:
-a metrics window stacked on the device (runlog.stack_steps) and the evaluation's loss on
-one device of the mesh (run.one_device, run.batch_figures)."""
+a metrics window stacked on the device (runlog.stack_steps) and the evaluation on one device
+of the mesh (evaluation.py)."""
+from types import SimpleNamespace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
+import pytest
 
 from jaxsel.core import parallel
-from jaxsel.training.run import batch_figures, one_device
+from jaxsel.models import FunctionalModel, build_model
+from jaxsel.training.evaluation import make_eval_fn, on_one_device
 from jaxsel.training.runlog import records_from
 
 
@@ -40,15 +43,25 @@ def test_a_stacked_window_reads_as_the_per_step_metrics(mesh):
     assert records_from(window, alongside=divergences)[1] == {1: np.float32(0.25)}
 
 
-def test_the_evaluation_loss_on_one_device_is_the_mesh_wide_loss(mesh):
+def test_the_evaluation_runs_on_one_device_and_matches_host_copies_and_numpy(mesh):
+    """Replicated weights are evaluated on one device (their first copy), with the same
+    figures, bit for bit, as host copies of them (the multi-process and per-replica path);
+    both agree with a float64 NumPy reference, on a split whose last batch is short."""
+    model = build_model("mlp", (12,), 10, seed=0)
+    fm = FunctionalModel.from_module(model)
+    evaluate = make_eval_fn(fm, SimpleNamespace(input_key="x", label_key="label"), batch_size=512)
     replicated = parallel.replicated_sharding(mesh)
-    xent = optax.softmax_cross_entropy_with_integer_labels
-    for seed in range(20):
+    for seed in range(3):
         rng = np.random.default_rng(seed)
-        n = (512, 488)[seed % 2]
-        logits = jax.device_put((rng.normal(size=(n, 10)) * rng.uniform(0.5, 4)).astype(np.float32), replicated)
-        labels = rng.integers(0, 10, n)
-        assert len(one_device(logits).sharding.device_set) == 1
-        right, loss = jax.device_get(batch_figures(one_device(logits), labels))
-        assert int(right) == int(jnp.sum(jnp.argmax(logits, -1) == labels))
-        assert float(loss) == float(xent(logits, labels).sum()), seed   # bit for bit
+        arrays = {"x": (rng.normal(size=(1000, 12)) * rng.uniform(0.5, 4)).astype(np.float32),
+                  "label": rng.integers(0, 10, 1000)}
+        params = jax.tree.map(lambda x: np.asarray(x) * rng.uniform(0.5, 3), fm.params)
+        on_mesh = jax.device_put(params, replicated)
+        assert all(len(x.sharding.device_set) == 1 for x in jax.tree.leaves(on_one_device(on_mesh)))
+        got = evaluate(on_mesh, {}, arrays)
+        assert got == evaluate(params, {}, arrays), seed   # bit for bit
+        logits = np.asarray(fm.apply(params, {}, arrays["x"].astype(np.float64), train=False), np.float64)
+        shifted = logits - logits.max(1, keepdims=True)
+        xent = np.log(np.exp(shifted).sum(1)) - shifted[np.arange(1000), arrays["label"]]
+        assert got["test_accuracy"] == np.mean(logits.argmax(1) == arrays["label"])
+        assert got["test_loss"] == pytest.approx(xent.mean(), rel=1e-5)
