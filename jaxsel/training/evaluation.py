@@ -9,8 +9,8 @@ the same program on one device, so the same figures bit for bit.
 
 The whole batch (logits, correct count, summed cross-entropy) is one program: op by op,
 the loss alone was about ten dispatches and a compile of each on a process's first
-evaluation (a 600-step run evaluating 24 times: about 15 ms per evaluation and 3 s of
-compiling, against 1 ms and one compile per batch shape).
+evaluation (measured on MNIST-1D's 1000 test rows: 13 ms per evaluation and 3.4 s for the
+first, against 2.1 ms and 0.7 s).
 """
 from __future__ import annotations
 
