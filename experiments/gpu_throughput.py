@@ -152,7 +152,7 @@ def bench_jax(name: str, input_shape, classes: int, batch: int, steps: int, warm
     # jaxsel's BSP step on `replicas` devices, each with `batch` examples
     mesh = jaxsel.data_mesh(replicas)
     strat = jaxsel.BSP()
-    ts = jaxsel.init_state(fm.params, opt, strat, mesh, fm.model_state)
+    ts = jaxsel.init_state(fm.params, opt, strat, mesh, fm.model_state, replicas=replicas)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh, stateful=True)
     gdata = jaxsel.global_batch(jax.tree.map(lambda x: np.concatenate([x] * replicas), host), mesh)
     jstate = {"ts": ts}

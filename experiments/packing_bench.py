@@ -49,7 +49,8 @@ def step_runner(model: str, replicas: int, devices: int, batch: int, strategy, l
     mesh = jaxsel.data_mesh(replicas, devices=devices)
     fm = FunctionalModel.from_module(build_model(model, SHAPES[model], 10, seed=0))
     opt = optax.sgd(0.01, momentum=0.9)
-    state = [jaxsel.init_state(fm.params, opt, strategy, mesh, fm.model_state if fm.stateful else None)]
+    state = [jaxsel.init_state(fm.params, opt, strategy, mesh, fm.model_state if fm.stateful else None,
+                                replicas=replicas)]
     step = jaxsel.make_train_step(fm.classification_loss(), opt, strategy, mesh, stateful=fm.stateful,
                                   local_replicas=local_replicas)
     rng = np.random.default_rng(0)
@@ -62,7 +63,7 @@ def step_runner(model: str, replicas: int, devices: int, batch: int, strategy, l
         jax.block_until_ready((state[0], metrics))
         return time.perf_counter() - t0
 
-    return run, jaxsel.describe_layout(mesh)
+    return run, jaxsel.describe_layout(mesh, replicas)
 
 
 def time_side_by_side(runners: dict, warmup: int, repeats: int) -> dict:

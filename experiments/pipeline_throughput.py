@@ -94,7 +94,7 @@ def run(replicas: int = 8, batch_size: int = 32, steps: int = 200, examples: int
     table = RecordTable(ListSource(images, labels), spec) if records else {"image": images, "label": labels}
     mesh = jaxsel.data_mesh(replicas)
     part = seldp(examples, replicas, seed=0)
-    transform = make_device_transform(spec, mesh, seed=0, augment=True)
+    transform = make_device_transform(spec, mesh, seed=0, augment=True, replicas=replicas)
     per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
     n = warm + steps
     for processes in (False, True):
@@ -157,7 +157,7 @@ def run_jpeg(count: int, work: Path, replicas: int = 8, batch_size: int = 32, st
     table = open_table(spec, "train", work / f"tfds{count}")
     mesh = jaxsel.data_mesh(replicas)
     part = seldp(len(table), replicas, seed=0)
-    transform = make_device_transform(spec, mesh, seed=0, augment=True)
+    transform = make_device_transform(spec, mesh, seed=0, augment=True, replicas=replicas)
     per_step, out, warm = replicas * batch_size, {}, warmup(workers, prefetch)
     n = warm + steps
     loaders = [Loader(table, part, batch_size, workers=w, processes=p) for p in (False, True)

@@ -17,10 +17,10 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _EXPORTS = {
     "register_aggregator": "core.aggregate",
-    **dict.fromkeys(("ReplicaMesh", "data_mesh", "describe_layout", "global_batch", "num_replicas",
+    **dict.fromkeys(("Layout", "choose_layout", "data_mesh", "describe_layout", "global_batch",
                      "request_cpu_devices"), "core.parallel"),
-    **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state"),
-                    "core.state"),
+    **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state",
+                     "num_replicas"), "core.state"),
     **dict.fromkeys(("grad_norm_sum", "make_train_step"), "core.step"),
     **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepStats", "Strategy",
                      "SyncReport", "sync_where"), "core.sync"),
@@ -58,9 +58,10 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
     from .analysis.syncswitch_search import search_bsp_fraction  # noqa: F401
     from .core import aggregate, collectives, sync, triggers  # noqa: F401
     from .core.aggregate import register_aggregator  # noqa: F401
-    from .core.parallel import (ReplicaMesh, data_mesh, describe_layout, global_batch,  # noqa: F401
-                                num_replicas, request_cpu_devices)
-    from .core.state import TrainState, consensus, consensus_model_state, divergence, init_state  # noqa: F401
+    from .core.parallel import (Layout, choose_layout, data_mesh, describe_layout, global_batch,  # noqa: F401
+                                request_cpu_devices)
+    from .core.state import (TrainState, consensus, consensus_model_state, divergence, init_state,  # noqa: F401
+                             num_replicas)
     from .core.step import grad_norm_sum, make_train_step  # noqa: F401
     from .core.sync import (NonReplicatedDecisionError, StepContext, StepStats,  # noqa: F401
                             Strategy, SyncReport, sync_where)

@@ -41,14 +41,15 @@ def softmax_grad_numpy(params, x, y) -> list:
 
 
 def run(strategy, mesh, batches, loss=softmax_loss, params=None, opt=None, before_step=None, model_state=None,
-        **step_options):
-    """Train `strategy` on `batches` (SGD 0.1 with momentum 0.9 unless `opt`; the softmax
+        replicas: int = R, **step_options):
+    """Train `replicas` replicas of `strategy` on `mesh`'s devices on `batches` (SGD 0.1 with
+    momentum 0.9 unless `opt`; the softmax
     regression's parameters unless `params`): (final state, [(state, metrics) on the host
     after each step]). `before_step(t, state) -> state` edits the state before step t;
     `step_options` go to `make_train_step` (stateful=True with `model_state`, ...)."""
     opt = opt or optax.sgd(0.1, momentum=0.9)
     params = params if params is not None else softmax_params()
-    state = jaxsel.init_state(params, opt, strategy, mesh, model_state=model_state)
+    state = jaxsel.init_state(params, opt, strategy, mesh, model_state=model_state, replicas=replicas)
     step = jaxsel.make_train_step(loss, opt, strategy, mesh, **step_options)
     history = []
     for t, batch in enumerate(batches):

@@ -59,7 +59,7 @@ def layouts(*cases, every=()):
 def train(strategy, mesh, steps=STEPS):
     opt = optax.sgd(LR)
     params = {"w": jnp.zeros(D), "b": jnp.zeros(1)}
-    state = jaxsel.init_state(params, opt, strategy, mesh)
+    state = jaxsel.init_state(params, opt, strategy, mesh, replicas=R)
     step = jaxsel.make_train_step(linreg_loss, opt, strategy, mesh)
     metrics = []
     for _ in range(steps):
@@ -249,7 +249,7 @@ def test_residual_and_anchor_are_state_counted_in_memory(mesh):
     without a top-k / sign codec the state is what it was."""
     params = {"w": jnp.zeros((10, 3)), "b": jnp.zeros(3)}
     size = lambda s: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(
-        jax.eval_shape(lambda: jaxsel.init_state(params, optax.sgd(0.1), s, mesh))))
+        jax.eval_shape(lambda: jaxsel.init_state(params, optax.sgd(0.1), s, mesh, replicas=R))))
     one = R * 33 * 4
     assert size(jaxsel.BSP(compress="topk:0.1")) == size(jaxsel.BSP()) + one
     assert size(jaxsel.BSP(compress="sign", error_feedback=False)) == size(jaxsel.BSP())

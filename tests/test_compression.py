@@ -98,11 +98,11 @@ def test_a_training_step_reports_the_compressed_bytes(mesh, packed):
     opt = optax.sgd(0.1)
     for codec, nbytes in [("bf16", 2 * 15), ("int8", 15 + 2 * 4)]:   # float32: 4 * 15 (test_step)
         strat = jaxsel.BSP(compress=codec)
-        state = jaxsel.init_state(params, opt, strat, mesh)
+        state = jaxsel.init_state(params, opt, strat, mesh, replicas=R)
         state, metrics = jaxsel.make_train_step(loss, opt, strat, mesh)(state, batch)
         assert int(np.asarray(metrics["bytes_allreduced"]).max()) == nbytes, codec
         assert_identical_replicas(jax.device_get(state.params))
-    state4 = jaxsel.init_state(params, opt, strat, packed)
+    state4 = jaxsel.init_state(params, opt, strat, packed, replicas=R)
     state4, _ = jaxsel.make_train_step(loss, opt, strat, packed)(state4, batch)
     for a, b in zip(jax.tree.leaves(jax.device_get(state.params)), jax.tree.leaves(jax.device_get(state4.params))):
         np.testing.assert_array_equal(a, b)
@@ -182,7 +182,7 @@ def test_compressed_strategies_keep_replicas_identical_and_close(mesh, make):
     finals = []
     for codec in (None, "int8"):
         strat = make(codec)
-        state = jaxsel.init_state(params, opt, strat, mesh)
+        state = jaxsel.init_state(params, opt, strat, mesh, replicas=R)
         step = jaxsel.make_train_step(loss, opt, strat, mesh)
         for b in batches:
             state, _ = step(state, b)

@@ -261,14 +261,14 @@ def test_cli_refuses_bad_levels_and_groups_in_one_line(tmp_path, capsys, opt, me
 def test_groups_not_dividing_the_replicas_is_an_error_from_python():
     mesh = jaxsel.data_mesh(replicas=R, devices=8)
     with pytest.raises(ValueError, match="groups=3 must divide the 8 replicas"):
-        jaxsel.init_state({"w": jnp.zeros(D)}, optax.sgd(LR), jaxsel.Hierarchical(groups=3), mesh)
+        jaxsel.init_state({"w": jnp.zeros(D)}, optax.sgd(LR), jaxsel.Hierarchical(groups=3), mesh, replicas=R)
 
 
 def test_a_group_that_straddles_devices_is_refused_when_traced():
     """12 replicas on 4 devices x 3 in 3 groups of 4: neither whole devices nor inside one."""
     mesh = jaxsel.data_mesh(replicas=12, devices=4)
     strat = jaxsel.Hierarchical(jaxsel.LocalSGD(2), jaxsel.LocalSGD(4), groups=3)
-    state = jaxsel.init_state({"w": jnp.zeros(D), "b": jnp.zeros(())}, optax.sgd(LR), strat, mesh)
+    state = jaxsel.init_state({"w": jnp.zeros(D), "b": jnp.zeros(())}, optax.sgd(LR), strat, mesh, replicas=12)
     step = jaxsel.make_train_step(loss_fn, optax.sgd(LR), strat, mesh)
     batch = {"x": np.zeros((12 * B, D), np.float32), "y": np.zeros((12 * B,), np.float32)}
     with pytest.raises(ValueError, match="a group of 4 replicas neither spans whole devices nor lies inside one "

@@ -77,7 +77,7 @@ def test_a_field_the_optimizer_lacks_is_named(mesh):
     with pytest.raises(ValueError, match="opt_state_period names 'mu', not a floating field of the optimizer's "
                                          "state; its fields: trace"):
         jaxsel.init_state(softmax_params(), optax.sgd(0.1, momentum=0.9),
-                          jaxsel.LocalSGD(period=2, opt_state_period={"mu": 2}), mesh)
+                          jaxsel.LocalSGD(period=2, opt_state_period={"mu": 2}), mesh, replicas=R)
 
 
 def test_command_line_spelling():

@@ -17,7 +17,7 @@ import pytest
 import jaxsel
 from helpers import R, run, softmax_batches, softmax_loss, softmax_params
 from jaxsel.core import parallel
-from jaxsel.core.parallel import LayoutError, choose_layout, describe_layout, plan_layout
+from jaxsel.core.parallel import Layout, LayoutError, choose_layout, describe_layout, plan_layout
 from jaxsel.strategies import build_strategy
 
 B = 3
@@ -75,14 +75,14 @@ def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():
 def test_selsync_on_one_device_keeps_a_real_conditional():
     mesh = jaxsel.data_mesh(replicas=R, devices=1)
     strat, opt = jaxsel.SelSync(), optax.sgd(0.1)
-    state = jaxsel.init_state(softmax_params(), opt, strat, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strat, mesh, replicas=R)
     hlo = jaxsel.make_train_step(softmax_loss, opt, strat, mesh).lower(state, make_batches(1)[0]).compile().as_text()
     assert "conditional" in hlo
 
 
 def test_state_keeps_all_replicas_split_over_the_devices():
     mesh = jaxsel.data_mesh(replicas=R, devices=2)
-    state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.SelSync(), mesh)
+    state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.SelSync(), mesh, replicas=R)
     for leaf in jax.tree.leaves(state.replace(step=None)):
         assert leaf.shape[0] == R and leaf.sharding.spec[0] == "data"
         assert {s.data.shape[0] for s in leaf.addressable_shards} == {R // 2}
@@ -128,15 +128,27 @@ def test_no_cpu_fall_back_on_an_accelerator_host(gpu_host):
 
 
 def test_layout_line_names_what_runs_where():
-    one_gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]), shape={"data": 1}, replicas=8)
-    assert describe_layout(one_gpu) == f"8 replicas on 1 x GPU ({H100}), 8 per device"
-    hosts = [fake("cpu", "cpu", p) for p in (0, 0, 1, 1)]
-    two_hosts = types.SimpleNamespace(devices=np.array(hosts), shape={"data": 4}, replicas=8)
-    assert describe_layout(two_hosts) == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device"
+    assert Layout((fake("gpu", H100),), 8).describe() == f"8 replicas on 1 x GPU ({H100}), 8 per device"
+    hosts = tuple(fake("cpu", "cpu", p) for p in (0, 0, 1, 1))
+    assert Layout(hosts, 2).describe() == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device"
 
 
 def test_layout_line_of_a_real_mesh_is_true():
     mesh = jaxsel.data_mesh(replicas=R, devices=2)
-    assert describe_layout(mesh) == "8 replicas on 2 x CPU (cpu), 4 per device"
-    assert len(mesh.devices.flat) == 2 and jaxsel.num_replicas(mesh) == 8
+    assert type(mesh) is jax.sharding.Mesh   # JAX's own type: nothing of its internals copied
+    assert describe_layout(mesh, replicas=R) == "8 replicas on 2 x CPU (cpu), 4 per device"
     assert describe_layout(jaxsel.data_mesh()) == "8 replicas on 8 x CPU (cpu), 1 per device"
+    state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.BSP(), mesh, replicas=R)
+    assert len(mesh.devices.flat) == 2 and jaxsel.num_replicas(state) == 8   # the state's leading axis says N
+
+
+def test_a_replica_count_the_devices_do_not_divide_is_one_line():
+    mesh = jaxsel.data_mesh(replicas=R, devices=2)
+    with pytest.raises(LayoutError, match=r"replicas=7 do not split over the mesh's 2 device\(s\)"):
+        jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.BSP(), mesh, replicas=7)
+    state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.BSP(), jaxsel.data_mesh(3, devices=3),
+                              replicas=3)
+    step = jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh)
+    with pytest.raises(LayoutError, match="the state holds 3 replicas, which do not split over the mesh's 2 "
+                                          "devices"):
+        step(state, {"x": np.zeros((3 * B, 5), np.float32), "y": np.zeros(3 * B, np.int32)})

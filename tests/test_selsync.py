@@ -33,7 +33,7 @@ def reference_selsync(s, window, alpha, delta, eps=1e-12):
 def run_selsync(mesh, steps, **kw):
     strategy = jaxsel.SelSync(**kw)
     opt = optax.sgd(0.5)
-    state = jaxsel.init_state(softmax_params(seed=1), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(seed=1), opt, strategy, mesh, replicas=R)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
     out = []
     for batch in softmax_batches(steps, seed=3):
@@ -82,7 +82,7 @@ def test_zero_gradients_do_not_produce_nan(mesh):
     strategy = jaxsel.SelSync(delta=0.5, window=2)
     opt = optax.sgd(0.1)
     zero_loss = lambda p, b: 0.0 * (b["x"] @ p["w"]).sum()
-    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
     step = jaxsel.make_train_step(zero_loss, opt, strategy, mesh)
     for t, batch in enumerate(softmax_batches(6)):
         state, m = step(state, batch)
@@ -97,7 +97,7 @@ def test_sync_step_averages_params_then_applies_own_gradient(mesh):
     opt = optax.sgd(0.1)
     params = {"w": np.random.default_rng(0).normal(size=(R, 5, 3)).astype(np.float32),
               "b": np.zeros((R, 3), np.float32)}
-    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
     from jaxsel.core.parallel import replica_sharding
 
     state = state.replace(params=jax.device_put(params, replica_sharding(mesh)))
@@ -120,7 +120,7 @@ def _all_reduces(strategy, mesh) -> int:
 
     opt = optax.sgd(0.1)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
-    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
     text = step.lower(state, softmax_batches(1)[0]).compile().as_text()
     return len(re.findall(r" all-reduce(?:-start)?\(", text[text.index("ENTRY"):]))
 

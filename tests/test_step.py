@@ -47,7 +47,7 @@ def test_without_the_grad_norm_metric_the_trajectory_is_unchanged(mesh, strategy
     opt = optax.sgd(0.1, momentum=0.9)
     results = []
     for metric in (True, False):
-        state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+        state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
         step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, grad_norm_metric=metric)
         synced = []
         for batch in batches:
@@ -65,7 +65,7 @@ def test_nonfinite_guard_without_grad_norm_checks_the_loss(mesh):
     from jaxsel.training.faults import guard_nonfinite
 
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(softmax_params(), opt, jaxsel.BSP(), mesh)
+    state = jaxsel.init_state(softmax_params(), opt, jaxsel.BSP(), mesh, replicas=R)
     step = guard_nonfinite(jaxsel.make_train_step(softmax_loss, opt, jaxsel.BSP(), mesh, grad_norm_metric=False),
                            donate=False)
     batch = softmax_batches(1)[0]
@@ -114,7 +114,7 @@ class PerReplicaTrigger(Trigger):
 def test_non_replicated_trigger_raises_at_trace_time(mesh):
     strategy = jaxsel.TriggeredStrategy(trigger=PerReplicaTrigger(), sync="params")
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
     with pytest.raises(jaxsel.NonReplicatedDecisionError, match="varies across the 'data' axis"):
         step.lower(state, softmax_batches(1)[0])
@@ -149,12 +149,12 @@ def test_bad_strategy_arguments():
 
 def test_a_state_used_with_another_strategy_or_optimizer_is_named_at_trace_time(mesh):
     sgd = optax.sgd(0.1, momentum=0.9)
-    bsp_state = jaxsel.init_state(softmax_params(), sgd, jaxsel.BSP(), mesh)
+    bsp_state = jaxsel.init_state(softmax_params(), sgd, jaxsel.BSP(), mesh, replicas=R)
     batch = softmax_batches(1)[0]
     with pytest.raises(TypeError, match=r"strategy state is TriggeredState\(trigger=\(\), .*SelSync keeps "
                                         r"TriggeredState\(trigger=SignificanceState"):
         jaxsel.make_train_step(softmax_loss, sgd, jaxsel.SelSync(), mesh)(bsp_state, batch)
-    adam_state = jaxsel.init_state(softmax_params(), optax.adam(0.1), jaxsel.BSP(), mesh)
+    adam_state = jaxsel.init_state(softmax_params(), optax.adam(0.1), jaxsel.BSP(), mesh, replicas=R)
     with pytest.raises(TypeError, match=r"optimizer state is \(ScaleByAdamState.*this optimizer keeps \(TraceState"):
         jaxsel.make_train_step(softmax_loss, sgd, jaxsel.BSP(), mesh)(adam_state, batch)
     with pytest.raises(TypeError, match=r"consensus: the state's strategy state is TriggeredState.*DiLoCo keeps "
@@ -176,7 +176,7 @@ def test_make_train_step_needs_a_strategy_instance(mesh, strategy, named):
 
 def test_a_batch_that_does_not_split_over_the_replicas_is_named(mesh):
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(softmax_params(), opt, jaxsel.BSP(), mesh)
+    state = jaxsel.init_state(softmax_params(), opt, jaxsel.BSP(), mesh, replicas=R)
     batch = {k: v[:12] for k, v in softmax_batches(1)[0].items()}
     with pytest.raises(ValueError, match=r"batch\['x'\] has shape \(12, 5\): its leading dimension must be a "
                                          r"multiple of the 8 replicas"):

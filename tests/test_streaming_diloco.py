@@ -61,7 +61,7 @@ def test_strided_fragments_take_every_pth_tensor():
 
 def test_more_fragments_than_tensors_is_a_one_line_error(mesh):
     with pytest.raises(ValueError, match="fragments=4 needs 1 <= fragments <= the model's 3") as err:
-        jaxsel.init_state(init_params(), optax.sgd(LR), jaxsel.StreamingDiLoCo(fragments=4), mesh)
+        jaxsel.init_state(init_params(), optax.sgd(LR), jaxsel.StreamingDiLoCo(fragments=4), mesh, replicas=R)
     assert "\n" not in str(err.value)
 
 
@@ -184,7 +184,7 @@ def sync_conds(jaxpr):
 
 def test_each_fragment_has_its_own_guarded_collective_over_its_own_tensors(mesh):
     strat, opt = jaxsel.StreamingDiLoCo(inner_steps=3, fragments=3), optax.sgd(LR)
-    state = jaxsel.init_state(init_params(), opt, strat, mesh)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh, replicas=R)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
     found = list(sync_conds(jax.make_jaxpr(step)(state, softmax_batches(1)[0]).jaxpr))
     assert found == [{(K,)}, {(D, K)}, {(K, C)}]   # b1, w1, w2: fragments 0, 1, 2 in turn
@@ -201,7 +201,7 @@ def stateful_loss(params, model_state, batch):
 @pytest.mark.parametrize("sync_model_state", [True, False])
 def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state):
     strat, opt = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2, sync_model_state=sync_model_state), optax.sgd(LR)
-    state = jaxsel.init_state(init_params(), opt, strat, mesh, model_state={"mu": jnp.zeros(D)})
+    state = jaxsel.init_state(init_params(), opt, strat, mesh, model_state={"mu": jnp.zeros(D)}, replicas=R)
     step = jaxsel.make_train_step(stateful_loss, opt, strat, mesh, stateful=True)
     for t, batch in enumerate(softmax_batches(4)):   # fragment 0 syncs after steps 1 and 3, fragment 1 after 2
         state, m = step(state, batch)

@@ -61,7 +61,7 @@ def conds(jaxpr):
 
 def traced_step(strategy, mesh):
     opt = optax.sgd(0.1, momentum=0.9)
-    state = jaxsel.init_state(init_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(init_params(), opt, strategy, mesh, replicas=R)
     step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
     return jax.make_jaxpr(step)(state, batch()).jaxpr
 
@@ -128,7 +128,7 @@ def apply_with_varying_step(strategy, mesh):
     """Run one strategy step whose step counter differs per replica (as a buggy trigger's
     decision would): every data-dependent decision becomes non-replicated."""
     opt = optax.sgd(0.1)
-    state = jaxsel.init_state(init_params(), opt, strategy, mesh)
+    state = jaxsel.init_state(init_params(), opt, strategy, mesh, replicas=R)
     specs = jax.tree.map(lambda _: P("data"), state).replace(step=P())
 
     def body(state, b):
@@ -217,7 +217,7 @@ def test_sync_where_records_the_payload_bytes_in_the_ledger(mesh, blocking):
 def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):
     """A vmapped or select-lowered decision would pay for the collective on every step."""
     strat, opt = jaxsel.SelSync(), optax.sgd(0.1)
-    state = jaxsel.init_state(init_params(), opt, strat, mesh)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh, replicas=R)
     step = jaxsel.make_train_step(softmax_loss, opt, strat, mesh)
     hlo = step.lower(state, batch()).compile().as_text()
     assert "conditional" in hlo
@@ -225,7 +225,7 @@ def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):
 
 def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
     strat, opt = jaxsel.DiLoCo(inner_steps=3, outer_lr=0.7), optax.sgd(0.1)
-    state = jaxsel.init_state(init_params(), opt, strat, mesh)
+    state = jaxsel.init_state(init_params(), opt, strat, mesh, replicas=R)
     step = jaxsel.make_train_step(softmax_loss, opt, strat, mesh)
     # one outer step (after step 2), then one inner step of the next round
     for b in softmax_batches(4, seed=1, b=B, d=D, c=C):

@@ -37,7 +37,7 @@ import optax
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..core.parallel import AXIS, CPU_MAX_INFLIGHT, data_mesh, describe_layout, global_batch, num_replicas
+from ..core.parallel import AXIS, CPU_MAX_INFLIGHT, Layout, choose_layout, global_batch
 from ..core.state import init_state
 from ..core.step import make_train_step
 from ..core.triggers import Never
@@ -199,23 +199,24 @@ class _Workload:
         self.input_shape, self.num_classes, self.seed, self.batch = input_shape, num_classes, seed, batch
         self.opt = optax.sgd(LR)
 
-    def data(self, mesh):
-        return global_batch(_random_batch(self.input_shape, self.num_classes, num_replicas(mesh) * self.batch,
-                                          self.seed), mesh)
+    def data(self, layout: Layout):
+        return global_batch(_random_batch(self.input_shape, self.num_classes, layout.replicas * self.batch,
+                                          self.seed), layout.mesh)
 
-    def jaxsel(self, name: str, strategy, mesh, **step_options) -> _Runner:
-        fm = self.fm
-        state = init_state(fm.params, self.opt, strategy, mesh, fm.model_state if self.stateful else None)
+    def jaxsel(self, name: str, strategy, layout: Layout, **step_options) -> _Runner:
+        fm, mesh = self.fm, layout.mesh
+        state = init_state(fm.params, self.opt, strategy, mesh, fm.model_state if self.stateful else None,
+                           replicas=layout.replicas)
         step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful, **step_options)
-        return _Runner(name, step, state, self.data(mesh))
+        return _Runner(name, step, state, self.data(layout))
 
-    def minimal(self, mesh) -> _Runner:
-        n, fm = num_replicas(mesh), self.fm
+    def minimal(self, layout: Layout) -> _Runner:
+        n, fm, mesh = layout.replicas, self.fm, layout.mesh
         put = lambda t: jax.device_put(
             jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), t), NamedSharding(mesh, P(AXIS)))
         state = (put(fm.params), put(fm.model_state if self.stateful else {}))
         return _Runner("minimal", minimal_sgd_step(self.loss_fn, mesh, LR, self.stateful), state,
-                       self.data(mesh), minimal=True)
+                       self.data(layout), minimal=True)
 
 
 def _selsync_local():
@@ -227,18 +228,18 @@ def _plain_local():
     return TriggeredStrategy(trigger=Never(), sync="params")
 
 
-def _runners(work: _Workload, mesh, packed_mesh) -> list[_Runner]:
+def _runners(work: _Workload, layout: Layout, packed: Layout | None) -> list[_Runner]:
     runners = [
-        work.jaxsel("selsync_local", _selsync_local(), mesh),
-        work.jaxsel("local", _plain_local(), mesh),
-        work.jaxsel("selsync_sync", SelSync(delta=0.0), mesh),   # every step votes: always syncs
-        work.jaxsel("bsp", BSP(), mesh),
-        work.jaxsel("bsp_lean", BSP(), mesh, grad_norm_metric=False),
-        work.minimal(mesh),
+        work.jaxsel("selsync_local", _selsync_local(), layout),
+        work.jaxsel("local", _plain_local(), layout),
+        work.jaxsel("selsync_sync", SelSync(delta=0.0), layout),   # every step votes: always syncs
+        work.jaxsel("bsp", BSP(), layout),
+        work.jaxsel("bsp_lean", BSP(), layout, grad_norm_metric=False),
+        work.minimal(layout),
     ]
-    if packed_mesh is not None:
-        runners += [work.jaxsel("selsync_local_packed", _selsync_local(), packed_mesh),
-                    work.jaxsel("local_packed", _plain_local(), packed_mesh)]
+    if packed is not None:
+        runners += [work.jaxsel("selsync_local_packed", _selsync_local(), packed),
+                    work.jaxsel("local_packed", _plain_local(), packed)]
     return runners
 
 
@@ -278,12 +279,12 @@ def _ratios(med: dict, sps: dict, log_every: int) -> dict:
     return ratios
 
 
-def _settings(work: _Workload, model: str, dtype: str, mesh, packed_mesh, cfg: dict) -> dict:
+def _settings(work: _Workload, model: str, dtype: str, layout: Layout, packed: Layout | None, cfg: dict) -> dict:
     """What a result was measured on and with (the JSON's and the table's header)."""
-    device, n = mesh.devices.flat[0], num_replicas(mesh)
+    device, n = layout.devices[0], layout.replicas
     return {"device_kind": device.device_kind, "platform": device.platform, "replicas": n,
-            "layout": describe_layout(mesh),
-            "packed_layout": describe_layout(packed_mesh) if packed_mesh is not None else None,
+            "layout": layout.describe(),
+            "packed_layout": packed.describe() if packed is not None else None,
             "dtype": dtype, "model": model, "params": count_params(work.fm.params),
             "input_shape": list(work.input_shape), "num_classes": int(work.num_classes),
             "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
@@ -318,7 +319,7 @@ def run_bench(
 
     model: a classification model of `jaxsel.models` ("mlp", "cnn", "resnet18", ...) fed
         random data of `input_shape` (default: the size's; (784,) for the MLP, else images).
-    replicas / devices / platform: the layout (`jaxsel.data_mesh(replicas, devices=...,
+    replicas / devices / platform: the layout (`jaxsel.choose_layout(replicas, devices=...,
         platform=...)`: default one replica per device of the default backend, the
         accelerator's when there is one; replicas packed on the devices when there are fewer).
     batch: examples per replica per step (global batch = replicas * batch).
@@ -344,19 +345,19 @@ def run_bench(
         raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
     shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
     shape = tuple(int(d) for d in shape)
-    mesh = data_mesh(replicas, devices=devices, platform=platform)
-    packed_mesh = data_mesh(int(packed), devices=1, platform=platform) if packed else None
-    device = mesh.devices.flat[0]
+    layout = choose_layout(replicas, devices=devices, platform=platform)
+    packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
+    device = layout.devices[0]
     if max_inflight is None:
         max_inflight = CPU_MAX_INFLIGHT if device.platform == "cpu" else 0
     if isinstance(max_inflight, bool) or int(max_inflight) < 0:
         raise ValueError(f"max_inflight must be an integer >= 0 (0 = unbounded), got {max_inflight!r}")
     work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"])
-    by = _time_interleaved(_runners(work, mesh, packed_mesh), cfg["warmup"], cfg["repeats"])
+    by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
     sps = _dispatch_rates(by["bsp"], cfg, int(max_inflight))
     med = {name: r.median_s() for name, r in by.items()}
     result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
-              "steps_per_s": sps, **_settings(work, model, dtype, mesh, packed_mesh, cfg),
+              "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": int(max_inflight), "size": size}
     if hlo:
         result["hlo"] = {name: hlo_counts(r.compiled_text()) for name, r in by.items()}

@@ -201,9 +201,9 @@ def _start_jax(replicas: int) -> None:
 
 def _layout(cfg) -> str:
     """The true layout line of a run's config; replicas that do not fit: a usage error."""
-    from ..core.parallel import data_mesh, describe_layout
+    from ..core.parallel import choose_layout
 
-    return describe_layout(data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform))
+    return choose_layout(cfg.replicas, devices=cfg.devices, platform=cfg.platform).describe()
 
 
 def cmd_compare(args) -> int:

@@ -9,6 +9,7 @@ silently.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any, Sequence
 
@@ -42,33 +43,13 @@ class LayoutError(ValueError):
     """The replicas do not fit the devices (a usage error: one line, exit 2)."""
 
 
-class ReplicaMesh(Mesh):
-    """A 1-D device mesh (axis "data") that also carries how many model replicas it
-    holds: `replicas` = devices x replicas per device. It is a `jax.sharding.Mesh`, so
-    shardings and `shard_map` take it as is; a plain Mesh means one replica per device."""
-
-    replicas: int
-
-    def __new__(cls, mesh: Mesh, replicas: int):
-        key = (mesh, int(replicas))
-        if key not in _REPLICA_MESHES:   # one object per layout: shardings compare by identity
-            obj = object.__new__(cls)
-            for name in ("devices", "axis_names", "axis_types", "size"):
-                object.__setattr__(obj, name, getattr(mesh, name))
-            object.__setattr__(obj, "replicas", int(replicas))
-            _REPLICA_MESHES[key] = obj
-        return _REPLICA_MESHES[key]
-
-    def __repr__(self):
-        return f"ReplicaMesh({super().__repr__()}, replicas={self.replicas})"
-
-
-_REPLICA_MESHES: dict = {}
-
-
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """Where N replicas go: the devices used and how many replicas each holds."""
+    """Where N replicas go: the devices used and how many replicas each holds.
+
+    The replica count lives here (and in the state's leading axis), not in the mesh: a
+    `jax.sharding.Mesh` is JAX's own type, and the mesh of a packed layout is simply the
+    mesh of its devices."""
 
     devices: tuple
     per_device: int
@@ -76,6 +57,22 @@ class Layout:
     @property
     def replicas(self) -> int:
         return len(self.devices) * self.per_device
+
+    @functools.cached_property
+    def mesh(self) -> Mesh:
+        """The 1-D mesh (axis "data") of the devices that hold the replicas."""
+        return jax.make_mesh((len(self.devices),), (AXIS,), axis_types=(jax.sharding.AxisType.Explicit,),
+                             devices=list(self.devices))
+
+    def describe(self) -> str:
+        """The true layout, e.g. "8 replicas on 1 x GPU (NVIDIA H100 80GB HBM3), 8 per device";
+        multi-host: "... on 2 processes x 2 x CPU (cpu), 2 per device"."""
+        first = self.devices[0]
+        processes = len({getattr(d, "process_index", 0) for d in self.devices})
+        m = len(self.devices)
+        where = f"{m} x" if processes == 1 else f"{processes} processes x {m // processes} x"
+        return (f"{self.replicas} replicas on {where} {_platform_name(first)} "
+                f"({getattr(first, 'device_kind', '?')}), {self.per_device} per device")
 
 
 def plan_layout(replicas: int | None, devices: Sequence[Any]) -> Layout:
@@ -126,41 +123,36 @@ def choose_layout(replicas: int | None = None, *, devices: Sequence[Any] | int |
 
 
 def data_mesh(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
-              platform: str | None = None) -> ReplicaMesh:
-    """`replicas` model replicas over the devices, on a 1-D mesh with axis "data".
+              platform: str | None = None) -> Mesh:
+    """The plain `jax.sharding.Mesh` (1-D, axis "data") of the devices that hold
+    `replicas` model replicas: the first N devices when N <= M, all M when N/M are packed
+    on each (see `plan_layout`). The mesh does not carry N: pass it to `init_state`
+    (`replicas=`); the step reads it from the state's leading axis.
 
     devices: a list, or an int (the first that many of the platform's devices); default
-    all of `platform`'s devices (default: the default backend's). `replicas=None`: one
-    per device. See `plan_layout` for where the replicas go."""
-    layout = choose_layout(replicas, devices=devices, platform=platform)
-    mesh = jax.make_mesh((len(layout.devices),), (AXIS,), axis_types=(jax.sharding.AxisType.Explicit,),
-                         devices=list(layout.devices))
-    return ReplicaMesh(mesh, layout.replicas)
+    all of `platform`'s devices (default: the default backend's)."""
+    return choose_layout(replicas, devices=devices, platform=platform).mesh
 
 
-def num_replicas(mesh: Mesh) -> int:
-    """N: a ReplicaMesh's replicas; one per device on a plain mesh."""
-    return int(getattr(mesh, "replicas", mesh.shape[AXIS]))
-
-
-def replicas_per_device(mesh: Mesh) -> int:
-    """k = N / M: the replicas each device holds (packed along the step's local axis)."""
-    return num_replicas(mesh) // int(mesh.shape[AXIS])
+def mesh_layout(mesh: Mesh, replicas: int | None = None) -> Layout:
+    """The layout of `replicas` on `mesh`'s devices (None: one per device); a LayoutError
+    unless they split evenly."""
+    devices = tuple(mesh.devices.flat)
+    n = len(devices) if replicas is None else replicas
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or n % len(devices):
+        raise LayoutError(f"replicas={replicas!r} do not split over the mesh's {len(devices)} device(s): choose "
+                          f"a multiple of {len(devices)}")
+    return Layout(devices, int(n) // len(devices))
 
 
 def _platform_name(device) -> str:
     return str(getattr(device, "platform", "?")).upper()
 
 
-def describe_layout(mesh: Mesh) -> str:
-    """The true layout, e.g. "8 replicas on 1 x GPU (NVIDIA H100 80GB HBM3), 8 per device";
-    multi-host: "... on 2 processes x 2 x CPU (cpu), 2 per device"."""
-    devices = list(mesh.devices.flat)
-    first = devices[0]
-    processes = len({getattr(d, "process_index", 0) for d in devices})
-    where = (f"{len(devices)} x" if processes == 1 else f"{processes} processes x {len(devices) // processes} x")
-    return (f"{num_replicas(mesh)} replicas on {where} {_platform_name(first)} "
-            f"({getattr(first, 'device_kind', '?')}), {replicas_per_device(mesh)} per device")
+def describe_layout(mesh: Mesh, replicas: int | None = None) -> str:
+    """The true layout of `replicas` on `mesh` (None: one per device), e.g. "8 replicas on
+    1 x GPU (NVIDIA H100 80GB HBM3), 8 per device"."""
+    return mesh_layout(mesh, replicas).describe()
 
 
 def replica_sharding(mesh) -> NamedSharding:
@@ -198,9 +190,9 @@ def _place(x: Any, sharding: NamedSharding) -> jax.Array:
     return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
 
-def local_replica_ids(mesh) -> list[int]:
+def local_replica_ids(mesh: Mesh, replicas: int | None = None) -> list[int]:
     """Global indices of the replicas on this process's devices (device d holds
-    replicas d * k ... d * k + k - 1)."""
-    k = replicas_per_device(mesh)
+    replicas d * k ... d * k + k - 1, k = replicas / devices)."""
+    k = mesh_layout(mesh, replicas).per_device
     devs = list(mesh.devices.flat)
     return [d * k + j for d, dev in enumerate(devs) if dev.process_index == jax.process_index() for j in range(k)]

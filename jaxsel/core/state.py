@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .parallel import num_replicas, replica_sharding, replicated_sharding
+from .parallel import mesh_layout, replica_sharding, replicated_sharding
 
 
 @struct.dataclass
@@ -104,9 +104,21 @@ def replicate_tree(tree: Any, n: int) -> Any:
     return jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (n,) + jnp.shape(x)), tree)
 
 
-def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None) -> TrainState:
-    """Replicate `params` (and `model_state`) onto every replica and build all local state."""
-    n = num_replicas(mesh)
+def num_replicas(state: TrainState) -> int:
+    """N: the length of the state's leading replica axis (where the replica count lives)."""
+    check_state(state, "num_replicas")
+    leaves = jax.tree.leaves(state.params)
+    if not leaves:
+        raise ValueError("num_replicas: the state holds no parameters, so no replica axis")
+    return int(np.shape(leaves[0])[0])
+
+
+def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None, *,
+               replicas: int | None = None) -> TrainState:
+    """Replicate `params` (and `model_state`) onto `replicas` replicas (default: one per
+    device of `mesh`; a multiple of the devices packs replicas / devices on each) and
+    build all local state. The state's leading axis then says N to every later call."""
+    n = mesh_layout(mesh, replicas).replicas
     model_state = {} if model_state is None else model_state
 
     def build(params, model_state):

@@ -12,6 +12,7 @@ real conditional.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import jax
@@ -21,8 +22,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from .collectives import LOCAL, replica_mean
-from .parallel import AXIS, num_replicas, replicas_per_device
-from .state import TrainState, check_state, check_strategy, check_strategy_state
+from .parallel import AXIS, LayoutError
+from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
 
 
@@ -87,8 +88,18 @@ def _check_arguments(loss_fn, optimizer, strategy, mesh) -> None:
                         f"{type(optimizer).__name__}")
     check_strategy(strategy, where)
     if not isinstance(mesh, Mesh) or AXIS not in mesh.shape:
-        raise TypeError(f"{where}: mesh must be the replicas' mesh from jaxsel.data_mesh(...), got "
+        raise TypeError(f"{where}: mesh must be a jax.sharding.Mesh with axis {AXIS!r} (jaxsel.data_mesh(...)), got "
                         f"{type(mesh).__name__}")
+
+
+def _per_device(n: int, mesh) -> int:
+    """k = N / M; a LayoutError (at trace time) unless the state's N replicas split over
+    the mesh's M devices."""
+    m = int(mesh.shape[AXIS])
+    if n % m:
+        raise LayoutError(f"the state holds {n} replicas, which do not split over the mesh's {m} devices: build "
+                          f"it with init_state(..., mesh, replicas=N) for N a multiple of {m}")
+    return n // m
 
 
 def _check_batch(batch, n: int) -> None:
@@ -104,22 +115,29 @@ def _check_batch(batch, n: int) -> None:
 
 
 class TrainStep:
-    """The jitted step, its batch checked before JAX places it (`lower` too); everything else
-    is the jitted function's. The training loop runs the compiled step: no check per step."""
+    """The jitted step, its batch checked before JAX places it (`lower` too) against the
+    replica count the state's leading axis holds; everything else is the jitted function's.
+    The training loop runs the compiled step: no check per step."""
 
-    def __init__(self, jitted, replicas: int):
-        self.jitted, self.replicas = jitted, replicas
+    def __init__(self, jitted, mesh):
+        self.jitted, self.mesh = jitted, mesh
 
     def __call__(self, state, batch):
-        _check_batch(batch, self.replicas)
+        self._check(state, batch)
         return self.jitted(state, batch)
 
     def lower(self, state, batch, *args, **kwargs):
-        _check_batch(batch, self.replicas)
+        self._check(state, batch)
         return self.jitted.lower(state, batch, *args, **kwargs)
 
+    def _check(self, state, batch) -> None:
+        check_state(state, "the train step")
+        n = num_replicas(state)
+        _per_device(n, self.mesh)
+        _check_batch(batch, n)
+
     def __getattr__(self, name: str):
-        if name == "jitted":   # not set yet (a copy being made): no recursion
+        if name in ("jitted", "mesh"):   # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.jitted, name)
 
@@ -141,6 +159,8 @@ def make_train_step(
     `stateful=True` (models with BatchNorm) it is `loss_fn(params, model_state, batch)`
     returning `(loss, new_model_state)` or `(loss, (new_model_state, aux))`.
     `batch` is a pytree of global arrays whose leading dim is replicas * b.
+    `mesh` is the devices' mesh (axis "data"); the replica count N is the state's leading
+    axis (`init_state(..., replicas=N)`), so one step serves any N the devices divide.
 
     metrics: `loss` (mean over replicas), `synced`, `bytes_allreduced` (per replica,
     this step, votes included), per-replica `replica_loss`, `grad_norm` and any
@@ -160,7 +180,6 @@ def make_train_step(
     for bit on CPU. The strategy always runs as a vmap.
     """
     _check_arguments(loss_fn, optimizer, strategy, mesh)
-    n, k = num_replicas(mesh), replicas_per_device(mesh)
     if local_replicas not in LOCAL_LOOPS:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
     loop = resolve_local_loop(local_replicas, mesh)
@@ -173,8 +192,8 @@ def make_train_step(
         )(params)
         return loss, new_ms, aux, grads, grad_norm_sum(grads)
 
-    def replica_update(rs: TrainState, computed, weight, replica):
-        """One replica (unbatched view): the strategy on its gradients, and the metrics."""
+    def replica_update(n: int, rs: TrainState, computed, weight, replica):
+        """One replica (unbatched view) of `n`: the strategy on its gradients, and the metrics."""
         loss, new_ms, aux, grads, gnorm = computed
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
@@ -189,27 +208,23 @@ def make_train_step(
                        **ledger.replica_metrics, **aux}
         return new_state, shared, per_replica
 
-    def device_step(state: TrainState, batch):
-        """A device's block: gradients of its k replicas (the `local_replicas` loop), then
-        the strategy as a vmap (axis LOCAL) over the leading axis."""
+    def device_step(n: int, k: int, state: TrainState, batch):
+        """A device's block: gradients of its k of the `n` replicas (the `local_replicas`
+        loop), then the strategy as a vmap (axis LOCAL) over the leading axis."""
         batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
         computed = _over_local_replicas(replica_grads, loop, (state.params, state.model_state, batch))
         replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
-        return jax.vmap(replica_update, in_axes=(_replica_axes(None), 0, None, 0),
+        return jax.vmap(functools.partial(replica_update, n), in_axes=(_replica_axes(None), 0, None, 0),
                         out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
             state, computed, weight, replica)
-
-    sharded = jax.shard_map(
-        device_step,
-        mesh=mesh,
-        in_specs=(_state_specs(), P(AXIS)),
-        out_specs=(_state_specs(), P(), P(AXIS)),
-    )
 
     def step(state, batch):
         check_state(state, "the train step")   # at trace time: once per compile
         check_strategy_state(state, strategy, "the train step", optimizer)
+        n = num_replicas(state)   # the state's leading axis says N; the mesh says M
+        sharded = jax.shard_map(functools.partial(device_step, n, _per_device(n, mesh)), mesh=mesh,
+                                in_specs=(_state_specs(), P(AXIS)), out_specs=(_state_specs(), P(), P(AXIS)))
         batch = jax.tree.map(lambda x: jax.reshard(x, NamedSharding(mesh, P(AXIS))), batch)
         new_state, shared, per_replica = sharded(state, batch)
         return new_state, {**shared, **per_replica}
@@ -219,4 +234,4 @@ def make_train_step(
         step,
         in_shardings=(state_shardings, NamedSharding(mesh, P(AXIS))),
         donate_argnums=(0,) if donate else (),
-    ), n)
+    ), mesh)

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..core.parallel import AXIS, replicas_per_device
+from ..core.parallel import AXIS, mesh_layout
 from .catalog import DatasetSpec
 
 
@@ -59,16 +59,18 @@ def random_crop_flip(images, key, padding: int, flip: bool = True):
     return images
 
 
-def make_device_transform(spec: DatasetSpec, mesh, seed: int = 0, augment: bool | None = None) -> Callable | None:
-    """`transform(batch, step) -> batch` on global arrays, or None when nothing is to do
-    (token batches). `augment=None` uses the dataset's default."""
+def make_device_transform(spec: DatasetSpec, mesh, seed: int = 0, augment: bool | None = None, *,
+                          replicas: int | None = None) -> Callable | None:
+    """`transform(batch, step) -> batch` on global arrays of `replicas` replicas' rows (None:
+    one per device of `mesh`), or None when nothing is to do (token batches).
+    `augment=None` uses the dataset's default."""
     if spec.tokens:
         return None
     augment = spec.augment if augment is None else bool(augment)
     key = spec.input_key
 
     sharding = NamedSharding(mesh, P(AXIS))
-    per_device = replicas_per_device(mesh)
+    per_device = mesh_layout(mesh, replicas).per_device
 
     def replica_crop_flip(x, step):
         """Each replica's rows with a key of (seed, step, global replica index), so the

@@ -201,10 +201,10 @@ def build_input(cfg, mesh) -> Input:
                  if inject else None)
     processes = uses_processes(getattr(cfg, "loader", "auto"), spec, train)
     workers = getattr(cfg, "loader_workers", None) or default_workers(processes)
-    loader = Loader(train, partition, cfg.batch_size, parallel.local_replica_ids(mesh),
+    loader = Loader(train, partition, cfg.batch_size, parallel.local_replica_ids(mesh, cfg.replicas),
                     injection=injection, mesh=mesh, workers=workers,
                     device_prefetch=getattr(cfg, "prefetch", 2), processes=processes)
     shape, classes = input_shape_and_classes(spec, train, cfg.data_dir, options)
-    transform = make_device_transform(spec, mesh, cfg.seed, getattr(cfg, "augment", None))
+    transform = make_device_transform(spec, mesh, cfg.seed, getattr(cfg, "augment", None), replicas=cfg.replicas)
     return Input(spec, loader, eval_split(spec, test, getattr(cfg, "eval_examples", None)),
                  shape, classes, transform, mesh)

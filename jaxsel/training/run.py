@@ -56,7 +56,7 @@ class Run:
     evaluate: Any
     timing: dict          # the strategy's cost-model keywords (`strategy_timing`)
     description: str      # the strategy as the run reports it (`describe_strategy`)
-    layout: str           # where the replicas run (`parallel.describe_layout`), printed and recorded
+    layout: str           # where the replicas run (`parallel.Layout.describe`), printed and recorded
 
 
 def build_run(cfg: TrainConfig) -> Run:
@@ -79,7 +79,8 @@ def check_run(cfg: TrainConfig) -> None:
 
 def assemble_run(cfg: TrainConfig) -> Run:
     """The run of a checked config: data, model, optimizer, strategy, state, step."""
-    mesh = make_mesh(cfg)
+    layout = make_layout(cfg)
+    mesh = layout.mesh
     data = build_input(cfg, mesh)   # tables, partition/injection, prefetching loader, transform
     spec, loader = data.spec, data.loader
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
@@ -88,16 +89,16 @@ def assemble_run(cfg: TrainConfig) -> Run:
                                 lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length)
     strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
-    state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state)
+    state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
     step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
                                              local_replicas=cfg.local_replicas))
     return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
-               describe_strategy(strategy, cfg.strategy), parallel.describe_layout(mesh))
+               describe_strategy(strategy, cfg.strategy), layout.describe())
 
 
-def make_mesh(cfg: TrainConfig):
+def make_layout(cfg: TrainConfig) -> parallel.Layout:
     """The run's replicas on its devices; replicas that do not fit are a ConfigError.
     A multi-host run uses every device of every process (replicas: a multiple of them)."""
     n = jax.device_count()
@@ -106,7 +107,7 @@ def make_mesh(cfg: TrainConfig):
                           f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
                           f"got {cfg.replicas}")
     try:
-        return parallel.data_mesh(cfg.replicas, devices=cfg.devices, platform=cfg.platform)
+        return parallel.choose_layout(cfg.replicas, devices=cfg.devices, platform=cfg.platform)
     except parallel.LayoutError as err:
         raise ConfigError(str(err)) from None
 
@@ -241,7 +242,7 @@ def estimate_resources(cfg: TrainConfig, fm: FunctionalModel, optimizer, strateg
     """Parameters x replicas x (1 + optimizer slots) + strategy state (e.g. SelSync's
     windows) from the abstract state; batch and activations from the shapes."""
     shapes = jax.eval_shape(lambda: init_state(fm.params, optimizer, strategy, mesh,
-                                               model_state=fm.model_state))
+                                               model_state=fm.model_state, replicas=cfg.replicas))
     state = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
     example = int(np.prod(input_shape)) * 4
     widths = sum(int(x.shape[-1]) for x in jax.tree.leaves(fm.params) if np.ndim(x) >= 2)
