@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training.train import RunResult, train
-from .variants import Variant, row_config
+from ..training.train import RunResult
+from .variants import Variant
 
 
 @dataclasses.dataclass
@@ -32,20 +32,6 @@ class RowRuns:
     runs: list[RunResult]
     label: str = ""                    # set once the first run says how it built the strategy
     matched_to: "RowRuns | None" = None   # a budget-matched row: the adaptive row it matches
-
-
-def run_row(base, variant: Variant, seeds: list[int], out: Path, slug: str, *, keep_states: bool = False,
-            announce=None) -> RowRuns:
-    """Train `variant` once per seed into out/slug/seedS. The final TrainState of each run
-    is dropped unless `keep_states` (a comparison would hold one per run). The comparison's
-    plan (`plan_rows`) checked the variant's config; its runs differ only in seed and folder."""
-    runs = []
-    for s in seeds:
-        if announce is not None:
-            announce(variant, s)
-        run = train(row_config(base, variant, str(out / slug / f"seed{s}"), s), checked=True)
-        runs.append(run if keep_states else dataclasses.replace(run, state=None))
-    return RowRuns(variant, slug, runs)
 
 
 def mean_std(values) -> tuple[float | None, float | None]:
@@ -120,18 +106,21 @@ def row_result(row: RowRuns, goal, network: str) -> dict:
 
 
 @contextlib.contextmanager
-def reuse_compilations():
-    """JAX's persistent compilation cache in a temporary folder for the block, unless one
-    is set already: the runs of a comparison compile the same programs again and again
-    (a row's seeds differ in data only), and a cached program loads in a fraction of its
-    compile time. The cache is keyed by the program itself, so a hit is the very program
-    a fresh compile gives. Call it before anything compiles (JAX reads the setting once)."""
+def reuse_compilations(folder: str | Path | None = None):
+    """JAX's persistent compilation cache in `folder` for the block (None: a temporary
+    folder, removed after), unless one is set already: the runs of a job compile the same
+    programs again and again (a row's seeds differ in data only; every cell evaluates the
+    same model), and a cached program loads in a fraction of its compile time. A job's own
+    folder outlives an interruption, so a resumed job loads what the stopped one compiled.
+    The cache is keyed by the program itself, so a hit is the very program a fresh compile
+    gives. Call it before anything compiles (JAX reads the setting once)."""
     import jax
 
     if jax.config.jax_compilation_cache_dir:
         yield
         return
-    folder = tempfile.mkdtemp(prefix="jaxsel-compare-xla-")
+    temporary = folder is None
+    folder = tempfile.mkdtemp(prefix="jaxsel-compare-xla-") if temporary else str(folder)
     saved = {k: getattr(jax.config, k) for k in ("jax_persistent_cache_min_compile_time_secs",
                                                  "jax_persistent_cache_min_entry_size_bytes")}
     jax.config.update("jax_compilation_cache_dir", folder)
@@ -143,4 +132,5 @@ def reuse_compilations():
         jax.config.update("jax_compilation_cache_dir", None)
         for k, v in saved.items():
             jax.config.update(k, v)
-        shutil.rmtree(folder, ignore_errors=True)
+        if temporary:
+            shutil.rmtree(folder, ignore_errors=True)

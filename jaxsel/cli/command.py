@@ -208,25 +208,27 @@ def _layout(cfg) -> str:
 
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
-    from ..analysis.seed_grid import reuse_compilations
+    from ..analysis.job import kept_compilations
 
-    with reuse_compilations():   # before anything compiles
-        return _compare(args)
+    if args.resume_job and not args.out:
+        raise UsageError("--resume needs --out DIR: the directory of the comparison to continue")
+    out = args.out or _default_out("compare")
+    with kept_compilations(out):   # before anything compiles
+        return _compare(args, out)
 
 
-def _compare(args) -> int:
+def _compare(args, out: str) -> int:
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
 
-    out = args.out or _default_out("compare")
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
         base = config_from_args(args, strategy="bsp")   # each row sets its strategy
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = _layout(base)
-        check_fresh(Path(out))
+        check_fresh(Path(out), args.resume_job)
     created = _ensure_writable(out, default=not args.out)
 
     def start():   # the directory is ours (locked, fresh): say what runs where
@@ -238,7 +240,8 @@ def _compare(args) -> int:
     started = time.perf_counter()
     with undo_created(out, created):
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
-                              plan=plan, on_start=start, announce=lambda text: print(text, flush=True))
+                              plan=plan, on_start=start, announce=lambda text: print(text, flush=True),
+                              resume=args.resume_job)
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
     print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
@@ -434,6 +437,9 @@ def _add_compare(sub) -> None:
     p.add_argument("--target", default="99%", metavar="ACC|PCT%",
                    help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
+    p.add_argument("--resume", dest="resume_job", action="store_true",
+                   help="continue the comparison stopped in --out (same settings): its finished runs are loaded, "
+                        "the rest run")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="settings from a TOML/JSON/YAML file (TrainConfig fields, strategies, ...); flags typed "
                         "override it")
