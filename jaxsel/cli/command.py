@@ -1,4 +1,4 @@
-"""The `jaxsel` command's parser and subcommands (train, compare, report, bench, datasets, ...).
+"""The `jaxsel` command's parser and subcommands (train, compare, frontier, report, bench, datasets, ...).
 
 Bad input exits with code 2 and one line naming the value and what is allowed.
 """
@@ -399,9 +399,17 @@ def cmd_bench(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """Accuracy against measured and projected time for one run or a compare dir."""
+    """Accuracy against measured and projected time for one run or a compare dir; a
+    compare or frontier dir's own tables and pictures made again from its records."""
+    from ..analysis.job_report import report_job
     from ..analysis.report import report
 
+    with user_input():
+        remade = report_job(Path(args.run_dir))
+    if remade is not None:
+        print(remade[1] + "\n")
+        if remade[0] == "frontier":   # its runs are the frontier's points, not curves to overlay
+            return 0
     with user_input():
         text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,
                       compute_s=args.compute_s, out=args.out, gpus_per_host=args.gpus_per_host,
@@ -485,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     _add_compare(sub)
+    from .frontier import add_frontier
+
+    add_frontier(sub)
     _add_train(sub)
     _add_data_commands(sub)
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
@@ -508,8 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("report", help="plot accuracy against measured and projected time of a run")
-    p.add_argument("run_dir", help="a `jaxsel train` run dir, or a `jaxsel compare` dir of them")
+    p = sub.add_parser("report", help="plot accuracy against measured and projected time of a run; remake a "
+                                      "compare or frontier dir's tables and pictures from its records")
+    p.add_argument("run_dir", help="a `jaxsel train` run dir, or a `jaxsel compare` or `jaxsel frontier` dir")
     p.add_argument("--networks", default="10gbe", help="comma-separated network presets to project onto")
     p.add_argument("--stragglers", default=None, metavar="SPEC", help="straggler model of the projections")
     p.add_argument("--compute-s", type=float, default=None, metavar="SECONDS",

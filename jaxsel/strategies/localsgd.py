@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core.aggregate import ClientSampled
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic, Spread
@@ -36,6 +37,7 @@ class LocalSGD(Triggered):
     syncs: int | None = None
     total_steps: int | None = None
     name: ClassVar[str] = "localsgd"
+    budget: ClassVar[Budget] = sweep("period", 2, 4, 8, 16, 50)
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
@@ -96,6 +98,7 @@ class FedAvg(LocalSGD):
     fraction: float = 1.0
     seed: int = 0
     name: ClassVar[str] = "fedavg"
+    budget: ClassVar[Budget] = sweep("period", 8, 50)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):
