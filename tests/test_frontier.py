@@ -1,9 +1,11 @@
 """`jaxsel frontier` (issue 37, item 2): every method's declared budget grid, the points'
 figures, the Pareto fronts, the verdict at budget levels, and its checks before anything
 trains. The sweep end to end, killed and resumed: tests/test_long_jobs.py."""
+import json
+
 import pytest
 
-from jaxsel.analysis.frontier import check_levels, declared_points, entry_of, plan_frontier
+from jaxsel.analysis.frontier import check_levels, declared_points, entry_of, job_settings, plan_frontier
 from jaxsel.analysis.frontier_report import best_within, method_curves, verdict_row
 from jaxsel.cli import main
 from jaxsel.core.budget import Budget, sweep
@@ -45,6 +47,10 @@ def test_given_points_replace_a_method_s_grid_and_bsp_always_runs():
     assert len(plan.methods["selsync"]) == len(STRATEGIES["selsync"].budget.grid)
     with_plain = plan_frontier(TASK, "bsp", "bsp:compress=int8", 1)
     assert [v.entry for v in with_plain.methods["bsp"]] == ["bsp", "bsp:compress=int8"]
+    # job.json keeps the methods' order (its settings are written with sorted keys)
+    ordered = plan_frontier(TASK, "selsync,localsgd", "localsgd:period=3", 1)
+    recorded = json.loads(json.dumps(job_settings(TASK, ordered, 1, (1.0,)), sort_keys=True))
+    assert [m for m, _ in recorded["points"]] == ["bsp", "selsync", "localsgd"]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -20,7 +20,7 @@ from jaxsel.cli import main
 
 COMPARE = ["compare", "--strategies", "selsync:delta=0.05", "--seeds", "2", "--steps", "12", "--eval-every", "6",
            "--window", "2", "--no-progress"]
-FRONTIER = ["frontier", "--methods", "bsp,localsgd", "--grid", "bsp,localsgd:period=3", "--seeds", "2", "--steps", "12",
+FRONTIER = ["frontier", "--methods", "localsgd,bsp", "--grid", "localsgd:period=3,bsp", "--seeds", "2", "--steps", "12",
             "--eval-every", "6", "--no-progress"]
 #: figures that measure this host's time (or name the directory), not the training
 TIMED = {"wall_time_s", "projected_time_s", "time_to_target_s", "measured_time_to_target_s", "speedup_vs_bsp",
@@ -183,8 +183,12 @@ def test_cells_of_other_code_or_settings_are_never_mixed(finished, tmp_path, cap
     err = capsys.readouterr().err
     assert "bsp/seed0/cell.json was computed with lr=0.5 where this has lr=0.05" in err
     cell.write_text(json.dumps({**record, "code": {**record["code"], "jax": "0.0.1"}}))
-    assert main(["report", str(copy)]) == 2
+    assert main(["report", str(copy)]) == 2   # a report reads the job's records, by any code, never two codes'
     assert "was computed by other jaxsel code (" in capsys.readouterr().err
+    code = {**record["code"], "sources": "1" * 64}
+    (copy / "job.json").write_text(json.dumps({**job, "code": code}))
+    cell.write_text(json.dumps({**record, "code": code}))
+    assert run_main(["report", str(copy)])[0] == 0
 
 
 def test_resume_needs_a_job_to_continue(tmp_path, capsys):

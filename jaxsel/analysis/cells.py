@@ -88,11 +88,13 @@ def load_run(cfg: TrainConfig, directory: Path) -> RunResult:
 class Cells:
     """The cells of one job in `out`: each run once, or loaded from its record. `progress`
     tells the user where the job is; `keep_states` keeps the final TrainState of the cells
-    trained in this process; `tolerate_faults` records a non-finite stop as a FailedCell."""
+    trained in this process; `tolerate_faults` records a non-finite stop as a FailedCell.
+    `load_only` (a report): every cell must be there, of `code` (the job's own: a report
+    reads records, whatever code reads them, but never mixes records of two codes)."""
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
-                 load_only: bool = False):
-        self.out, self.progress, self.code = out, progress, code_identity()
+                 load_only: bool = False, code: dict | None = None):
+        self.out, self.progress, self.code = out, progress, code or code_identity()
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
 
     def get(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell:

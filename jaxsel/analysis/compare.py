@@ -94,7 +94,8 @@ def report_comparison(out: Path) -> Comparison:
     base = config_from_settings(settings["base"])
     plan = plan_rows(base, settings["strategies"], settings["seeds"], settings["match_budget"])
     progress = Progress(planned_cells(plan, settings["seeds"]))
-    row_runs = run_rows(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True))
+    row_runs = run_rows(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
+                                                                  code=recorded["code"]))
     rows = results(row_runs, base, settings["target"])
     write_json(out / "results.json", rows)
     write_pictures(row_runs, rows, out)

@@ -126,7 +126,7 @@ def check_levels(levels) -> tuple[float, ...]:
 
 
 def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> dict:
-    return {"base": job.settings_of(base), "points": {m: [v.entry for v in vs] for m, vs in plan.methods.items()},
+    return {"base": job.settings_of(base), "points": [[m, [v.entry for v in vs]] for m, vs in plan.methods.items()],
             "left_out": plan.left_out, "given": plan.given, "seeds": seeds, "levels": list(levels)}
 
 
@@ -170,12 +170,14 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
 def report_frontier(out: Path) -> dict:
     """frontier.json, frontier.md and frontier.png of the finished frontier in `out`, made
     again from its records alone (nothing trains)."""
-    settings = job.read_job(out)["settings"]
+    recorded = job.read_job(out)
+    settings = recorded["settings"]
     base = config_from_settings(settings["base"])
-    plan = FrontierPlan({m: [parse_entry(e) for e in entries] for m, entries in settings["points"].items()},
+    plan = FrontierPlan({m: [parse_entry(e) for e in entries] for m, entries in settings["points"]},
                         settings["left_out"], settings["given"])
     progress = Progress(len(plan.variants) * settings["seeds"])
-    cells = run_points(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True))
+    cells = run_points(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
+                                                                 code=recorded["code"]))
     return write_frontier(out, base, plan, cells, settings["seeds"], settings["levels"])
 
 

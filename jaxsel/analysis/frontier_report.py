@@ -149,7 +149,7 @@ def plot_frontier(result: dict, path: Path) -> None:
     """Every method's points (mean ± std over seeds) against MB sent on a log axis, its
     Pareto front joined; the budget levels as dotted lines."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig, ax = plt.subplots(figsize=(12.5, 6))
     colors = plt.get_cmap("tab20").colors
     colors = colors[::2] + colors[1::2]   # ten strong colours first, then their light pairs
     zero = []
@@ -173,7 +173,8 @@ def plot_frontier(result: dict, path: Path) -> None:
     ax.set_title(f"each method's Pareto front (line) and every point, seeds {', '.join(map(str, result['seeds']))}\n"
                  f"{result['setting']}", fontsize=8)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="method (budget knob)",
+              title_fontsize=7)
     if zero:
         ax.text(0.01, 0.01, f"sent nothing (not on the log axis): {'; '.join(zero)}", transform=ax.transAxes,
                 fontsize=6, color="dimgray")

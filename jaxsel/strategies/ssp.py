@@ -80,7 +80,7 @@ class ASP(Stale):
 
     lr_scale: float = 1.0
     name: ClassVar[str] = "asp"
-    budget: ClassVar[Budget] = Budget("none (one configuration: it sends every step)", ({},))
+    budget: ClassVar[Budget] = Budget("none: it sends every step", ({},))
 
     def __post_init__(self):
         self.check_lr_scale()
