@@ -76,7 +76,7 @@ def test_bad_input_is_one_line_exit_2_before_anything_is_made(tmp_path, capsys, 
 
 def point(method, entry, mb, acc, std, failed=None):
     return {"method": method, "entry": entry, "label": entry, "mb": mb, "accuracy": acc, "accuracy_std": std,
-            "failed": failed}
+            "sync_fraction": 1.0, "failed": failed, "dir": entry, "command_entry": entry}
 
 
 def test_fronts_and_the_verdict_at_each_budget():
@@ -120,3 +120,59 @@ def test_budget_knobs_reach_from_about_one_percent_to_all_of_bsp_s_bytes():
     periods = [build_strategy("localsgd", p, **ctx).period for p in STRATEGIES["localsgd"].budget.grid]
     assert min(600 // p for p in periods) / 600 == pytest.approx(0.02, abs=0.005) and max(periods) == 50
     assert build_strategy("bsp", {"compress": "topk:0.01"}, **ctx).compress == "topk:0.01"
+
+
+def test_a_diverging_cell_is_recorded_as_failed_and_never_run_again(tmp_path, monkeypatch):
+    """`jaxsel frontier` records a non-finite stop (one diverging configuration must not end
+    a sweep of dozens) and loads it as failed on a resume; its point is named, never ranked."""
+    import jaxsel.analysis.cells as cells_module
+    from jaxsel.analysis.cells import Cells, FailedCell
+    from jaxsel.analysis.frontier import Point
+    from jaxsel.analysis.frontier_report import markdown
+    from jaxsel.analysis.progress import Progress
+    from jaxsel.analysis.variants import parse_entry, row_config
+    from jaxsel.training.faults import NonFiniteError
+
+    trained = []
+
+    def diverges(cfg, checked=False):
+        trained.append(cfg.seed)
+        raise NonFiniteError("non-finite loss at step 13; training stopped", 13)
+
+    monkeypatch.setattr(cells_module, "train", diverges)
+    variant = parse_entry("localsgd:period=3")
+    cfg = row_config(TASK, variant, str(tmp_path / "localsgd_period=3" / "seed0"), 0)
+    said = []
+    got = Cells(tmp_path, Progress(1, said.append), tolerate_faults=True).get(cfg, "localsgd:period=3, seed 0")
+    assert isinstance(got, FailedCell) and got.step == 13 and trained == [0]
+    again = Cells(tmp_path, Progress(1, said.append), tolerate_faults=True).get(cfg, "localsgd:period=3, seed 0")
+    assert isinstance(again, FailedCell) and again.error == got.error and trained == [0]   # loaded, not retried
+    assert "finished earlier, loaded from localsgd_period=3/seed0/" in said[-1]
+    with pytest.raises(NonFiniteError):   # compare stops, as a lone run does
+        Cells(tmp_path, Progress(1)).get(row_config(TASK, variant, str(tmp_path / "other" / "seed0"), 0), "x")
+    from jaxsel.analysis.frontier_report import point_figures
+
+    figures = point_figures(Point("localsgd", variant, "localsgd_period=3", [got]), {})
+    assert figures["failed"] == "seed 0: non-finite loss at step 13; training stopped"
+    curves = method_curves([point("bsp", "bsp", 10.0, 0.5, 0.01), {**figures, "label": "localsgd (period=3)"}], {})
+    assert curves[1]["front"] == [] and verdict_row(curves, 1.0, 10.0)["runner_up"] is None
+    result = {"seeds": [0], "setting": "task", "reference": {"mb": 10.0}, "verdict": [], "beyond_spread": "b",
+              "methods": curves, "left_out": [], "task_file": "task.json"}
+    assert "| localsgd | localsgd (period=3) | - | - | failed: seed 0: non-finite loss at step 13" in \
+        markdown(result, tmp_path)
+
+
+def test_progress_says_how_many_cells_are_done_and_about_how_long_is_left():
+    from jaxsel.analysis.progress import Progress, clock
+
+    said = []
+    progress = Progress(4, said.append)
+    progress.started("a")
+    assert said[-1].startswith("[cell 1 of 4 · 0 done · 0:00 elapsed · time left: known after the first cell] a")
+    progress.finished(30.0)
+    progress.loaded("b", "b/seed0")
+    progress.started("c")
+    assert said[-2] == "[cell 2 of 4] b: finished earlier, loaded from b/seed0/"
+    assert "[cell 3 of 4 · 2 done · " in said[-1] and "about 1:00 left] c" in said[-1]   # 2 left x 30 s
+    progress.skip(1)
+    assert progress.total == 3 and clock(3725) == "1:02:05" and clock(59.6) == "1:00"
