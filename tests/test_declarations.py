@@ -17,7 +17,7 @@ from jaxsel.strategies import STRATEGIES
 from jaxsel.training.config import MAX_SEED, TrainConfig
 from jaxsel.training.declare import Flag, NoFlag, declarations, default_of, flag_name, flags_of
 
-OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK, "frontier": frontier_task()}
+OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK, "frontier": frontier_task(DEFAULT_TASK)}
 #: fields a command sets itself rather than by a flag: command -> field -> why
 SET_BY_COMMAND = {"compare": {"strategy": "each row's", "out_dir": "each run's folder under --out",
                               "checkpoint_dir": "no checkpoints", "checkpoint_every": "no checkpoints",

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from jaxsel.analysis.frontier import check_levels, declared_points, entry_of, job_settings, plan_frontier
+from jaxsel.analysis.frontier import check_levels, declared_points, job_settings, plan_frontier
 from jaxsel.analysis.frontier_report import best_within, method_curves, verdict_row
+from jaxsel.analysis.variants import entry_of
 from jaxsel.cli import main
 from jaxsel.core.budget import Budget, sweep
 from jaxsel.strategies import STRATEGIES, build_strategy

@@ -27,15 +27,12 @@ from ..training.runlog import write_json
 from . import job
 from .cells import Cells, FailedCell
 from .compare import config_from_settings, unique_slugs
-from .frontier_report import write_frontier
+from .frontier_report import REFERENCE, TASK_FILE, write_frontier
 from .progress import Progress
-from .variants import Variant, check_variants, parse_entry, parse_strategies, registered, row_config
+from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
 
 #: the budget levels of the verdict table: shares of plain BSP's bytes
 DEFAULT_LEVELS = (0.02, 0.1, 0.3, 1.0)
-#: the method whose bytes the levels are shares of (its plain configuration always runs)
-REFERENCE = "bsp"
-TASK_FILE = "task.json"
 #: the task's settings a cell sets itself (task.json leaves them to the command line)
 PER_CELL = ("strategy", "strategy_options", "seed")
 
@@ -52,11 +49,6 @@ class FrontierPlan:
     @property
     def variants(self) -> list[Variant]:
         return [v for points in self.methods.values() for v in points]
-
-
-def entry_of(name: str, options: dict) -> str:
-    """A `--strategies` entry for `name` with `options` (values as they read back)."""
-    return ":".join([name, *(f"{k}={v}" for k, v in options.items())])
 
 
 def declared_points(name: str) -> list[Variant] | None:

@@ -16,20 +16,22 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import numpy as np
-
 from ..training.numbers import significant
 from ..training.runlog import write_json
 from .matched_budget import BEYOND_SPREAD
 from .pareto import front
 from .plots import pyplot
 from .seed_grid import mean_std, synced_steps
+from .variants import entry_of
+
+#: the method whose bytes the budget levels are shares of (its plain configuration always runs)
+REFERENCE = "bsp"
+#: the frontier's task as `jaxsel compare --config` reads it, beside frontier.json
+TASK_FILE = "task.json"
 
 
 def point_figures(point, base_options: dict) -> dict:
     """A point's seed means and each seed's figures (no figures where a seed failed)."""
-    from .frontier import entry_of
-
     v = point.variant
     out = {"method": point.method, "entry": v.entry, "options": dict(v.options), "dir": point.slug,
            "command_entry": entry_of(v.name, v.effective(base_options))}
@@ -120,7 +122,6 @@ def task_line(cfg) -> str:
 def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> dict:
     """frontier.json, frontier.md and frontier.png in `out`; returns frontier.json's value."""
     from ..strategies import STRATEGIES
-    from .frontier import REFERENCE, TASK_FILE
 
     figures = [point_figures(p, base.strategy_options) for p in points]
     knobs = {m: ("given with --grid" if m in plan.given or STRATEGIES[m].budget is None else STRATEGIES[m].budget.knob)

@@ -45,6 +45,11 @@ class Variant:
         return re.sub(r"[^A-Za-z0-9._=+-]", "-", text)[:100]
 
 
+def entry_of(name: str, options: dict) -> str:
+    """A `--strategies` entry for strategy `name` with `options` (values as they read back)."""
+    return ":".join([name, *(f"{k}={v}" for k, v in options.items())])
+
+
 def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 

@@ -455,6 +455,14 @@ def _add_compare(sub) -> None:
     p.set_defaults(func=cmd_compare)
 
 
+def _add_frontier(sub) -> None:
+    """`jaxsel frontier` (cli/frontier.py), with the pieces it shares with compare."""
+    from .frontier import Kit, add_frontier
+
+    add_frontier(sub, Kit(add_training_args, config_from_args, _start_jax, _layout, _ensure_writable, _default_out,
+                          user_input, UsageError, DEFAULT_TASK, DEFAULT_TASK_NOTE, _overrides_note))
+
+
 def _add_train(sub) -> None:
     from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
 
@@ -493,9 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     _add_compare(sub)
-    from .frontier import add_frontier
-
-    add_frontier(sub)
+    _add_frontier(sub)
     _add_train(sub)
     _add_data_commands(sub)
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")

@@ -4,34 +4,51 @@ with seeds; which method gives the best model at each budget (analysis/frontier.
 The command takes `jaxsel compare`'s task flags (its default task, evaluated every 100
 steps: the frontier reads final accuracies) and strategy flags, and its own: the methods,
 the points that replace a method's declared grid, the seeds, the budget levels of the
-verdict table, the directory, and `--resume`.
+verdict table, the directory, and `--resume`. What it shares with the other commands
+(the task flags, the run directory, the layout line, usage errors) comes as a `Kit` from
+cli/command.py, which builds the parser: this module cannot import that one back (no
+import cycle, tests/test_layers.py).
 """
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
-
-#: the frontier's task: compare's default task, evaluated less often (the same runs)
-FRONTIER_TASK_NOTE = "evaluated every 100 steps (the frontier reads final accuracies; the runs are the same)"
+from typing import Callable, NamedTuple
 
 
-def frontier_task() -> dict:
-    from .command import DEFAULT_TASK
+class Kit(NamedTuple):
+    """cli/command.py's pieces the frontier command uses (see there)."""
 
-    return {**DEFAULT_TASK, "eval_every": 100}
+    add_training_args: Callable     # (parser, command, overrides)
+    config_from_args: Callable      # (args, **fixed) -> TrainConfig
+    start_jax: Callable             # (replicas)
+    layout: Callable                # (cfg) -> the true layout line
+    ensure_writable: Callable       # (path, option="--out", *, default) -> created
+    default_out: Callable           # (prefix) -> runs/<prefix>-<time>
+    user_input: Callable            # a context: ValueError -> usage error
+    usage_error: type
+    default_task: dict              # compare's default task
+    default_task_note: str
+    overrides_note: Callable        # (command, overrides) -> the help's sentence
 
 
-def add_frontier(sub) -> None:
+def frontier_task(default_task: dict) -> dict:
+    """The frontier's task: compare's default task, evaluated every 100 steps (the same runs)."""
+    return {**default_task, "eval_every": 100}
+
+
+def add_frontier(sub, kit: Kit) -> None:
     from ..analysis.frontier import DEFAULT_LEVELS
-    from .command import DEFAULT_TASK_NOTE, _overrides_note, add_training_args
     from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
 
+    task = frontier_task(kit.default_task)
     p = sub.add_parser("frontier", help="every method swept over its budget knob: which wins at each budget",
                        description=f"Every method over its declared budget grid, with seeds. The default task: "
-                                   f"{DEFAULT_TASK_NOTE} {_overrides_note('frontier', frontier_task())} "
+                                   f"{kit.default_task_note} {kit.overrides_note('frontier', task)} "
                                    f"Writes frontier.json, frontier.md and frontier.png.",
                        formatter_class=HelpFormatter, epilog=strategy_epilog())
-    add_training_args(p, "frontier", frontier_task())
+    kit.add_training_args(p, "frontier", task)
     p.add_argument("--methods", default=None, metavar="NAMES",
                    help="comma-separated strategies (default: every registered one that declares a budget grid); "
                         "plain bsp always runs: the budget levels are shares of its bytes")
@@ -49,7 +66,7 @@ def add_frontier(sub) -> None:
                    help="settings from a TOML/JSON/YAML file (TrainConfig fields, methods, ...); flags typed "
                         "override it")
     add_strategy_args(p)
-    p.set_defaults(func=cmd_frontier)
+    p.set_defaults(func=functools.partial(cmd_frontier, kit=kit))
 
 
 def parse_levels(text: str) -> tuple[float, ...]:
@@ -63,31 +80,29 @@ def parse_levels(text: str) -> tuple[float, ...]:
     return check_levels(values)
 
 
-def cmd_frontier(args) -> int:
+def cmd_frontier(args, kit: Kit) -> int:
     from ..analysis.job import kept_compilations
-    from .command import UsageError, _default_out, _start_jax
 
-    _start_jax(args.replicas)
+    kit.start_jax(args.replicas)
     if args.resume_job and not args.out:
-        raise UsageError("--resume needs --out DIR: the directory of the frontier to continue")
-    out = args.out or _default_out("frontier")
+        raise kit.usage_error("--resume needs --out DIR: the directory of the frontier to continue")
+    out = args.out or kit.default_out("frontier")
     with kept_compilations(out):   # before anything compiles
-        return _frontier(args, out)
+        return _frontier(args, out, kit)
 
 
-def _frontier(args, out: str) -> int:
+def _frontier(args, out: str, kit: Kit) -> int:
     from ..analysis.frontier import check_fresh, plan_frontier, run_frontier
     from ..analysis.frontier_report import format_verdict
     from ..data.paths import undo_created
-    from .command import _ensure_writable, _layout, config_from_args, user_input
 
-    with user_input():
+    with kit.user_input():
         levels = parse_levels(args.levels)
-        base = config_from_args(args, strategy="bsp")   # each point sets its strategy
+        base = kit.config_from_args(args, strategy="bsp")   # each point sets its strategy
         plan = plan_frontier(base, args.methods, args.grid, args.seeds)   # every point, before anything trains
-        layout = _layout(base)
+        layout = kit.layout(base)
         check_fresh(Path(out), args.resume_job)
-    created = _ensure_writable(out, default=not args.out)
+    created = kit.ensure_writable(out, default=not args.out)
     cells = len(plan.variants) * args.seeds
 
     def start():
@@ -105,4 +120,3 @@ def _frontier(args, out: str) -> int:
     print(format_verdict(result))
     print(f"\nwrote {out}/frontier.json, frontier.md and frontier.png")
     return 0
-
