@@ -66,9 +66,17 @@ def killed_after_first_cell(argv: list[str], out: Path, log: Path) -> dict:
     return cells(out)
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """An uninterrupted comparison (SelSync at delta = 0.05 and its matched baseline, 2 seeds)."""
+    out = tmp_path_factory.mktemp("jobs") / "whole"
+    assert run_main([*COMPARE, "--out", str(out)])[0] == 0
+    return COMPARE, out
+
+
 @pytest.mark.slow
-def test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one(tmp_path):
-    stopped, whole = tmp_path / "stopped", tmp_path / "whole"
+def test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one(tmp_path, finished):
+    stopped, whole = tmp_path / "stopped", finished[1]
     finished = killed_after_first_cell(COMPARE, stopped, tmp_path / "log")
     assert 1 <= len(finished) < 4 and not (stopped / "results.json").exists()
     code, printed = run_main([*COMPARE, "--out", str(stopped), "--resume"])
@@ -76,13 +84,12 @@ def test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one(tmp_pat
     assert cells(stopped).items() >= finished.items()   # the finished cells were not run again
     assert printed.count("finished earlier, loaded from") == len(finished)
     assert f"4 cells ({4 - len(finished)} trained now, {len(finished)} loaded from earlier runs)" in printed
-    assert run_main([*COMPARE, "--out", str(whole)])[0] == 0
     got, want = (json.loads((d / "results.json").read_text()) for d in (stopped, whole))
     assert untimed(got) == untimed(want)
     digests = lambda d: {k: json.loads(text)["state_sha256"] for k, (_, text) in cells(d).items()}
     assert digests(stopped) == digests(whole) and len(digests(whole)) == 4   # every run ended bit for bit alike
     assert [r["entry"] for r in got] == ["selsync:delta=0.05", f"localsgd:syncs={got[1]['options']['syncs']}"]
-    assert not (stopped / ".xla-cache").exists()   # the job's compilations go with the finished job
+    assert not (stopped / ".xla-cache").exists() and not (whole / ".xla-cache").exists()   # gone with the job
 
 
 @pytest.mark.slow
@@ -126,15 +133,6 @@ def test_a_killed_frontier_resumes_and_its_cell_is_the_lone_compare_run(tmp_path
     assert json.loads((out / "frontier.json").read_text()) == result
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A finished one-row comparison (bsp, 1 seed, 6 steps)."""
-    out = tmp_path_factory.mktemp("jobs") / "cmp"
-    argv = ["compare", "--strategies", "bsp", "--seeds", "1", "--steps", "6", "--eval-every", "6", "--no-progress"]
-    assert run_main([*argv, "--out", str(out)])[0] == 0
-    return argv, out
-
-
 def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path):
     argv, out = finished
     copy = tmp_path / "cmp"
@@ -148,12 +146,13 @@ def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path):
     assert untimed(got) == untimed(want) and (copy / "pareto.png").is_file() and (copy / "comparison.png").is_file()
     # a resume of a finished comparison trains nothing and writes the same results
     code, printed = run_main([*argv, "--out", str(copy), "--resume"])
-    assert code == 0 and "1 cells (0 trained now, 1 loaded from earlier runs)" in printed
+    assert code == 0 and "4 cells (0 trained now, 4 loaded from earlier runs)" in printed
+    assert untimed(json.loads((copy / "results.json").read_text())) == untimed(want)
 
 
 @pytest.mark.parametrize("change, message", [
-    (["--steps", "7"], 'holds a compare job started with base.steps=6 where this has base.steps=7'),
-    (["--seeds", "2"], "seeds=1 where this has seeds=2"),
+    (["--steps", "13"], 'holds a compare job started with base.steps=12 where this has base.steps=13'),
+    (["--seeds", "3"], "seeds=2 where this has seeds=3"),
 ], ids=["steps", "seeds"])
 def test_a_resume_with_other_settings_is_refused_naming_the_first_difference(finished, tmp_path, capsys, change,
                                                                             message):
@@ -176,18 +175,20 @@ def test_cells_of_other_code_or_settings_are_never_mixed(finished, tmp_path, cap
     assert main([*argv, "--out", str(copy), "--resume"]) == 2
     assert "was started by other jaxsel code (" in capsys.readouterr().err
     (copy / "job.json").write_text(json.dumps(job))   # the job agrees, one cell does not
-    cell = copy / "bsp" / "seed0" / "cell.json"
+    cell = copy / "selsync_delta=0.05" / "seed0" / "cell.json"
     record = json.loads(cell.read_text())
     cell.write_text(json.dumps({**record, "settings": {**record["settings"], "lr": 0.5}}))
     assert main([*argv, "--out", str(copy), "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "bsp/seed0/cell.json was computed with lr=0.5 where this has lr=0.05" in err
+    assert "selsync_delta=0.05/seed0/cell.json was computed with lr=0.5 where this has lr=0.05" in err
     cell.write_text(json.dumps({**record, "code": {**record["code"], "jax": "0.0.1"}}))
     assert main(["report", str(copy)]) == 2   # a report reads the job's records, by any code, never two codes'
     assert "was computed by other jaxsel code (" in capsys.readouterr().err
-    code = {**record["code"], "sources": "1" * 64}
+    code = {**record["code"], "sources": "1" * 64}   # every record of one other code: reported as it is
     (copy / "job.json").write_text(json.dumps({**job, "code": code}))
-    cell.write_text(json.dumps({**record, "code": code}))
+    cell.write_text(json.dumps(record))
+    for path in copy.glob("*/seed*/cell.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "code": code}))
     assert run_main(["report", str(copy)])[0] == 0
 
 
