@@ -5,7 +5,8 @@ The seed sets the model's initialization, the data order and partition and any s
 and nothing else: run s of a grid is the run a one-seed comparison started at `--seed s`
 would make (tests/test_fair_compare.py checks it bit for bit). A row's seeds mostly run
 the same programs (the seed is data to them), so with a compilation cache the later seeds
-load the first seed's compiled step (`jaxsel compare` turns one on for its own process).
+load the first seed's compiled step (`jaxsel compare` and `jaxsel frontier` keep one in
+their directory while they run, `job.kept_compilations`).
 Where the seed is baked into a program (on-device augmentation's key, a strategy's own
 sampling seed) the cache simply misses: it is keyed by the program.
 """
