@@ -22,7 +22,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..training.config import MAX_SEED, ConfigError, TrainConfig
+from ..training.config import TrainConfig
 from ..training.runlock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
 from . import job
@@ -32,7 +32,7 @@ from .matched_budget import is_adaptive, matched_label, matched_slug, matched_va
 from .pareto import plot_pareto
 from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
 from .progress import Progress
-from .seed_grid import RowRuns, mean_std, mean_syncs, row_result
+from .seed_grid import RowRuns, check_seeds, mean_std, mean_syncs, row_result
 from .significance_reach import after_warmup, quiet_note, significance_options
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups
 from .variants import Variant, check_variants, parse_strategies, row_config
@@ -121,10 +121,7 @@ def planned_cells(plan, seeds: int) -> int:
 
 def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
     """Every entry checked before anything trains: (variant, gets a matched row)."""
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
-    if base.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
-        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
+    check_seeds(base, seeds)
     variants = parse_strategies(strategies)
     built = check_variants(base, variants)
     return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]

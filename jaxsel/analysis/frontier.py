@@ -21,7 +21,7 @@ import dataclasses
 from pathlib import Path
 
 from ..core.options import OptionError
-from ..training.config import MAX_SEED, ConfigError, TrainConfig
+from ..training.config import ConfigError, TrainConfig
 from ..training.runlock import DirectoryLock
 from ..training.runlog import write_json
 from . import job
@@ -29,6 +29,7 @@ from .cells import Cells, FailedCell
 from .compare import config_from_settings, unique_slugs
 from .frontier_report import REFERENCE, TASK_FILE, write_frontier
 from .progress import Progress
+from .seed_grid import check_seeds
 from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
 
 #: the budget levels of the verdict table: shares of plain BSP's bytes
@@ -100,13 +101,6 @@ def split_methods(text: str | list[str]) -> list[str]:
     if len(set(names)) < len(names):
         raise OptionError(f"--methods {text!r} names a method twice; name each once")
     return names
-
-
-def check_seeds(base: TrainConfig, seeds: int) -> None:
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
-    if base.seed + seeds - 1 > MAX_SEED:
-        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
 
 
 def check_levels(levels) -> tuple[float, ...]:

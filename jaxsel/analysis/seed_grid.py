@@ -35,6 +35,16 @@ class RowRuns:
     matched_to: "RowRuns | None" = None   # a budget-matched row: the adaptive row it matches
 
 
+def check_seeds(base, seeds: int) -> None:
+    """`seeds` runs from `base.seed` on: an integer >= 1 that stays within the seeds JAX's keys hold."""
+    from ..training.config import MAX_SEED, ConfigError
+
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
+    if base.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
+        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
+
+
 def mean_std(values) -> tuple[float | None, float | None]:
     """(mean, sample standard deviation) over seeds; the std is None for one seed (no
     spread to speak of), the mean None when any value is missing."""
