@@ -1,5 +1,5 @@
 """One declaration per option: every TrainConfig field has its flag (or says why not), the
-`train` and `compare` parsers and `--help` show the field's own default (or the command's
+`train`, `compare` and `frontier` parsers and `--help` show the field's own default (or the command's
 explicit override), and every strategy option is a flag naming the strategies that take it
 (or, where a command flag has its name, reachable with --opt only)."""
 import argparse
@@ -10,18 +10,21 @@ import pytest
 from jaxsel.cli import main as cli_main
 from jaxsel.cli.command import DEFAULT_TASK, TRAIN_DEFAULTS, build_parser, config_from_args
 from jaxsel.cli.config_args import config_values
+from jaxsel.cli.frontier import frontier_task
 from jaxsel.cli.strategy_args import HelpFormatter, strategy_flags
 from jaxsel.core.options import accepts
 from jaxsel.strategies import STRATEGIES
 from jaxsel.training.config import MAX_SEED, TrainConfig
 from jaxsel.training.declare import Flag, NoFlag, declarations, default_of, flag_name, flags_of
 
-OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK}
+OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK, "frontier": frontier_task(DEFAULT_TASK)}
 #: fields a command sets itself rather than by a flag: command -> field -> why
 SET_BY_COMMAND = {"compare": {"strategy": "each row's", "out_dir": "each run's folder under --out",
                               "checkpoint_dir": "no checkpoints", "checkpoint_every": "no checkpoints",
                               "keep": "no checkpoints", "resume": "no checkpoints",
                               "nonfinite": "a diverging row stops"}}
+SET_BY_COMMAND["frontier"] = {**SET_BY_COMMAND["compare"], "strategy": "each point's",
+                              "nonfinite": "a diverging cell is recorded as failed"}
 
 
 def subparser(command: str) -> argparse.ArgumentParser:
@@ -42,26 +45,26 @@ def test_every_field_has_its_flag_or_says_why_not():
         if isinstance(decl, NoFlag):
             assert len(decl.why) > 20, name
         else:
-            assert decl.names and decl.help and set(decl.commands) <= {"train", "compare"}, name
+            assert decl.names and decl.help and set(decl.commands) <= {"train", "compare", "frontier"}, name
     flagless = {n for n, d in declarations(TrainConfig).items() if isinstance(d, NoFlag)}
     assert flagless == {"strategy_options", "lr_schedule_steps"}
-    for command in ("train", "compare"):   # a field without this command's flag is set by the command
+    for command in ("train", "compare", "frontier"):   # a field without this command's flag is set by the command
         assert set(declarations(TrainConfig)) - set(flags_of(TrainConfig, command)) - flagless == \
             set(SET_BY_COMMAND.get(command, {}))
 
 
-@pytest.mark.parametrize("command", ["train", "compare"])
+@pytest.mark.parametrize("command", ["train", "compare", "frontier"])
 def test_the_parser_defaults_are_the_fields_own(command):
     args = build_parser().parse_args([command])
     values = config_values(args, command)
     expected = {name: OVERRIDES[command].get(name, default_of(TrainConfig, name)) for name in values}
     assert values == expected
     assert set(OVERRIDES[command]) <= set(values)   # an override names a flag of its command
-    fixed = {"strategy": "bsp"} if command == "compare" else {}
+    fixed = {"strategy": "bsp"} if command != "train" else {}
     assert config_from_args(args, **fixed) == TrainConfig(**{**OVERRIDES[command], **fixed})
 
 
-@pytest.mark.parametrize("command", ["train", "compare"])
+@pytest.mark.parametrize("command", ["train", "compare", "frontier"])
 def test_help_shows_each_flags_default(command):
     text = help_text(command)
     for name, flag in flags_of(TrainConfig, command).items():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxsel.analysis.compare import run_comparison
-from jaxsel.analysis.matched_budget import is_adaptive, matched_period, periodic_syncs, verdict
+from jaxsel.analysis.matched_budget import is_adaptive, matched_syncs, matched_variant, verdict
 from jaxsel.analysis.pareto import front
 from jaxsel.analysis.significance_reach import delta_for_fractions
 from jaxsel.analysis.variants import parse_strategies, split_entries
@@ -75,19 +75,17 @@ def test_adaptive_methods_are_those_whose_syncs_are_decided_during_the_run():
     assert not any(is_adaptive(build_strategy(n, o, **ctx)) for n, o in fixed)
 
 
-def test_matched_period_gives_the_nearest_sync_count():
-    """A sparse pattern is matched within half a sync (so within one); no integer period
-    comes closer than the chosen one, dense patterns included."""
-    for steps in (150, 600, 1000):
-        for tenth in range(0, int(10 * math.sqrt(steps)) + 1):   # sparse: target^2 <= steps
-            target = tenth / 10
-            assert abs(periodic_syncs(steps, matched_period(steps, target)) - target) <= 0.5, (steps, target)
-        for target in (40.5, 123.4, 400.0, steps - 1):
-            best = min(abs(periodic_syncs(steps, p) - target) for p in range(1, steps + 2))
-            assert abs(periodic_syncs(steps, matched_period(steps, target)) - target) == best
-    assert matched_period(600, 49.3) == 12 and matched_period(600, 1.6) == 300   # round(600/1.6) = 375: 1 sync
-    assert matched_period(600, 0) == 601 and periodic_syncs(600, 601) == 0
-    assert periodic_syncs(600, matched_period(600, 400)) in (300, 600)   # a dense pattern misses by > 1
+def test_the_matched_baseline_syncs_on_the_adaptive_row_s_mean_count_rounded():
+    """Any count is matched exactly (local SGD on K of the run's steps, evenly spread),
+    dense ones too, where an integer period falls between two counts (600 steps, 358.3
+    syncs: P = 2 gives 300, P = 1 600). A global --period does not reach the matched row."""
+    assert [matched_syncs(x) for x in (0.0, 0.4, 0.5, 1.6, 358.3, 358.5, 358.7, 600.0)] == [0, 0, 1, 2, 358, 359, 359,
+                                                                                            600]
+    twin = matched_variant(parse_strategies("selsync:delta=0.05")[0], 358.3)
+    assert twin.entry == "localsgd:syncs=358"
+    assert twin.effective({"period": 8, "aggregator": "median", "delta": 0.1}) == {"syncs": 358, "aggregator": "median"}
+    built = build_strategy("localsgd", twin.effective({"period": 8}), total_steps=600)
+    assert built.describe() == "localsgd (358 of 600 steps)"
 
 
 def test_verdict_sentences():
@@ -132,8 +130,9 @@ def test_grid_rows_follow_the_results_contract(grid):
     labels = [r["strategy"] for r in rows]
     assert labels[:3] == ["bsp", "localsgd (period=8)", "selsync (delta=0.05)"]
     matched = rows[3]
-    period = matched["options"]["period"]
-    assert labels[3] == f"localsgd (period {period}, matches selsync:delta=0.05)"
+    syncs = matched["options"]["syncs"]
+    assert labels[3] == f"localsgd ({syncs} of 40 steps, matches selsync:delta=0.05)" and matched["options"] == \
+        {"syncs": syncs}
     assert matched["matched_to"] == "selsync (delta=0.05)" and "matched_to" not in rows[2]
     for r in rows:
         accs = [s["final_test_accuracy"] for s in r["per_seed"]]
@@ -146,10 +145,10 @@ def test_grid_rows_follow_the_results_contract(grid):
         assert {"steps_to_target", "time_to_target_s", "speedup_vs_bsp", "reached_target"} <= set(r)
         assert all({"seed", "final_test_accuracy", "sync_fraction", "bytes_allreduced", "replica_accuracy"}
                    <= set(s) for s in r["per_seed"])
-    # the matched row syncs floor(steps / P) times, as near the adaptive row's mean as an integer period gets
+    # the matched row syncs exactly the adaptive row's mean count, rounded, in every seed (issue 37)
     target = np.mean([s["syncs"] for s in rows[2]["per_seed"]])
-    assert matched["matched_syncs"] == target and matched["syncs"] == periodic_syncs(40, period)
-    assert abs(matched["syncs"] - target) == min(abs(periodic_syncs(40, p) - target) for p in range(1, 42))
+    assert matched["matched_syncs"] == target and syncs == matched_syncs(target)
+    assert [s["syncs"] for s in matched["per_seed"]] == [syncs, syncs] and matched["syncs"] == syncs
     for png in ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png"):
         assert (out / png).stat().st_size > 10_000, png
     assert (out / "selsync_delta=0.05" / "seed1" / "metrics.jsonl").is_file()
@@ -228,16 +227,20 @@ def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
 
 def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     out, rows, printed = grid
-    assert f"run directory: {out}" in printed and "[entry 3 of 3, matched baseline] localsgd:period=" in printed
+    assert f"run directory: {out}" in printed and "[entry 3 of 3, matched baseline] localsgd:syncs=" in printed
     assert "[entry 1 of 3] bsp, seed 1 (2 of 2)" in printed
     layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
     assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
     assert "replicas' own acc" in printed and "proj s>tgt" in printed and "means over 2 seeds (0, 1)" in printed
     assert "strategy options for every row that takes them: window=4" in printed
-    sentence = [line for line in printed.splitlines() if "its budget-matched baseline localsgd (period" in line]
+    sentence = [line for line in printed.splitlines() if "its budget-matched baseline localsgd (" in line]
     assert len(sentence) == 1 and sentence[0].startswith("selsync (delta=0.05)")
+    syncs = by_entry(rows)["selsync:delta=0.05"]["syncs"]
+    assert f"exactly {matched_syncs(syncs)} syncs in every seed, selsync (delta=0.05)'s {syncs:.4g} (mean over " \
+        f"seeds) rounded" in printed
+    assert "[cell 1 of 8 · 0 done" in printed and "about" in printed and "left]" in printed   # progress, ETA
     assert "the difference of the two mean accuracies exceeds the sum of their standard deviations" in printed
-    by = {r["entry"]: r for r in rows}
+    by = by_entry(rows)
     assert by["bsp"]["sync_fraction"] == 1.0 and by["bsp"]["speedup_vs_bsp"] == 1.0
     assert by["bsp"]["target_accuracy"] == pytest.approx(0.99 * by["bsp"]["final_test_accuracy"])
     sel = by["selsync:delta=0.05"]
@@ -247,29 +250,38 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     assert len(lines) == 40 and "delta" in json.loads(lines[-1])
 
 
-def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_path, monkeypatch):
-    """Two adaptive rows with as many syncs get the same matched period: it trains once."""
+def by_entry(rows: list[dict]) -> dict:
+    return {r["entry"]: r for r in rows}
+
+
+def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_path):
+    """Two adaptive rows with as many syncs get the same matched baseline: it trains once."""
     import jaxsel.analysis.compare as cmp
-    from jaxsel.analysis.seed_grid import RowRuns
+    from jaxsel.analysis.progress import Progress
     from jaxsel.training.train import RunResult
 
-    trained = []
+    said, trained = [], []
 
-    def fake_run_row(base, variant, seeds, out, slug, keep_states=False, announce=None):
-        trained.append(variant.entry)
-        synced = [{"synced": t < 10} for t in range(100)]   # 10 syncs in 100 steps
-        return RowRuns(variant, slug, [RunResult(base, synced, [], {"strategy": variant.name}, None, variant.name)
-                                       for _ in seeds])
+    class FakeCells:
+        progress = Progress(cmp.planned_cells([(None, True)] * 2, 2), said.append)
 
-    monkeypatch.setattr(cmp, "run_row", fake_run_row)
+        def get(self, cfg, what):
+            trained.append((cfg.strategy, cfg.strategy_options, cfg.seed))
+            self.progress.started(what)
+            self.progress.finished(0.0)
+            synced = [{"synced": t < 10} for t in range(100)]   # 10 syncs in 100 steps
+            return RunResult(cfg, synced, [], {"strategy": cfg.strategy}, None, cfg.strategy)
+
     plan = cmp.plan_rows(TrainConfig(steps=100), "selsync,selsync:delta=0.1", 2, True)
-    said = []
-    rows = cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, False, said.append)
-    assert trained == ["selsync", "localsgd:period=10", "selsync:delta=0.1"]
-    assert [r.label for r in rows] == ["selsync", "localsgd (period 10, matches selsync)", "selsync (delta=0.1)",
-                                       "localsgd (period 10, matches selsync:delta=0.1)"]
+    cells = FakeCells()
+    rows = cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, cells)
+    assert [(name, opts) for name, opts, seed in trained[::2]] == [
+        ("selsync", {}), ("localsgd", {"syncs": 10}), ("selsync", {"delta": 0.1})]
+    assert [r.label for r in rows] == ["selsync", "localsgd (10 of 100 steps, matches selsync)", "selsync (delta=0.1)",
+                                       "localsgd (10 of 100 steps, matches selsync:delta=0.1)"]
     assert rows[3].runs is rows[1].runs and rows[3].matched_to is rows[2] and rows[1].matched_to is rows[0]
     assert any("its runs are reused" in line for line in said)
+    assert cells.progress.total == 6 and cells.progress.done == 6   # 8 planned, 2 shared
 
 
 def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():

@@ -78,6 +78,8 @@ PACKING_VARIANTS = {
     "fedavg-half": ("fedavg", {"fraction": 0.5}),
     "localsgd-trimmed": ("localsgd", {"period": 2, "aggregator": "trimmed:2"}),
     "superstep-random": ("superstep", {"aggregator": "random"}),
+    # exactly 7 of the 10 steps, evenly spread (a budget-matched baseline): steps 1 2 4 5 7 8 9
+    "localsgd-syncs7": ("localsgd", {"syncs": 7}),
     # 4 groups of 2: inside a device on 1 and 2 devices, whole devices on 4 and 8
     "hierarchical-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
                                               "inner.aggregator": "median", "outer": "selsync",

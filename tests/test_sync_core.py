@@ -67,7 +67,7 @@ def traced_step(strategy, mesh):
 
 
 ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median", "localsgd-int8", "bsp-bf16",
-                            "triggered-periodic"]
+                            "triggered-periodic", "localsgd-syncs"]
 #: the strategies that condition no collective, and whether each all-reduces the parameters'
 #: shape on every step (BSP, ASP, SSP and SSD-SGD do; `triggered`'s default trigger, "never",
 #: moves nothing); every other strategy's sync is a `sync_where` around a collective
@@ -85,6 +85,8 @@ def make(name):
         return build_strategy("fedavg", {"fraction": 0.5}, **CONTEXT)
     if name == "selsync-median":
         return build_strategy("selsync", {"aggregator": "median"}, **CONTEXT)
+    if name == "localsgd-syncs":   # exactly 3 syncs spread over the run (triggers.Spread)
+        return build_strategy("localsgd", {"syncs": 3}, **CONTEXT)
     if name == "triggered-periodic":
         return build_strategy("triggered", {"trigger": "periodic", "trigger.period": 3, "sync": "params"})
     return build_strategy(name, {}, **CONTEXT)

@@ -1,17 +1,20 @@
 """`jaxsel compare`: train strategies (and variants of one) side by side, over seeds.
 
 Each `--strategies` entry (`variants.py`: `selsync`, `selsync:delta=0.05`) is a row,
-trained once per seed (`seed_grid.py`) into OUT/<row>/seed<S>/ (metrics.jsonl,
-evals.json, final.json). With `match_budget`, every row whose sync pattern is adaptive
-gets a local-SGD row with as many syncs (`matched_budget.py`), and one sentence says
-whether it beat that baseline beyond the seed spread. Writes results.json (one row per
-variant: means over seeds, the accuracy's std, time-to-accuracy of the seed-mean curve,
-every seed's figures) and five pictures: comparison.png, accuracy_vs_time.png,
-sync_timeline.png, divergence.png (seed means with their spread) and pareto.png
-(accuracy against MB sent and against projected time to target).
+trained once per seed into OUT/<row>/seed<S>/ (metrics.jsonl, evals.json, final.json):
+each run is a cell of the job (`cells.py`). With `match_budget`, every row whose sync
+pattern is adaptive gets local SGD on exactly as many steps (`matched_budget.py`), and one
+sentence says whether it beat that baseline beyond the seed spread. Writes results.json
+(one row per variant: means over seeds, the accuracy's std, time-to-accuracy of the
+seed-mean curve, every seed's figures) and five pictures: comparison.png,
+accuracy_vs_time.png, sync_timeline.png, divergence.png (seed means with their spread) and
+pareto.png (accuracy against MB sent and against projected time to target).
 
-The comparison directory is locked as a whole while it runs (training/runlock.py), and one that
-already holds a comparison's results is refused rather than overwritten.
+The comparison directory is locked as a whole while it runs (training/runlock.py). job.json
+records the job (`job.py`); one that already holds a comparison is refused rather than
+overwritten, unless `resume`: then the finished cells are loaded from their records, the
+rest run, and the results are made from all of them, as an uninterrupted comparison's
+are. `report_comparison` makes results.json and the pictures again from the records.
 """
 from __future__ import annotations
 
@@ -19,17 +22,20 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..training.config import MAX_SEED, ConfigError, TrainConfig
+from ..training.config import TrainConfig
 from ..training.runlock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
+from . import job
+from .cells import Cells
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
 from .matched_budget import is_adaptive, matched_label, matched_slug, matched_variant
 from .pareto import plot_pareto
 from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
-from .seed_grid import RowRuns, mean_std, mean_syncs, row_result, run_row
+from .progress import Progress
+from .seed_grid import RowRuns, check_seeds, mean_std, mean_syncs, row_result
 from .significance_reach import after_warmup, quiet_note, significance_options
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups
-from .variants import Variant, check_variants, parse_strategies
+from .variants import Variant, check_variants, parse_strategies, row_config
 
 PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png")
 
@@ -41,73 +47,115 @@ class Comparison:
 
 
 def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path, target: str = DEFAULT_TARGET,
-            *, seeds: int = 1, match_budget: bool = False) -> list[dict]:
+            *, seeds: int = 1, match_budget: bool = False, resume: bool = False) -> list[dict]:
     """Run every entry of `strategies` (a `--strategies` text or a list of entries) with
     `base`'s settings for seeds base.seed .. base.seed + seeds - 1; return the rows
-    written to results.json."""
-    return run_comparison(base, strategies, out_dir, target, seeds=seeds, match_budget=match_budget).rows
+    written to results.json (`resume`: continue the comparison stopped in `out_dir`)."""
+    return run_comparison(base, strategies, out_dir, target, seeds=seeds, match_budget=match_budget,
+                          resume=resume).rows
 
 
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
-                   keep_states: bool = False, on_start=None, announce=None, plan=None) -> Comparison:
-    """`compare`, returning the runs too (`keep_states`: with each run's final TrainState,
-    one per run in memory). `on_start()` is called once the directory is locked and found
-    fresh, `announce(text)` with a line of progress before each run. `plan`: `plan_rows`'s
-    answer when the caller checked it already (each variant's config is checked once)."""
+                   keep_states: bool = False, on_start=None, announce=None, plan=None,
+                   resume: bool = False) -> Comparison:
+    """`compare`, returning the runs too (`keep_states`: with the final TrainState of each
+    run trained now, one per run in memory). `on_start()` is called once the directory is
+    locked and its job begun, `announce(text)` with a line of progress before each cell.
+    `plan`: `plan_rows`'s answer when the caller checked it already (each variant's config
+    is checked once). `resume`: `out_dir` holds this very comparison, stopped; its finished
+    cells are loaded, not run again."""
     plan = plan if plan is not None else plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
     lock = DirectoryLock(out, "compare directory").acquire()
     try:
-        check_fresh(out)
+        job.begin(out, "compare", job_settings(base, plan, seeds, match_budget, target), resume=resume,
+                  held=held_runs(out))
         if on_start is not None:
             on_start()
-        row_runs = run_rows(base, plan, seeds, out, keep_states, announce)
+        progress = Progress(planned_cells(plan, seeds), announce)
+        row_runs = run_rows(base, plan, seeds, out, Cells(out, progress, keep_states=keep_states))
         rows = results(row_runs, base, target)
         write_json(out / "results.json", rows)
         write_pictures(row_runs, rows, out)
+        if announce is not None:
+            announce(progress.summary())
     finally:
         lock.release()
     return Comparison(rows, row_runs)
 
 
+def report_comparison(out: Path) -> Comparison:
+    """results.json and the pictures of the finished comparison in `out`, made again from
+    its records alone (nothing trains); a cell that has not finished is a ConfigError."""
+    recorded = job.read_job(out)
+    settings = recorded["settings"]
+    base = config_from_settings(settings["base"])
+    plan = plan_rows(base, settings["strategies"], settings["seeds"], settings["match_budget"])
+    progress = Progress(planned_cells(plan, settings["seeds"]))
+    row_runs = run_rows(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
+                                                                  code=recorded["code"]))
+    rows = results(row_runs, base, settings["target"])
+    write_json(out / "results.json", rows)
+    write_pictures(row_runs, rows, out)
+    return Comparison(rows, row_runs)
+
+
+def config_from_settings(settings: dict) -> TrainConfig:
+    """A job's recorded task as a TrainConfig (the fields it does not record at their defaults)."""
+    return TrainConfig(**settings)
+
+
+def job_settings(base: TrainConfig, plan, seeds: int, match_budget: bool, target: str) -> dict:
+    """What a resumed comparison must share with the stopped one (job.json)."""
+    return {"base": job.settings_of(base), "strategies": [v.entry for v, _ in plan], "seeds": seeds,
+            "match_budget": match_budget, "target": target}
+
+
+def planned_cells(plan, seeds: int) -> int:
+    """Runs a comparison plans: every row's and every matched row's seeds (a matched row
+    that reuses another's runs is taken off as it turns out)."""
+    return seeds * (len(plan) + sum(bool(m) for _, m in plan))
+
+
 def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
     """Every entry checked before anything trains: (variant, gets a matched row)."""
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
-    if base.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
-        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
+    check_seeds(base, seeds)
     variants = parse_strategies(strategies)
     built = check_variants(base, variants)
     return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]
 
 
-def check_fresh(out: Path) -> None:
-    """A comparison never overwrites another's results (or runs) in its directory."""
-    found = [str(p.relative_to(out)) for p in [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")),
-                                               *sorted(out.glob("*/metrics.jsonl"))] if p.is_file()]
-    if found:
-        raise ConfigError(f"compare directory {str(out)!r} already holds a comparison ({found[0]}"
-                          f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}); choose another --out")
+def held_runs(out: Path) -> list[str]:
+    """What of a comparison `out` holds: its results and runs (relative paths)."""
+    return [str(p.relative_to(out)) for p in [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")),
+                                              *sorted(out.glob("*/metrics.jsonl"))] if p.is_file()]
 
 
-def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> list[RowRuns]:
+def check_fresh(out: Path, resume: bool = False) -> None:
+    """A comparison never overwrites another's results (or runs) in its directory; one to
+    resume must be there (its settings are compared once the directory is locked)."""
+    job.check_start(out, "compare", resume=resume, held=held_runs(out))
+
+
+def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     """Each row over the seeds; an adaptive row's matched baseline right after it. A
     matched row with the configuration of a row already trained (two adaptive rows with
     as many syncs, or an explicit local SGD row) shares that row's runs: the same
     configuration and seeds give the same runs, bit for bit."""
     seed_list = list(range(base.seed, base.seed + seeds))
-    say = announce or (lambda text: None)
     trained: dict[str, RowRuns] = {}
 
     def train_row(variant, slug, where: str):
         key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
         if key in trained:
-            say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
+            cells.progress.say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
+            cells.progress.skip(seeds)
             return RowRuns(variant, trained[key].slug, trained[key].runs)
-        tell = lambda v, seed: say(f"{where} {v.entry}, seed {seed} ({seed - base.seed + 1} of {seeds})")
-        trained[key] = run_row(base, variant, seed_list, out, slug, keep_states=keep_states, announce=tell)
+        runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
+                          f"{where} {variant.entry}, seed {s} ({i} of {seeds})") for i, s in enumerate(seed_list, 1)]
+        trained[key] = RowRuns(variant, slug, runs)
         return trained[key]
 
     rows: list[RowRuns] = []
@@ -116,10 +164,11 @@ def run_rows(base, plan, seeds: int, out: Path, keep_states: bool, announce) -> 
         row.label = variant.label(row.runs[0].final["strategy"])
         rows.append(row)
         if match:
-            twin = matched_variant(variant, base.steps, mean_syncs(row))
-            period = twin.options["period"]
-            matched = train_row(twin, matched_slug(period, slug), f"[entry {i} of {len(plan)}, matched baseline]")
-            matched = dataclasses.replace(matched, label=matched_label(period, variant.entry), matched_to=row)
+            twin = matched_variant(variant, mean_syncs(row))
+            syncs = twin.options["syncs"]
+            matched = train_row(twin, matched_slug(syncs, slug), f"[entry {i} of {len(plan)}, matched baseline]")
+            matched = dataclasses.replace(matched, label=matched_label(syncs, base.steps, variant.entry),
+                                          matched_to=row)
             rows.append(matched)
     return rows
 

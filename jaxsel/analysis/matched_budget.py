@@ -4,10 +4,13 @@ number of synchronizations?
 A method whose sync pattern is decided during the run (`Strategy.adaptive_sync`: SelSync's
 significance test, Sync-Switch's straggler monitor, a two-level method with such a level)
 is compared at whatever budget it happens to use. `jaxsel compare --match-budget` adds,
-for each such row, local SGD with the period that gives as many syncs as the row's mean
-over seeds, run on the same seeds, and says whether the adaptive row beat it beyond the
-seed spread: the difference of the two mean accuracies exceeds the sum of their
-standard deviations over seeds (`BEYOND_SPREAD`).
+for each such row, local SGD on exactly as many steps as the row's mean sync count over
+seeds, rounded (`LocalSGD(syncs=K)`: K of the run's steps, evenly spread,
+`triggers.Spread`), run on the same seeds, and says whether the adaptive row beat it beyond
+the seed spread: the difference of the two mean accuracies exceeds the sum of their
+standard deviations over seeds (`BEYOND_SPREAD`). An integer period could not do this: it
+syncs floor(steps / P) times, and a dense pattern falls between two periods (SelSync at
+delta = 0.05 syncs on about 60 % of 600 steps; P = 2 gives 50 %, P = 1 100 %).
 """
 from __future__ import annotations
 
@@ -26,55 +29,34 @@ def is_adaptive(strategy) -> bool:
     return bool(adaptive()) if callable(adaptive) else False
 
 
-def periodic_syncs(steps: int, period: int) -> int:
-    """Syncs of local SGD with `period` in a run of `steps` (after steps t with (t+1) % period == 0)."""
-    return steps // period
+def matched_syncs(target_syncs: float) -> int:
+    """The matched count: the adaptive row's mean over seeds, rounded half up."""
+    return math.floor(target_syncs + 0.5)
 
 
-def matched_period(steps: int, target_syncs: float) -> int:
-    """The period P >= 1 whose sync count floor(steps / P) is nearest `target_syncs`; of
-    the periods with that count, the one nearest steps / target (the adaptive row's mean
-    spacing). P = steps + 1 (no sync) matches a target below 0.5.
-
-    Rounding steps / target instead falls short: a period P syncs floor(steps / P) times,
-    so the rounded period often lands one sync low (600 steps, 1.6 syncs: round gives
-    P = 375 and 1 sync, P = 300 gives 2). The counts reachable with an integer period
-    are every integer up to about sqrt(2 * steps), then ever sparser: a dense pattern
-    cannot be matched within one sync (600 steps, 400 syncs: P = 1 gives 600, P = 2 300)."""
-    if not target_syncs > 0:
-        return steps + 1
-    # floor(steps / P) falls with P: `first` is the shortest period with at most floor(target)
-    # syncs, first - 1 the longest with more; each is its count's period nearest steps / target
-    first = steps // (math.floor(target_syncs) + 1) + 1
-    candidates = [p for p in (first - 1, first) if p >= 1]
-    return min(candidates, key=lambda p: (abs(periodic_syncs(steps, p) - target_syncs), -p))
+def matched_variant(adaptive: Variant, target_syncs: float) -> Variant:
+    """Local SGD on exactly the rounded mean count of `adaptive`'s syncs (the global
+    options it takes still apply, except a global --period: `syncs` replaces the period)."""
+    k = matched_syncs(target_syncs)
+    return Variant("localsgd", {"syncs": k, "period": None}, f"localsgd:syncs={k}")
 
 
-def matched_variant(adaptive: Variant, steps: int, target_syncs: float) -> Variant:
-    """Local SGD at the matched period (the global options it takes still apply)."""
-    period = matched_period(steps, target_syncs)
-    return Variant("localsgd", {"period": period}, f"localsgd:period={period}")
+def matched_label(syncs: int, steps: int, adaptive_entry: str) -> str:
+    return f"localsgd ({syncs} of {steps} steps, matches {adaptive_entry})"
 
 
-def matched_label(period: int, adaptive_entry: str) -> str:
-    return f"localsgd (period {period}, matches {adaptive_entry})"
-
-
-def matched_slug(period: int, adaptive_slug: str) -> str:
-    return f"localsgd_period={period}-matches-{adaptive_slug}"
+def matched_slug(syncs: int, adaptive_slug: str) -> str:
+    return f"localsgd_syncs={syncs}-matches-{adaptive_slug}"
 
 
 def sync_note(matched: dict, adaptive: dict) -> str:
-    """The matched row's own syncs next to the target; when it misses by more than one
-    sync, the neighbouring periods' counts show that no integer period comes closer."""
-    period, steps = matched["options"]["period"], matched["steps"]
-    over = " (means over seeds)" if len(matched.get("per_seed", [])) > 1 else ""
-    line = (f"{matched['strategy']}: {significant(matched['syncs'])} syncs against {adaptive['strategy']}'s "
-            f"{significant(matched['matched_syncs'])}{over}")
-    if abs(matched["syncs"] - matched["matched_syncs"]) > 1:
-        near = ", ".join(f"period {p}: {periodic_syncs(steps, p)}" for p in (period - 1, period + 1) if p >= 1)
-        line += f"; no integer period comes closer ({near})"
-    return line
+    """The matched row's own syncs, every seed's exactly, next to the adaptive row's mean."""
+    counts = sorted({seed["syncs"] for seed in matched.get("per_seed", [])} or {matched["syncs"]})
+    exact = (f"exactly {counts[0]} syncs in {'every seed' if len(matched.get('per_seed', [])) > 1 else 'its run'}"
+             if len(counts) == 1 else f"{', '.join(map(str, counts))} syncs in its seeds")
+    over = " (mean over seeds)" if len(adaptive.get("per_seed", [])) > 1 else ""
+    return (f"{matched['strategy']}: {exact}, {adaptive['strategy']}'s "
+            f"{significant(matched['matched_syncs'])}{over} rounded")
 
 
 def verdict(adaptive: dict, matched: dict) -> str:

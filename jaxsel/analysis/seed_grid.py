@@ -5,7 +5,8 @@ The seed sets the model's initialization, the data order and partition and any s
 and nothing else: run s of a grid is the run a one-seed comparison started at `--seed s`
 would make (tests/test_fair_compare.py checks it bit for bit). A row's seeds mostly run
 the same programs (the seed is data to them), so with a compilation cache the later seeds
-load the first seed's compiled step (`jaxsel compare` turns one on for its own process).
+load the first seed's compiled step (`jaxsel compare` and `jaxsel frontier` keep one in
+their directory while they run, `job.kept_compilations`).
 Where the seed is baked into a program (on-device augmentation's key, a strategy's own
 sampling seed) the cache simply misses: it is keyed by the program.
 """
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training.train import RunResult, train
-from .variants import Variant, row_config
+from ..training.train import RunResult
+from .variants import Variant
 
 
 @dataclasses.dataclass
@@ -34,18 +35,14 @@ class RowRuns:
     matched_to: "RowRuns | None" = None   # a budget-matched row: the adaptive row it matches
 
 
-def run_row(base, variant: Variant, seeds: list[int], out: Path, slug: str, *, keep_states: bool = False,
-            announce=None) -> RowRuns:
-    """Train `variant` once per seed into out/slug/seedS. The final TrainState of each run
-    is dropped unless `keep_states` (a comparison would hold one per run). The comparison's
-    plan (`plan_rows`) checked the variant's config; its runs differ only in seed and folder."""
-    runs = []
-    for s in seeds:
-        if announce is not None:
-            announce(variant, s)
-        run = train(row_config(base, variant, str(out / slug / f"seed{s}"), s), checked=True)
-        runs.append(run if keep_states else dataclasses.replace(run, state=None))
-    return RowRuns(variant, slug, runs)
+def check_seeds(base, seeds: int) -> None:
+    """`seeds` runs from `base.seed` on: an integer >= 1 that stays within the seeds JAX's keys hold."""
+    from ..training.config import MAX_SEED, ConfigError
+
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
+    if base.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
+        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
 
 
 def mean_std(values) -> tuple[float | None, float | None]:
@@ -120,18 +117,21 @@ def row_result(row: RowRuns, goal, network: str) -> dict:
 
 
 @contextlib.contextmanager
-def reuse_compilations():
-    """JAX's persistent compilation cache in a temporary folder for the block, unless one
-    is set already: the runs of a comparison compile the same programs again and again
-    (a row's seeds differ in data only), and a cached program loads in a fraction of its
-    compile time. The cache is keyed by the program itself, so a hit is the very program
-    a fresh compile gives. Call it before anything compiles (JAX reads the setting once)."""
+def reuse_compilations(folder: str | Path | None = None):
+    """JAX's persistent compilation cache in `folder` for the block (None: a temporary
+    folder, removed after), unless one is set already: the runs of a job compile the same
+    programs again and again (a row's seeds differ in data only; every cell evaluates the
+    same model), and a cached program loads in a fraction of its compile time. A job's own
+    folder outlives an interruption, so a resumed job loads what the stopped one compiled.
+    The cache is keyed by the program itself, so a hit is the very program a fresh compile
+    gives. Call it before anything compiles (JAX reads the setting once)."""
     import jax
 
     if jax.config.jax_compilation_cache_dir:
         yield
         return
-    folder = tempfile.mkdtemp(prefix="jaxsel-compare-xla-")
+    temporary = folder is None
+    folder = tempfile.mkdtemp(prefix="jaxsel-compare-xla-") if temporary else str(folder)
     saved = {k: getattr(jax.config, k) for k in ("jax_persistent_cache_min_compile_time_secs",
                                                  "jax_persistent_cache_min_entry_size_bytes")}
     jax.config.update("jax_compilation_cache_dir", folder)
@@ -143,4 +143,5 @@ def reuse_compilations():
         jax.config.update("jax_compilation_cache_dir", None)
         for k, v in saved.items():
             jax.config.update(k, v)
-        shutil.rmtree(folder, ignore_errors=True)
+        if temporary:
+            shutil.rmtree(folder, ignore_errors=True)

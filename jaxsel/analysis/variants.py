@@ -27,8 +27,10 @@ class Variant:
     entry: str                         # as written in --strategies (e.g. "selsync:delta=0.05")
 
     def effective(self, global_options: dict) -> dict:
-        """The options the row trains with: the global ones it takes, then its own."""
-        return {**options_for(self.name, global_options), **self.options}
+        """The options the row trains with: the global ones it takes, then its own (an own
+        option set to None unsets a global one: a budget-matched row's `period`)."""
+        merged = {**options_for(self.name, global_options), **self.options}
+        return {k: v for k, v in merged.items() if v is not None}
 
     def label(self, description: str) -> str:
         """The row's name in tables and pictures: the strategy as built (`describe()`) for
@@ -41,6 +43,11 @@ class Variant:
         """A file-system-safe directory name for the row's runs."""
         text = self.entry.replace(":", "_").replace(",", "+")
         return re.sub(r"[^A-Za-z0-9._=+-]", "-", text)[:100]
+
+
+def entry_of(name: str, options: dict) -> str:
+    """A `--strategies` entry for strategy `name` with `options` (values as they read back)."""
+    return ":".join([name, *(f"{k}={v}" for k, v in options.items())])
 
 
 def _shown(value: Any) -> str:

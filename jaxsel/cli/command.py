@@ -1,4 +1,4 @@
-"""The `jaxsel` command's parser and subcommands (train, compare, report, bench, datasets, ...).
+"""The `jaxsel` command's parser and subcommands (train, compare, frontier, report, bench, datasets, ...).
 
 Bad input exits with code 2 and one line naming the value and what is allowed.
 """
@@ -208,25 +208,27 @@ def _layout(cfg) -> str:
 
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
-    from ..analysis.seed_grid import reuse_compilations
+    from ..analysis.job import kept_compilations
 
-    with reuse_compilations():   # before anything compiles
-        return _compare(args)
+    if args.resume_job and not args.out:
+        raise UsageError("--resume needs --out DIR: the directory of the comparison to continue")
+    out = args.out or _default_out("compare")
+    with kept_compilations(out):   # before anything compiles
+        return _compare(args, out)
 
 
-def _compare(args) -> int:
+def _compare(args, out: str) -> int:
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
 
-    out = args.out or _default_out("compare")
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
         base = config_from_args(args, strategy="bsp")   # each row sets its strategy
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = _layout(base)
-        check_fresh(Path(out))
+        check_fresh(Path(out), args.resume_job)
     created = _ensure_writable(out, default=not args.out)
 
     def start():   # the directory is ours (locked, fresh): say what runs where
@@ -238,7 +240,8 @@ def _compare(args) -> int:
     started = time.perf_counter()
     with undo_created(out, created):
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
-                              plan=plan, on_start=start, announce=lambda text: print(text, flush=True))
+                              plan=plan, on_start=start, announce=lambda text: print(text, flush=True),
+                              resume=args.resume_job)
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
     print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
@@ -396,9 +399,17 @@ def cmd_bench(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """Accuracy against measured and projected time for one run or a compare dir."""
+    """Accuracy against measured and projected time for one run or a compare dir; a
+    compare or frontier dir's own tables and pictures made again from its records."""
+    from ..analysis.job_report import report_job
     from ..analysis.report import report
 
+    with user_input():
+        remade = report_job(Path(args.run_dir))
+    if remade is not None:
+        print(remade[1] + "\n")
+        if remade[0] == "frontier":   # its runs are the frontier's points, not curves to overlay
+            return 0
     with user_input():
         text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,
                       compute_s=args.compute_s, out=args.out, gpus_per_host=args.gpus_per_host,
@@ -434,11 +445,22 @@ def _add_compare(sub) -> None:
     p.add_argument("--target", default="99%", metavar="ACC|PCT%",
                    help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     p.add_argument("--out", default=None, help="run directory (default runs/compare-<time>)")
+    p.add_argument("--resume", dest="resume_job", action="store_true",
+                   help="continue the comparison stopped in --out (same settings): its finished runs are loaded, "
+                        "the rest run")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="settings from a TOML/JSON/YAML file (TrainConfig fields, strategies, ...); flags typed "
                         "override it")
     add_strategy_args(p)
     p.set_defaults(func=cmd_compare)
+
+
+def _add_frontier(sub) -> None:
+    """`jaxsel frontier` (cli/frontier.py), with the pieces it shares with compare."""
+    from .frontier import Kit, add_frontier
+
+    add_frontier(sub, Kit(add_training_args, config_from_args, _start_jax, _layout, _ensure_writable, _default_out,
+                          user_input, UsageError, DEFAULT_TASK, DEFAULT_TASK_NOTE, _overrides_note))
 
 
 def _add_train(sub) -> None:
@@ -479,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     _add_compare(sub)
+    _add_frontier(sub)
     _add_train(sub)
     _add_data_commands(sub)
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")
@@ -502,8 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("report", help="plot accuracy against measured and projected time of a run")
-    p.add_argument("run_dir", help="a `jaxsel train` run dir, or a `jaxsel compare` dir of them")
+    p = sub.add_parser("report", help="plot accuracy against measured and projected time of a run; remake a "
+                                      "compare or frontier dir's tables and pictures from its records")
+    p.add_argument("run_dir", help="a `jaxsel train` run dir, or a `jaxsel compare` or `jaxsel frontier` dir")
     p.add_argument("--networks", default="10gbe", help="comma-separated network presets to project onto")
     p.add_argument("--stragglers", default=None, metavar="SPEC", help="straggler model of the projections")
     p.add_argument("--compute-s", type=float, default=None, metavar="SECONDS",

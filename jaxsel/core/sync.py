@@ -312,6 +312,9 @@ class Strategy:
     name: ClassVar[str] = "strategy"
     #: run facts the training loop may pass when the user left the field unset
     context_fields: ClassVar[tuple[str, ...]] = ()
+    #: the options that set how much the method communicates and the points `jaxsel
+    #: frontier` sweeps them over (`core.budget`); None: left out unless given points
+    budget: ClassVar[Any] = None
     #: how a sync nobody waits on (`blocking=False`) is carried out, for the cost model:
     #: "async", a parameter server's push and pull on the replica's own clock (SSP), or
     #: "overlapped", behind the next step's compute (SSD-SGD)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .checks import check_int
 from .collectives import replica_sum
@@ -101,6 +102,44 @@ class Periodic(Trigger):
     def fires(self, step):
         due = (step - self.start + 1) % self.period == 0
         return due if self.start == 0 else due & (step >= self.start)
+
+    def __call__(self, tstate, stats, axis):
+        return tstate, self.fires(stats.step), {}
+
+
+def spread_steps(syncs: int, steps: int) -> np.ndarray:
+    """The steps t in [0, steps) where `Spread(syncs, steps)` fires: where floor((t+1) *
+    syncs / steps) steps up, so exactly `syncs` of them, evenly spread (the last step
+    among them when syncs >= 1). In int64: exact for any run length the int32 step
+    counter allows (T K < 2^62)."""
+    t = np.arange(steps, dtype=np.int64)
+    return t[(t + 1) * syncs // steps > t * syncs // steps]
+
+
+@TRIGGERS.register("spread")
+@dataclasses.dataclass(frozen=True)
+class Spread(Trigger):
+    """Synchronize on exactly `syncs` of every `steps` steps, evenly spread: at step t
+    when floor((t'+1) K / T) > floor(t' K / T), t' = t mod T (K = syncs, T = steps).
+
+    An integer period P syncs floor(T / P) times, so only some counts are reachable (600
+    steps: P = 2 gives 300 syncs, P = 1 gives 600, nothing between); `Spread` reaches
+    every K in 0..T. Where P divides T, `Spread(T // P, T)` fires exactly where
+    `Periodic(P)` does. Beyond T steps the pattern repeats. The firing steps are worked out
+    on the host in int64 (`spread_steps`) and looked up by the replicated step: (t+1) K in
+    the device's int32 would overflow for long runs."""
+
+    syncs: int
+    steps: int
+
+    def __post_init__(self):
+        _check_step("steps", self.steps, 1)
+        check_int("syncs", self.syncs, 0, int(self.steps))
+
+    def fires(self, step):
+        mask = np.zeros(self.steps, bool)
+        mask[spread_steps(self.syncs, self.steps)] = True
+        return jnp.asarray(mask)[step % self.steps]
 
     def __call__(self, tstate, stats, axis):
         return tstate, self.fires(stats.step), {}
@@ -313,6 +352,8 @@ def first_sync_step(trigger) -> int | None:
         return None
     if isinstance(trigger, Periodic):
         return trigger.start + trigger.period - 1
+    if isinstance(trigger, Spread):
+        return -(-trigger.steps // trigger.syncs) - 1 if trigger.syncs else None
     if isinstance(trigger, Before):
         return 0 if trigger.step > 0 else None
     if isinstance(trigger, Capped):

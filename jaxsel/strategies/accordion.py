@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget
 from ..core.sync import STRATEGIES
 from ..core.triggers import Accordion as AccordionTrigger
 from .triggered import Triggered
@@ -30,6 +31,7 @@ class Accordion(Triggered):
     compress: str | None = None
     error_feedback: bool = True
     name: ClassVar[str] = "accordion"
+    budget: ClassVar[Budget] = Budget("low, high", ({}, {"low": 4, "high": 32}, {"low": 8, "high": 64}))
     sync: ClassVar[str] = "model"
 
     @property

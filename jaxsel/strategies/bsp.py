@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES
 from ..core.triggers import Always
 from .triggered import Triggered
@@ -20,6 +21,7 @@ class BSP(Triggered):
     compress: str | None = None
     error_feedback: bool = True
     name: ClassVar[str] = "bsp"
+    budget: ClassVar[Budget] = sweep("compress", None, "topk:0.1", "topk:0.01")
     sync: ClassVar[str] = "grads"
 
     @property

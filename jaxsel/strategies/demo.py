@@ -33,6 +33,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..core.budget import Budget, sweep
 from ..core import dct
 from ..core.aggregate import Aggregator
 from ..core.checks import check_int, check_number
@@ -92,6 +93,7 @@ class DeMo(Strategy):
     weight_decay: float = 0.0
     average_over: str = "senders"
     name: ClassVar[str] = "demo"
+    budget: ClassVar[Budget] = sweep("topk", None, 4)
     #: unset in a run: the run's --lr and --weight-decay (DeMo is the run's optimizer)
     context_fields: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
 

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..core.budget import Budget, sweep
 from ..core import compression
 from ..core.aggregate import Bound, get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_update
@@ -141,6 +142,7 @@ class DiLoCo(OuterLoop, Strategy):
     inner_steps: int = 500
     opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
     name: ClassVar[str] = "diloco"
+    budget: ClassVar[Budget] = sweep("inner_steps", 4, 8, 16, 50)
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
 
     def __post_init__(self):

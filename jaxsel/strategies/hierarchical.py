@@ -36,6 +36,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..core.budget import Budget, sweep
 from ..core.checks import check_int
 from ..core.sync import STRATEGIES, Strategy
 from .build import build_level
@@ -77,6 +78,7 @@ class Hierarchical(Strategy):
     inner_options: dict = dataclasses.field(default_factory=dict)
     outer_options: dict = dataclasses.field(default_factory=dict)
     name: ClassVar[str] = "hierarchical"
+    budget: ClassVar[Budget] = sweep("groups", 2, 4)
     levels: ClassVar[tuple[str, ...]] = ("inner", "outer")   # fields holding a strategy
 
     def __post_init__(self):

@@ -1,40 +1,63 @@
 """Local SGD / FedAvg: local optimizer steps, parameters replaced by their aggregate
-after every `period` steps (at step t when (t + 1) % period == 0)."""
+after every `period` steps (at step t when (t + 1) % period == 0), or on exactly `syncs`
+of the run's steps, evenly spread (`triggers.Spread`): the budget-matched baseline of an
+adaptive method, whose sync count an integer period can rarely hit."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core.aggregate import ClientSampled
 from ..core.sync import STRATEGIES
-from ..core.triggers import Periodic
+from ..core.triggers import Periodic, Spread
 from .opt_state_period import average_on_periods, check_fields, check_period
 from .triggered import Triggered
+
+#: local SGD's period when neither `period` nor `syncs` is set
+DEFAULT_PERIOD = 50
 
 
 @STRATEGIES.register("localsgd")
 @dataclasses.dataclass(frozen=True)
 class LocalSGD(Triggered):
     """Every replica applies its own update each step; after every `period`-th update
-    the updated parameters (and, by default, BatchNorm statistics) are aggregated.
-    `opt_state_period` averages the optimizer's state on periods of its own (DES-LOC;
+    (None: 50) the updated parameters (and, by default, BatchNorm statistics) are
+    aggregated. `syncs=K` instead aggregates after exactly K of the run's `total_steps`
+    updates, evenly spread (`triggers.Spread`; it takes no `period`). `opt_state_period`
+    averages the optimizer's state on periods of its own (DES-LOC;
     `strategies/opt_state_period.py`); None keeps it local."""
 
-    period: int = 50
+    period: int | None = None
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
     opt_state_period: Any = None
     error_feedback: bool = True
+    syncs: int | None = None
+    total_steps: int | None = None
     name: ClassVar[str] = "localsgd"
+    budget: ClassVar[Budget] = sweep("period", 2, 4, 8, 16, 50)
     sync: ClassVar[str] = "model"
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
     def __post_init__(self):
+        if self.syncs is not None:
+            if self.period is not None:
+                raise ValueError(f"{self.name} takes period={self.period!r} or syncs={self.syncs!r}, not both: "
+                                 f"syncs spreads that many syncs over the run instead of a period")
+            if self.total_steps is None:
+                raise ValueError(f"{self.name} syncs={self.syncs!r} needs total_steps (the run's steps) to spread "
+                                 f"its syncs over")
+        elif self.period is None:
+            self.settle(period=DEFAULT_PERIOD)
         self.settle(opt_state_period=check_period(self.opt_state_period))
         super().__post_init__()
 
     @property
     def trigger(self):
+        if self.syncs is not None:
+            return Spread(self.syncs, self.total_steps)
         return Periodic(self.period)
 
     def init(self, params, opt_state, n):
@@ -54,7 +77,8 @@ class LocalSGD(Triggered):
 
     def describe(self) -> str:
         state = "" if self.opt_state_period is None else f", optimizer state every {self.opt_state_period}"
-        return f"{super().describe()} (period {self.period}{state})"
+        when = f"period {self.period}" if self.syncs is None else f"{self.syncs} of {self.total_steps} steps"
+        return f"{super().describe()} ({when}{state})"
 
 
 @STRATEGIES.register("fedavg")
@@ -74,7 +98,8 @@ class FedAvg(LocalSGD):
     fraction: float = 1.0
     seed: int = 0
     name: ClassVar[str] = "fedavg"
-    context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # unset: the run's seed
+    budget: ClassVar[Budget] = sweep("period", 8, 50)
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):
         if not 0.0 < float(self.fraction) <= 1.0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core import compression
 from ..core.checks import check_int
 from ..core.sync import STRATEGIES, Strategy
@@ -34,6 +35,7 @@ class PostLocalSGD(Strategy):
     total_steps: int | None = None
     compress: str | None = None
     name: ClassVar[str] = "postlocal"
+    budget: ClassVar[Budget] = sweep("period", 4, 32)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
     def __post_init__(self):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES
 from ..core.checks import check_int
 from ..core.triggers import Capped, Significance
@@ -31,6 +32,7 @@ class SelSync(Triggered):
     max_local: int | None = None
     error_feedback: bool = True
     name: ClassVar[str] = "selsync"
+    budget: ClassVar[Budget] = sweep("delta", None, 0.1, 0.05) + sweep("max_local", 8, 32)
 
     def __post_init__(self):
         if self.aggregate not in ("params", "grads"):

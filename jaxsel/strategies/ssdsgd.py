@@ -29,6 +29,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 
+from ..core.budget import Budget, sweep
 from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from ..core.triggers import AnyOf, Before, Periodic
@@ -54,6 +55,7 @@ class SSDSGD(Strategy):
     aggregator: Any = "mean"
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"
+    budget: ClassVar[Budget] = sweep("k", None, 20)
     aliases: ClassVar[dict] = {"period": "k"}   # --period sets the pull period
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
     background: ClassVar[str] = "overlapped"   # the every-step all-reduce runs behind the next local step

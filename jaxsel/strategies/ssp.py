@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES, Strategy, local_update
 from .staleness import init_ring, resolve_staleness, stale_gradient
 
@@ -56,6 +57,7 @@ class SSP(Stale):
     staleness: int | None = 1
     lr_scale: float = 1.0
     name: ClassVar[str] = "ssp"
+    budget: ClassVar[Budget] = sweep("staleness", None, 4)
 
     def __post_init__(self):
         if self.staleness is not None:
@@ -78,6 +80,7 @@ class ASP(Stale):
 
     lr_scale: float = 1.0
     name: ClassVar[str] = "asp"
+    budget: ClassVar[Budget] = Budget("none: it sends every step", ({},))
 
     def __post_init__(self):
         self.check_lr_scale()

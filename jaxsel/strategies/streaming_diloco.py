@@ -27,6 +27,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
+from ..core.budget import Budget, sweep
 from ..core import compression
 from ..core.aggregate import Bound
 from ..core.sync import STRATEGIES, Strategy, local_update
@@ -63,6 +64,7 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     alpha: float = 1.0
     fragment_by: str = "contiguous"
     name: ClassVar[str] = "streamingdiloco"
+    budget: ClassVar[Budget] = sweep("inner_steps", 8, 32)
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
     unsynced: ClassVar[str] = "no fragment's outer step: the evaluated global model stays at its initialization"
 

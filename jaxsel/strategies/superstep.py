@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
 from .triggered import Triggered
@@ -24,6 +25,7 @@ class Superstep(Triggered):
     compress: str | None = None
     error_feedback: bool = True
     name: ClassVar[str] = "superstep"
+    budget: ClassVar[Budget] = sweep("epochs", 0.25, 1.0, 4.0)
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
 

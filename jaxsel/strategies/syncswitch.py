@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core.budget import Budget, sweep
 from ..core.aggregate import get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
 from ..core.stragglers import get_stragglers, straggler_factors
@@ -133,6 +134,7 @@ class SyncSwitch(Strategy):
     stragglers: str = "transient:probability=0.02,factor=4"
     seed: int = 0
     name: ClassVar[str] = "syncswitch"
+    budget: ClassVar[Budget] = sweep("bsp_fraction", None, 0.5)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):

@@ -1,0 +1,196 @@
+"""`jaxsel frontier`: at the bytes a user can afford, which method gives the best model?
+
+Every method is swept over its budget knob (the small grid its strategy declares,
+`Strategy.budget`; `--grid` entries replace a method's points) on one task and partition,
+each point over the same seeds, every cell a real run (`cells.py`) made exactly as the lone
+`jaxsel compare` run of that configuration and seed makes it. Plain BSP always runs: the
+budget levels are shares of its bytes. `frontier_report.py` turns the cells into each
+method's accuracy-against-MB curve and Pareto front, the verdict table at the budget
+levels, and frontier.json, frontier.md and frontier.png.
+
+The job is the comparison's kind of long job: locked while it runs, recorded in job.json,
+resumable (`resume`) without running a finished cell again, and `report_frontier` makes
+its files again from the records. A cell that stops on a non-finite loss is recorded as
+failed and the sweep goes on; its point is left off the fronts and named in frontier.md.
+task.json holds the task as `jaxsel compare --config` reads it, so each cell's command in
+frontier.md regenerates it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ..core.options import OptionError
+from ..training.config import ConfigError, TrainConfig
+from ..training.runlock import DirectoryLock
+from ..training.runlog import write_json
+from . import job
+from .cells import Cells, FailedCell
+from .compare import config_from_settings, unique_slugs
+from .frontier_report import REFERENCE, TASK_FILE, write_frontier
+from .progress import Progress
+from .seed_grid import check_seeds
+from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
+
+#: the budget levels of the verdict table: shares of plain BSP's bytes
+DEFAULT_LEVELS = (0.02, 0.1, 0.3, 1.0)
+#: the task's settings a cell sets itself (task.json leaves them to the command line)
+PER_CELL = ("strategy", "strategy_options", "seed")
+
+
+@dataclasses.dataclass
+class FrontierPlan:
+    """The points to run: every method's variants in order (the reference first), and the
+    registered methods left out because they declare no budget grid."""
+
+    methods: dict[str, list[Variant]]
+    left_out: list[str]
+    given: list[str] = dataclasses.field(default_factory=list)   # methods whose points --grid gave
+
+    @property
+    def variants(self) -> list[Variant]:
+        return [v for points in self.methods.values() for v in points]
+
+
+def declared_points(name: str) -> list[Variant] | None:
+    """Method `name`'s declared grid as variants, or None when it declares none."""
+    budget = registered()[name].budget
+    if budget is None:
+        return None
+    return [parse_entry(entry_of(name, point)) for point in budget.grid]
+
+
+def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str | None, seeds: int) -> FrontierPlan:
+    """The methods (all registered ones with a budget grid when None) and their points
+    (`grid`: `--strategies`-style entries replacing the declared points of the methods they
+    name), every variant checked before anything trains."""
+    check_seeds(base, seeds)
+    names = list(registered()) if methods is None else split_methods(methods)
+    given: dict[str, list[Variant]] = {}
+    for v in parse_strategies(grid) if grid else []:
+        if v.name not in names:
+            raise OptionError(f"--grid entry {v.entry!r} names method {v.name!r}, which is not among the "
+                              f"methods ({', '.join(names)}); add it to --methods")
+        given.setdefault(v.name, []).append(v)
+    points: dict[str, list[Variant]] = {}
+    left_out = []
+    for name in names:
+        found = given.get(name) or declared_points(name)
+        if found is None:
+            if methods is not None:
+                raise OptionError(f"method {name!r} declares no budget grid (Strategy.budget); give its points with "
+                                  f"--grid {name}:KEY=VALUE,...")
+            left_out.append(name)
+            continue
+        points[name] = found
+    reference = points.setdefault(REFERENCE, [])
+    if not any(not v.options for v in reference):
+        reference.insert(0, parse_entry(REFERENCE))
+    points = {REFERENCE: points.pop(REFERENCE), **points}
+    check_variants(base, [v for vs in points.values() for v in vs])
+    return FrontierPlan(points, left_out, sorted(given))
+
+
+def split_methods(text: str | list[str]) -> list[str]:
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text)]
+    if not names or not all(names):
+        raise OptionError(f"--methods {text!r} has an empty name; give registered strategies, e.g. bsp,localsgd")
+    unknown = [n for n in names if n not in registered()]
+    if unknown:
+        raise OptionError(f"--methods: unknown strategy {unknown[0]!r}; choose from {', '.join(registered())}")
+    if len(set(names)) < len(names):
+        raise OptionError(f"--methods {text!r} names a method twice; name each once")
+    return names
+
+
+def check_levels(levels) -> tuple[float, ...]:
+    """Budget levels: shares of BSP's bytes in (0, 1], each once, in increasing order."""
+    out = tuple(float(x) for x in levels)
+    if not out or any(not 0 < x <= 1 for x in out) or len(set(out)) < len(out):
+        raise ConfigError(f"budget levels must be distinct shares of BSP's bytes in (0, 1], got {list(levels)}")
+    return tuple(sorted(out))
+
+
+def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> dict:
+    return {"base": job.settings_of(base), "points": [[m, [v.entry for v in vs]] for m, vs in plan.methods.items()],
+            "left_out": plan.left_out, "given": plan.given, "seeds": seeds, "levels": list(levels)}
+
+
+def held(out: Path) -> list[str]:
+    """What of a frontier `out` holds: its files and runs (relative paths)."""
+    files = [out / n for n in ("frontier.json", "frontier.md", TASK_FILE)]
+    return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob("*/seed*/metrics.jsonl"))] if p.is_file()]
+
+
+def check_fresh(out: Path, resume: bool = False) -> None:
+    job.check_start(out, "frontier", resume=resume, held=held(out))
+
+
+def task_file(base: TrainConfig) -> dict:
+    """The task as `jaxsel compare --config` reads it (a cell sets its strategy and seed)."""
+    return {k: v for k, v in job.settings_of(base).items() if k not in PER_CELL}
+
+
+def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
+                 levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None) -> dict:
+    """Run (or, `resume`, finish) the frontier of `plan` in `out_dir`; returns frontier.json."""
+    levels = check_levels(levels)
+    out = Path(out_dir)
+    base = dataclasses.replace(base, run_group=base.run_group or out.name)
+    lock = DirectoryLock(out, "frontier directory").acquire()
+    try:
+        job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume, held=held(out))
+        write_json(out / TASK_FILE, task_file(base))
+        if on_start is not None:
+            on_start()
+        progress = Progress(len(plan.variants) * seeds, announce)
+        cells = run_points(base, plan, seeds, out, Cells(out, progress, tolerate_faults=True))
+        result = write_frontier(out, base, plan, cells, seeds, levels)
+        if announce is not None:
+            announce(progress.summary())
+    finally:
+        lock.release()
+    return result
+
+
+def report_frontier(out: Path) -> dict:
+    """frontier.json, frontier.md and frontier.png of the finished frontier in `out`, made
+    again from its records alone (nothing trains)."""
+    recorded = job.read_job(out)
+    settings = recorded["settings"]
+    base = config_from_settings(settings["base"])
+    plan = FrontierPlan({m: [parse_entry(e) for e in entries] for m, entries in settings["points"]},
+                        settings["left_out"], settings["given"])
+    progress = Progress(len(plan.variants) * settings["seeds"])
+    cells = run_points(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
+                                                                 code=recorded["code"]))
+    return write_frontier(out, base, plan, cells, settings["seeds"], settings["levels"])
+
+
+@dataclasses.dataclass
+class Point:
+    """One configuration of one method over the seeds: its runs (or failures)."""
+
+    method: str
+    variant: Variant
+    slug: str
+    runs: list   # RunResult or FailedCell, seed order
+
+    @property
+    def failed(self) -> list[FailedCell]:
+        return [r for r in self.runs if isinstance(r, FailedCell)]
+
+
+def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cells: Cells) -> list[Point]:
+    """Every point's cells, method by method, each point over the seeds."""
+    slugs = iter(unique_slugs(plan.variants))
+    points = []
+    n = len(plan.variants)
+    for method, variants in plan.methods.items():
+        for variant in variants:
+            i, slug = len(points) + 1, next(slugs)
+            runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
+                              f"[point {i} of {n}] {variant.entry}, seed {s}")
+                    for s in range(base.seed, base.seed + seeds)]
+            points.append(Point(method, variant, slug, runs))
+    return points

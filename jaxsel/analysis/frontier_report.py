@@ -1,0 +1,238 @@
+"""The frontier's files from its cells: frontier.json, frontier.md and frontier.png.
+
+Each point (a method's configuration over the seeds) is its seed means: MB each replica
+sent (votes included), test accuracy ± its standard deviation over seeds, sync fraction.
+A method's Pareto front is its non-dominated points (`pareto.front`: no other point of the
+method is at least as accurate for no more MB, and better in one). The verdict table
+takes a few budget levels, shares of plain BSP's MB: at each, every method's most
+accurate point within the budget, the best of those, and the runner-up (another method),
+and whether the lead is beyond the seed spread as `jaxsel compare` defines it
+(`matched_budget.BEYOND_SPREAD`: the difference of the two means exceeds the sum of their
+standard deviations). A point with a failed seed (a non-finite loss) has no accuracy: it
+is named, never ranked.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..training.numbers import significant
+from ..training.runlog import write_json
+from .matched_budget import BEYOND_SPREAD
+from .pareto import front
+from .plots import pyplot
+from .seed_grid import mean_std, synced_steps
+from .variants import entry_of
+
+#: the method whose bytes the budget levels are shares of (its plain configuration always runs)
+REFERENCE = "bsp"
+#: the frontier's task as `jaxsel compare --config` reads it, beside frontier.json
+TASK_FILE = "task.json"
+
+
+def point_figures(point, base_options: dict) -> dict:
+    """A point's seed means and each seed's figures (no figures where a seed failed)."""
+    v = point.variant
+    out = {"method": point.method, "entry": v.entry, "options": dict(v.options), "dir": point.slug,
+           "command_entry": entry_of(v.name, v.effective(base_options))}
+    if point.failed:
+        f = point.failed[0]
+        return {**out, "label": v.label(v.name), "failed": f"seed {f.config.seed}: {f.error}"}
+    runs = point.runs
+    acc, acc_std = mean_std([r.final["final_test_accuracy"] for r in runs])
+    mb, mb_std = mean_std([r.final["bytes_allreduced"] / 1e6 for r in runs])
+    return {**out, "label": v.label(runs[0].final["strategy"]), "failed": None,
+            "mb": mb, "mb_std": mb_std, "accuracy": acc, "accuracy_std": acc_std,
+            "sync_fraction": mean_std([r.final["sync_fraction"] for r in runs])[0],
+            "per_seed": [{"seed": r.config.seed, "accuracy": r.final["final_test_accuracy"],
+                          "mb": r.final["bytes_allreduced"] / 1e6, "syncs": synced_steps(r),
+                          "sync_fraction": r.final["sync_fraction"], "wall_time_s": r.final["wall_time_s"]}
+                         for r in runs]}
+
+
+def method_curves(figures: list[dict], knobs: dict) -> list[dict]:
+    """Each method's points (in MB order, failed ones last) and its Pareto front (entries,
+    in MB order)."""
+    out = []
+    for method in dict.fromkeys(f["method"] for f in figures):
+        points = sorted((f for f in figures if f["method"] == method), key=lambda f: (bool(f["failed"]), f.get("mb")))
+        ok = [f for f in points if not f["failed"]]
+        best = front([(f["mb"], f["accuracy"]) for f in ok])
+        out.append({"method": method, "knob": knobs.get(method, "given with --grid"), "points": points,
+                    "front": [ok[i]["entry"] for i in best]})
+    return out
+
+
+def best_within(curve: dict, budget_mb: float) -> dict | None:
+    """The method's most accurate point within `budget_mb` (the fewer MB on a tie)."""
+    fit = [f for f in curve["points"] if not f["failed"] and f["mb"] <= budget_mb * (1 + 1e-9)]
+    return max(fit, key=lambda f: (f["accuracy"], -f["mb"])) if fit else None
+
+
+def verdict_row(curves: list[dict], level: float, reference_mb: float) -> dict:
+    """The best method at `level` of BSP's MB, the runner-up, and the lead's standing."""
+    budget = level * reference_mb
+    ranked = sorted((p for p in (best_within(c, budget) for c in curves) if p is not None),
+                    key=lambda f: (-f["accuracy"], f["mb"]))
+    best, second = (ranked + [None, None])[:2]
+    row = {"level": level, "budget_mb": budget, "best": best, "runner_up": second, "lead": None,
+           "beyond_spread": None}
+    if best is not None and second is not None:
+        row["lead"] = best["accuracy"] - second["accuracy"]
+        if best["accuracy_std"] is not None and second["accuracy_std"] is not None:
+            row["beyond_spread"] = bool(row["lead"] > best["accuracy_std"] + second["accuracy_std"])
+    row["sentence"] = sentence(row)
+    return row
+
+
+def _pm(f: dict) -> str:
+    std = f["accuracy_std"]
+    return significant(f["accuracy"]) + ("" if std is None else f" ± {significant(std, 2)}")
+
+
+def _share(level: float) -> str:
+    return f"{significant(100 * level, 3)} %"
+
+
+def sentence(row: dict) -> str:
+    """The verdict at one level, in one plain sentence."""
+    where = f"At {_share(row['level'])} of BSP's bytes ({significant(row['budget_mb'])} MB per replica)"
+    best, second = row["best"], row["runner_up"]
+    if best is None:
+        return f"{where} no method fits."
+    lead = f"{where} {best['label']} is best: {_pm(best)} on {significant(best['mb'])} MB"
+    if second is None:
+        return f"{lead}; no other method fits."
+    against = f"{second['label']}, {_pm(second)} on {significant(second['mb'])} MB"
+    if row["beyond_spread"] is None:
+        return f"{lead}, against {against}, with one seed: no spread to judge the lead by."
+    standing = "beyond the seed spread" if row["beyond_spread"] else "within the seed spread (no clear winner)"
+    return f"{lead}, ahead of {against}, {standing}."
+
+
+def task_line(cfg) -> str:
+    """The task in one line, for titles."""
+    from ..training.lr_schedule import describe_lr_schedule
+
+    part = cfg.partition + (" + injection" if cfg.partition_options.get("injection") else "")
+    return (f"{cfg.dataset} / {cfg.model}, {cfg.replicas} replicas x batch {cfg.batch_size}, {cfg.steps} steps, "
+            f"partition {part}, {cfg.optimizer} lr {cfg.lr:g} ({describe_lr_schedule(cfg.lr_schedule, cfg.steps)})")
+
+
+def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> dict:
+    """frontier.json, frontier.md and frontier.png in `out`; returns frontier.json's value."""
+    from ..strategies import STRATEGIES
+
+    figures = [point_figures(p, base.strategy_options) for p in points]
+    knobs = {m: ("given with --grid" if m in plan.given or STRATEGIES[m].budget is None else STRATEGIES[m].budget.knob)
+             for m in plan.methods}
+    curves = method_curves(figures, knobs)
+    reference = next(f for f in figures if f["method"] == REFERENCE and not f["options"])
+    if reference["failed"]:
+        raise ValueError(f"plain BSP, the reference of the budget levels, failed ({reference['failed']}); "
+                         f"lower --lr or set --clip-norm")
+    result = {"setting": task_line(base),
+              "seeds": list(range(base.seed, base.seed + seeds)), "levels": list(levels),
+              "reference": {"entry": reference["entry"], "mb": reference["mb"]},
+              "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
+              "left_out": plan.left_out, "failed": [f for f in figures if f["failed"]],
+              "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
+    write_json(out / "frontier.json", result)
+    plot_frontier(result, out / "frontier.png")
+    (out / "frontier.md").write_text(markdown(result, out))
+    return result
+
+
+MARKERS = "osD^vPX*<>"
+
+
+def plot_frontier(result: dict, path: Path) -> None:
+    """Every method's points (mean ± std over seeds) against MB sent on a log axis, its
+    Pareto front joined; the budget levels as dotted lines."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(12.5, 6))
+    colors = plt.get_cmap("tab20").colors
+    colors = colors[::2] + colors[1::2]   # ten strong colours first, then their light pairs
+    zero = []
+    for i, curve in enumerate(result["methods"]):
+        color, marker = colors[i % len(colors)], MARKERS[i % len(MARKERS)]
+        shown = [f for f in curve["points"] if not f["failed"] and f["mb"] > 0]
+        zero += [f["label"] for f in curve["points"] if not f["failed"] and f["mb"] <= 0]
+        for f in shown:
+            ax.errorbar([f["mb"]], [f["accuracy"]], yerr=[f["accuracy_std"] or 0.0], fmt=marker, ms=4, capsize=2,
+                        color=color, alpha=0.45)
+        on_front = [f for f in shown if f["entry"] in curve["front"]]
+        ax.plot([f["mb"] for f in on_front], [f["accuracy"] for f in on_front], "-" + marker, ms=5, lw=1.5, color=color,
+                label=f"{curve['method']} ({curve['knob']})")
+    reference = result["reference"]["mb"]
+    for level in result["levels"]:
+        ax.axvline(level * reference, ls=":", color="gray", lw=1)
+        ax.text(level * reference, 1.0, f" {_share(level)} of BSP", transform=ax.get_xaxis_transform(), fontsize=7,
+                va="top", color="dimgray")
+    ax.set_xscale("log")
+    ax.set(xlabel="MB sent per replica (seed mean; log)", ylabel="final test accuracy (mean ± std over seeds)")
+    ax.set_title(f"each method's Pareto front (line) and every point, seeds {', '.join(map(str, result['seeds']))}\n"
+                 f"{result['setting']}", fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="method (budget knob)",
+              title_fontsize=7)
+    if zero:
+        ax.text(0.01, 0.01, f"sent nothing (not on the log axis): {'; '.join(zero)}", transform=ax.transAxes,
+                fontsize=6, color="dimgray")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(result: dict, out: Path) -> str:
+    """frontier.md: the verdict table, the picture, every point, and each cell's command."""
+    seeds = result["seeds"]
+    lines = [f"# Frontier: the best model at each budget", "",
+             f"Task: {result['setting']}. Budget: MB each replica sent (seed mean, votes included); plain BSP sends "
+             f"{significant(result['reference']['mb'])} MB. Test accuracy: mean ± standard deviation over seeds "
+             f"{', '.join(map(str, seeds))}.", "", "## Verdict", "",
+             "| budget (share of BSP's MB) | best | test acc | MB | runner-up | test acc | MB | lead beyond the seed "
+             "spread? |", "|---|---|---|---|---|---|---|---|"]
+    for row in result["verdict"]:
+        cells = [f"{_share(row['level'])} ({significant(row['budget_mb'])} MB)"]
+        for f in (row["best"], row["runner_up"]):
+            cells += ["-", "-", "-"] if f is None else [f["label"], _pm(f), significant(f["mb"])]
+        cells.append({True: "yes", False: "no", None: "-"}[row["beyond_spread"]])
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *[row["sentence"] for row in result["verdict"]], "", f"({result['beyond_spread']}.)", "",
+              "![frontier](frontier.png)", "", "## Every point", "",
+              "| method | configuration | MB sent | sync fraction | test acc | on its front |", "|---|---|---|---|---|---|"]
+    for curve in result["methods"]:
+        for f in curve["points"]:
+            if f["failed"]:
+                lines.append(f"| {curve['method']} | {f['label']} | - | - | failed: {f['failed']} | - |")
+                continue
+            lines.append(f"| {curve['method']} | {f['label']} | {significant(f['mb'])} | "
+                         f"{significant(f['sync_fraction'])} | {_pm(f)} | {'yes' if f['entry'] in curve['front'] else ''} |")
+    if result["left_out"]:
+        lines += ["", f"Left out (no budget grid declared; give points with --grid): {', '.join(result['left_out'])}."]
+    lines += ["", "## Regenerate a cell", "",
+              f"Each cell is the run `jaxsel compare` makes of that configuration and seed, bit for bit, with the "
+              f"task in {result['task_file']}:", "", "```"]
+    task = shlex.quote(str(out / result["task_file"]))
+    for curve in result["methods"]:
+        for f in curve["points"]:
+            for s in seeds:
+                where = shlex.quote(f"runs/regenerate/{f['dir']}-seed{s}")
+                lines.append(f"jaxsel compare --config {task} --strategies {shlex.quote(f['command_entry'])} "
+                             f"--seed {s} --seeds 1 --no-match-budget --out {where}")
+    lines += ["```", ""]
+    return "\n".join(lines)
+
+
+def format_verdict(result: dict) -> str:
+    """The verdict as text for the terminal: one line per budget level, then the sentences."""
+    head = f"{'budget':<22} {'best':<36} {'test acc':>15} {'MB':>8}   {'runner-up':<36} {'test acc':>15} {'MB':>8}  beyond?"
+    lines = [head, "-" * len(head)]
+    for row in result["verdict"]:
+        line = f"{_share(row['level']) + ' (' + significant(row['budget_mb']) + ' MB)':<22}"
+        for f in (row["best"], row["runner_up"]):
+            line += (f" {'-':<36} {'-':>15} {'-':>8}  " if f is None else
+                     f" {f['label'][:36]:<36} {_pm(f):>15} {significant(f['mb']):>8}  ")
+        lines.append(line + {True: "yes", False: "no", None: "-"}[row["beyond_spread"]])
+    return "\n".join([*lines, "", *[row["sentence"] for row in result["verdict"]], f"({result['beyond_spread']}.)"])

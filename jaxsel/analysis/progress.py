@@ -1,0 +1,65 @@
+"""A long job's progress: which cell runs, how many are done, and about how long is left.
+
+One line per cell, printed as it starts (or as it is loaded from an earlier, stopped run
+of the job), e.g.
+
+    [cell 5 of 12 · 4 done · 0:41 elapsed · about 1:32 left] selsync:delta=0.05, seed 1
+
+"Left" is the mean time of the cells trained so far in this process times the cells left
+(the current one included); before the first cell has finished there is nothing to go by
+and the line says so. Cells loaded from their records take no time and are not counted in
+the mean. A job whose cell count changes as it goes (a budget-matched row that reuses an
+already trained one) lowers `total` with `skip`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def clock(seconds: float) -> str:
+    """"1:02:03" or "2:03"."""
+    s = int(round(seconds))
+    h, m = divmod(s, 3600)
+    m, s = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    """Counts a job's cells and prints a line per cell through `say`."""
+
+    def __init__(self, total: int, say: Callable[[str], None] | None = None):
+        self.total, self.say = total, say or (lambda text: None)
+        self.done = 0                 # cells finished or loaded
+        self.trained: list[float] = []   # seconds of each cell trained in this process
+        self.began = time.perf_counter()
+
+    def head(self) -> str:
+        elapsed = time.perf_counter() - self.began
+        left = self.total - self.done
+        if self.trained:
+            eta = f"about {clock(left * sum(self.trained) / len(self.trained))} left"
+        else:
+            eta = "time left: known after the first cell"
+        return f"[cell {self.done + 1} of {self.total} · {self.done} done · {clock(elapsed)} elapsed · {eta}]"
+
+    def started(self, what: str) -> None:
+        self.say(f"{self.head()} {what}")
+
+    def finished(self, seconds: float) -> None:
+        self.done += 1
+        self.trained.append(seconds)
+
+    def loaded(self, what: str, where: str) -> None:
+        self.say(f"[cell {self.done + 1} of {self.total}] {what}: finished earlier, loaded from {where}/")
+        self.done += 1
+
+    def skip(self, cells: int) -> None:
+        """`cells` planned cells will not run (their runs are shared with others)."""
+        self.total -= cells
+
+    def summary(self) -> str:
+        trained = len(self.trained)
+        mean = f", {sum(self.trained) / trained:.1f} s per trained cell" if trained else ""
+        return (f"{self.done} cells ({trained} trained now, {self.done - trained} loaded from earlier runs) in "
+                f"{clock(time.perf_counter() - self.began)}{mean}")

@@ -1,0 +1,38 @@
+"""A method's budget knob: the options that set how much it communicates, and the small
+grid of values `jaxsel frontier` sweeps them over.
+
+A method is judged by its accuracy-against-bytes curve, not by one point: local SGD's
+period, SelSync's delta and max_local, DiLoCo's H, a codec's fraction each trade bytes for
+accuracy. Each strategy declares its knob where it is defined (`Strategy.budget`), so a
+new method brings its own sweep and the frontier needs no list of methods. A grid point is
+the options that differ from the method's defaults ({} is the method as it comes); the
+values suit runs of a few hundred to a few thousand steps (the default task: 600), from
+about 1 % to 100 % of BSP's bytes where the method reaches that far. `jaxsel frontier
+--grid` replaces a method's declared points with the user's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """`knob`: what the grid varies, in words for tables ("period", "delta, max_local");
+    `grid`: one dict of options per point."""
+
+    knob: str
+    grid: tuple[dict[str, Any], ...]
+
+    def __post_init__(self):
+        if not self.grid or not all(isinstance(p, dict) for p in self.grid):
+            raise ValueError(f"a budget grid is one or more dicts of options, got {self.grid!r}")
+
+    def __add__(self, other: "Budget") -> "Budget":
+        """Two sweeps side by side (SelSync: its delta, then its max_local)."""
+        return Budget(f"{self.knob}, {other.knob}", self.grid + other.grid)
+
+
+def sweep(option: str, *values, **fixed) -> Budget:
+    """`option` over `values` (None: the method's default), each point with `fixed` too."""
+    return Budget(option, tuple({**fixed, **({} if v is None else {option: v})} for v in values))

@@ -1,0 +1,179 @@
+"""`jaxsel frontier` (issue 37, item 2): every method's declared budget grid, the points'
+figures, the Pareto fronts, the verdict at budget levels, and its checks before anything
+trains. The sweep end to end, killed and resumed: tests/test_long_jobs.py."""
+import json
+
+import pytest
+
+from jaxsel.analysis.frontier import check_levels, declared_points, job_settings, plan_frontier
+from jaxsel.analysis.frontier_report import best_within, method_curves, verdict_row
+from jaxsel.analysis.variants import entry_of
+from jaxsel.cli import main
+from jaxsel.core.budget import Budget, sweep
+from jaxsel.strategies import STRATEGIES, build_strategy
+from jaxsel.training.config import TrainConfig
+
+TASK = TrainConfig(dataset="mnist1d", partition="label_skew", lr_schedule="milestones", steps=600)
+
+
+def test_every_method_declares_a_grid_that_builds_on_the_default_task():
+    """Each registered method but the generic `triggered` declares its knob and a grid whose
+    every point builds (checked as a comparison's entries are) and differs from the others."""
+    plan = plan_frontier(TASK, None, None, 3)
+    assert plan.left_out == ["triggered"] and list(plan.methods)[0] == "bsp"
+    assert set(plan.methods) == set(STRATEGIES) - {"triggered"}
+    assert plan.methods["bsp"][0].options == {}   # plain BSP: the reference of the budget levels
+    for name, points in plan.methods.items():
+        assert [v.options for v in points] == list(STRATEGIES[name].budget.grid), name
+    # the default sweep's size, which the hour-long published verdict was planned on
+    assert len(plan.variants) == 40
+
+
+def test_a_grid_point_reads_back_as_its_options():
+    for name, cls in STRATEGIES.items():
+        if cls.budget is not None:
+            assert [v.options for v in declared_points(name)] == list(cls.budget.grid)
+    assert entry_of("bsp", {"compress": "topk:0.1"}) == "bsp:compress=topk:0.1"
+    assert (sweep("delta", None, 0.1) + sweep("max_local", 8)) == \
+        Budget("delta, max_local", ({}, {"delta": 0.1}, {"max_local": 8}))
+    with pytest.raises(ValueError, match="one or more dicts"):
+        Budget("period", ())
+
+
+def test_given_points_replace_a_method_s_grid_and_bsp_always_runs():
+    plan = plan_frontier(TASK, "localsgd,selsync", "localsgd:period=3,localsgd:syncs=100", 1)
+    assert list(plan.methods) == ["bsp", "localsgd", "selsync"] and plan.given == ["localsgd"]
+    assert [v.entry for v in plan.methods["bsp"]] == ["bsp"]
+    assert [v.entry for v in plan.methods["localsgd"]] == ["localsgd:period=3", "localsgd:syncs=100"]
+    assert len(plan.methods["selsync"]) == len(STRATEGIES["selsync"].budget.grid)
+    with_plain = plan_frontier(TASK, "bsp", "bsp:compress=int8", 1)
+    assert [v.entry for v in with_plain.methods["bsp"]] == ["bsp", "bsp:compress=int8"]
+    # job.json keeps the methods' order (its settings are written with sorted keys)
+    ordered = plan_frontier(TASK, "selsync,localsgd", "localsgd:period=3", 1)
+    recorded = json.loads(json.dumps(job_settings(TASK, ordered, 1, (1.0,)), sort_keys=True))
+    assert [m for m, _ in recorded["points"]] == ["bsp", "selsync", "localsgd"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "bsp,nope"], "--methods: unknown strategy 'nope'"),
+    (["--methods", "bsp,,localsgd"], "has an empty name"),
+    (["--methods", "bsp,bsp"], "names a method twice"),
+    (["--methods", "bsp", "--grid", "localsgd:period=2"], "names method 'localsgd', which is not among the methods"),
+    (["--methods", "triggered"], "method 'triggered' declares no budget grid"),
+    (["--methods", "bsp", "--grid", "bsp,bsp"], "lists 'bsp' twice"),
+    (["--levels", "0.1,2"], "budget levels must be distinct shares of BSP's bytes in (0, 1]"),
+    (["--levels", "a"], "--levels 'a' must be comma-separated shares"),
+    (["--seeds", "0"], "seeds must be an integer >= 1"),
+    (["--methods", "localsgd", "--window", "4"], "no strategy of bsp, localsgd:period=2"),
+])
+def test_bad_input_is_one_line_exit_2_before_anything_is_made(tmp_path, capsys, argv, message):
+    out = tmp_path / "front"
+    assert main(["frontier", *argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxsel frontier: error: ") and message in err[0], err
+    assert captured.out == "" and not out.exists()
+
+
+def point(method, entry, mb, acc, std, failed=None):
+    return {"method": method, "entry": entry, "label": entry, "mb": mb, "accuracy": acc, "accuracy_std": std,
+            "sync_fraction": 1.0, "failed": failed, "dir": entry, "command_entry": entry}
+
+
+def test_fronts_and_the_verdict_at_each_budget():
+    figures = [point("bsp", "bsp", 100.0, 0.60, 0.01), point("bsp", "bsp:topk", 2.0, 0.55, 0.01),
+               point("localsgd", "p2", 50.0, 0.58, 0.005), point("localsgd", "p8", 12.5, 0.50, 0.01),
+               point("localsgd", "p50", 2.0, 0.40, 0.02), point("localsgd", "p4", 25.0, 0.45, 0.01),
+               point("diloco", "h8", 12.5, 0.545, 0.02), point("diloco", "bad", 1.0, None, None, failed="seed 0: NaN")]
+    curves = method_curves(figures, {"bsp": "compress", "localsgd": "period"})
+    assert [c["front"] for c in curves] == [["bsp:topk", "bsp"], ["p50", "p8", "p2"], ["h8"]]   # p4 dominated by p8
+    assert curves[2]["knob"] == "given with --grid" and curves[2]["points"][-1]["entry"] == "bad"
+    assert best_within(curves[1], 30.0)["entry"] == "p8" and best_within(curves[2], 0.5) is None
+    # 2 %: BSP's top-k 0.55 +- 0.01 against local SGD's 0.40 +- 0.02: beyond the spread
+    low = verdict_row(curves, 0.02, 100.0)
+    assert (low["best"]["entry"], low["runner_up"]["entry"], low["beyond_spread"]) == ("bsp:topk", "p50", True)
+    # 30 %: top-k 0.55 against DiLoCo 0.545 (the runner-up is another method): within the spread
+    mid = verdict_row(curves, 0.3, 100.0)
+    assert (mid["best"]["entry"], mid["runner_up"]["entry"], mid["beyond_spread"]) == ("bsp:topk", "h8", False)
+    assert mid["lead"] == pytest.approx(0.005) and "within the seed spread" in mid["sentence"]
+    full = verdict_row(curves, 1.0, 100.0)
+    assert (full["best"]["entry"], full["runner_up"]["entry"]) == ("bsp", "p2") and full["beyond_spread"] is True
+    assert "At 100 % of BSP's bytes (100 MB per replica) bsp is best: 0.6 ± 0.01 on 100 MB, ahead of p2" in \
+        full["sentence"]
+    none = verdict_row(curves, 0.005, 100.0)
+    assert none["best"] is None and none["sentence"].endswith("no method fits.")
+    one_seed = verdict_row(method_curves([point("a", "a", 1.0, 0.5, None), point("b", "b", 1.0, 0.4, None)], {}),
+                           1.0, 1.0)
+    assert one_seed["beyond_spread"] is None and "with one seed" in one_seed["sentence"]
+
+
+def test_levels_are_shares_of_bsp_in_increasing_order():
+    assert check_levels([1, 0.02, 0.3]) == (0.02, 0.3, 1.0)
+    for bad in ([], [0], [1.5], [0.1, 0.1]):
+        with pytest.raises(ValueError, match="budget levels"):
+            check_levels(bad)
+
+
+def test_budget_knobs_reach_from_about_one_percent_to_all_of_bsp_s_bytes():
+    """The declared grids span the budget axis on the default task: local SGD's periods and
+    BSP's top-k fraction reach about 2 %, the plain methods 100 %."""
+    ctx = {"total_steps": 600, "replicas": 8, "steps_per_epoch": 31}
+    periods = [build_strategy("localsgd", p, **ctx).period for p in STRATEGIES["localsgd"].budget.grid]
+    assert min(600 // p for p in periods) / 600 == pytest.approx(0.02, abs=0.005) and max(periods) == 50
+    assert build_strategy("bsp", {"compress": "topk:0.01"}, **ctx).compress == "topk:0.01"
+
+
+def test_a_diverging_cell_is_recorded_as_failed_and_never_run_again(tmp_path, monkeypatch):
+    """`jaxsel frontier` records a non-finite stop (one diverging configuration must not end
+    a sweep of dozens) and loads it as failed on a resume; its point is named, never ranked."""
+    import jaxsel.analysis.cells as cells_module
+    from jaxsel.analysis.cells import Cells, FailedCell
+    from jaxsel.analysis.frontier import Point
+    from jaxsel.analysis.frontier_report import markdown
+    from jaxsel.analysis.progress import Progress
+    from jaxsel.analysis.variants import parse_entry, row_config
+    from jaxsel.training.faults import NonFiniteError
+
+    trained = []
+
+    def diverges(cfg, checked=False):
+        trained.append(cfg.seed)
+        raise NonFiniteError("non-finite loss at step 13; training stopped", 13)
+
+    monkeypatch.setattr(cells_module, "train", diverges)
+    variant = parse_entry("localsgd:period=3")
+    cfg = row_config(TASK, variant, str(tmp_path / "localsgd_period=3" / "seed0"), 0)
+    said = []
+    got = Cells(tmp_path, Progress(1, said.append), tolerate_faults=True).get(cfg, "localsgd:period=3, seed 0")
+    assert isinstance(got, FailedCell) and got.step == 13 and trained == [0]
+    again = Cells(tmp_path, Progress(1, said.append), tolerate_faults=True).get(cfg, "localsgd:period=3, seed 0")
+    assert isinstance(again, FailedCell) and again.error == got.error and trained == [0]   # loaded, not retried
+    assert "finished earlier, loaded from localsgd_period=3/seed0/" in said[-1]
+    with pytest.raises(NonFiniteError):   # compare stops, as a lone run does
+        Cells(tmp_path, Progress(1)).get(row_config(TASK, variant, str(tmp_path / "other" / "seed0"), 0), "x")
+    from jaxsel.analysis.frontier_report import point_figures
+
+    figures = point_figures(Point("localsgd", variant, "localsgd_period=3", [got]), {})
+    assert figures["failed"] == "seed 0: non-finite loss at step 13; training stopped"
+    curves = method_curves([point("bsp", "bsp", 10.0, 0.5, 0.01), {**figures, "label": "localsgd (period=3)"}], {})
+    assert curves[1]["front"] == [] and verdict_row(curves, 1.0, 10.0)["runner_up"] is None
+    result = {"seeds": [0], "setting": "task", "reference": {"mb": 10.0}, "verdict": [], "beyond_spread": "b",
+              "methods": curves, "left_out": [], "task_file": "task.json"}
+    assert "| localsgd | localsgd (period=3) | - | - | failed: seed 0: non-finite loss at step 13" in \
+        markdown(result, tmp_path)
+
+
+def test_progress_says_how_many_cells_are_done_and_about_how_long_is_left():
+    from jaxsel.analysis.progress import Progress, clock
+
+    said = []
+    progress = Progress(4, said.append)
+    progress.started("a")
+    assert said[-1].startswith("[cell 1 of 4 · 0 done · 0:00 elapsed · time left: known after the first cell] a")
+    progress.finished(30.0)
+    progress.loaded("b", "b/seed0")
+    progress.started("c")
+    assert said[-2] == "[cell 2 of 4] b: finished earlier, loaded from b/seed0/"
+    assert "[cell 3 of 4 · 2 done · " in said[-1] and "about 1:00 left] c" in said[-1]   # 2 left x 30 s
+    progress.skip(1)
+    assert progress.total == 3 and clock(3725) == "1:02:05" and clock(59.6) == "1:00"

@@ -1,0 +1,203 @@
+"""Long jobs users can trust (issue 37, item 3): `jaxsel compare` and `jaxsel frontier`
+killed mid-run resume with --resume without running a finished cell again and end where an
+uninterrupted job ends; `jaxsel report` makes their files again from the records; a
+resume with other settings or other code is refused; a frontier cell is, bit for bit, the
+lone `jaxsel compare` run its frontier.md names."""
+import contextlib
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxsel.cli import main
+
+COMPARE = ["compare", "--strategies", "selsync:delta=0.05", "--seeds", "2", "--steps", "12", "--eval-every", "6",
+           "--window", "2", "--no-progress"]
+FRONTIER = ["frontier", "--methods", "localsgd,bsp", "--grid", "localsgd:period=3,bsp", "--seeds", "2", "--steps", "12",
+            "--eval-every", "6", "--no-progress"]
+#: figures that measure this host's time (or name the directory), not the training
+TIMED = {"wall_time_s", "projected_time_s", "time_to_target_s", "measured_time_to_target_s", "speedup_vs_bsp",
+         "run_dir", "train_time_s", "compile_time_s", "projection", "seconds"}
+
+
+def untimed(value):
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in TIMED}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def run_main(argv) -> tuple[int, str]:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(argv)
+    return code, printed.getvalue()
+
+
+def cells(out: Path) -> dict[str, tuple[int, str]]:
+    """Each finished cell's record: (its modification time, its text)."""
+    return {p.parent.relative_to(out).as_posix(): (p.stat().st_mtime_ns, p.read_text())
+            for p in sorted(out.glob("*/seed*/cell.json"))}
+
+
+def killed_after_first_cell(argv: list[str], out: Path, log: Path) -> dict:
+    """Run `jaxsel ARGV --out OUT` in a process, SIGKILL it as soon as a cell has finished;
+    the finished cells' records."""
+    with open(log, "w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *argv, "--out", str(out)], stdout=sink,
+                                stderr=subprocess.STDOUT, env=os.environ.copy())
+        deadline = time.monotonic() + 300
+        try:
+            while not list(out.glob("*/seed*/cell.json")):
+                assert proc.poll() is None, f"exited {proc.returncode} before a cell finished: {log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, "no cell finished in 300 s"
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait(timeout=60)
+    return cells(out)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """An uninterrupted comparison (SelSync at delta = 0.05 and its matched baseline, 2 seeds)."""
+    out = tmp_path_factory.mktemp("jobs") / "whole"
+    assert run_main([*COMPARE, "--out", str(out)])[0] == 0
+    return COMPARE, out
+
+
+@pytest.mark.slow
+def test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one(tmp_path, finished):
+    stopped, whole = tmp_path / "stopped", finished[1]
+    finished = killed_after_first_cell(COMPARE, stopped, tmp_path / "log")
+    assert 1 <= len(finished) < 4 and not (stopped / "results.json").exists()
+    code, printed = run_main([*COMPARE, "--out", str(stopped), "--resume"])
+    assert code == 0
+    assert cells(stopped).items() >= finished.items()   # the finished cells were not run again
+    assert printed.count("finished earlier, loaded from") == len(finished)
+    assert f"4 cells ({4 - len(finished)} trained now, {len(finished)} loaded from earlier runs)" in printed
+    got, want = (json.loads((d / "results.json").read_text()) for d in (stopped, whole))
+    assert untimed(got) == untimed(want)
+    digests = lambda d: {k: json.loads(text)["state_sha256"] for k, (_, text) in cells(d).items()}
+    assert digests(stopped) == digests(whole) and len(digests(whole)) == 4   # every run ended bit for bit alike
+    assert [r["entry"] for r in got] == ["selsync:delta=0.05", f"localsgd:syncs={got[1]['options']['syncs']}"]
+    assert not (stopped / ".xla-cache").exists() and not (whole / ".xla-cache").exists()   # gone with the job
+
+
+@pytest.mark.slow
+def test_a_killed_frontier_resumes_and_its_cell_is_the_lone_compare_run(tmp_path):
+    out = tmp_path / "frontier"
+    finished = killed_after_first_cell(FRONTIER, out, tmp_path / "log")
+    assert 1 <= len(finished) < 4 and not (out / "frontier.json").exists()
+    code, printed = run_main([*FRONTIER, "--out", str(out), "--resume"])
+    assert code == 0, printed
+    assert cells(out).items() >= finished.items() and len(cells(out)) == 4
+    assert printed.count("finished earlier, loaded from") == len(finished)
+    for name in ("frontier.json", "frontier.md", "frontier.png"):
+        assert (out / name).stat().st_size > 500, name
+    result = json.loads((out / "frontier.json").read_text())
+    assert [c["method"] for c in result["methods"]] == ["bsp", "localsgd"]
+    assert result["verdict"][-1]["level"] == 1.0 and result["verdict"][-1]["best"] is not None
+
+    # the md's command for localsgd's seed 1 trains that very cell
+    md = (out / "frontier.md").read_text()
+    line = next(x for x in md.splitlines() if "localsgd:period=3" in x and "--seed 1 " in x)
+    argv = shlex.split(line)
+    assert argv[0] == "jaxsel"
+    lone = tmp_path / "lone"
+    argv[argv.index("--out") + 1] = str(lone)
+    assert run_main([*argv[1:], "--no-progress"])[0] == 0
+    mine, theirs = out / "localsgd_period=3" / "seed1", lone / "localsgd_period=3" / "seed1"
+    record = lambda d: json.loads((d / "cell.json").read_text())
+    assert record(mine)["state_sha256"] == record(theirs)["state_sha256"]
+    assert record(mine)["settings"] == record(theirs)["settings"]
+    for name in ("final.json", "evals.json"):
+        assert untimed(json.loads((mine / name).read_text())) == untimed(json.loads((theirs / name).read_text()))
+    rows = lambda d: [untimed(json.loads(x)) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    assert rows(mine) == rows(theirs) and len(rows(mine)) == 12
+
+    # `jaxsel report` makes the three files again from the records
+    (out / "frontier.png").unlink()
+    (out / "frontier.md").unlink()
+    code, printed = run_main(["report", str(out)])
+    assert code == 0 and "wrote" in printed and "from the records" in printed
+    assert (out / "frontier.png").is_file() and (out / "frontier.md").read_text() == md
+    assert json.loads((out / "frontier.json").read_text()) == result
+
+
+def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path):
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    want = json.loads((copy / "results.json").read_text())
+    for name in ("results.json", "comparison.png", "pareto.png"):
+        (copy / name).unlink()
+    code, printed = run_main(["report", str(copy)])
+    assert code == 0 and "from the records" in printed and "test acc" in printed
+    got = json.loads((copy / "results.json").read_text())
+    assert untimed(got) == untimed(want) and (copy / "pareto.png").is_file() and (copy / "comparison.png").is_file()
+    # a resume of a finished comparison trains nothing and writes the same results
+    code, printed = run_main([*argv, "--out", str(copy), "--resume"])
+    assert code == 0 and "4 cells (0 trained now, 4 loaded from earlier runs)" in printed
+    assert untimed(json.loads((copy / "results.json").read_text())) == untimed(want)
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--steps", "13"], 'holds a compare job started with base.steps=12 where this has base.steps=13'),
+    (["--seeds", "3"], "seeds=2 where this has seeds=3"),
+], ids=["steps", "seeds"])
+def test_a_resume_with_other_settings_is_refused_naming_the_first_difference(finished, tmp_path, capsys, change,
+                                                                            message):
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    before = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*"))
+    assert main([*argv, *change, "--out", str(copy), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "resume with its settings" in err[0], err
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*")) == before
+
+
+def test_cells_of_other_code_or_settings_are_never_mixed(finished, tmp_path, capsys):
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    job = json.loads((copy / "job.json").read_text())
+    (copy / "job.json").write_text(json.dumps({**job, "code": {**job["code"], "sources": "0" * 64}}))
+    assert main([*argv, "--out", str(copy), "--resume"]) == 2
+    assert "was started by other jaxsel code (" in capsys.readouterr().err
+    (copy / "job.json").write_text(json.dumps(job))   # the job agrees, one cell does not
+    cell = copy / "selsync_delta=0.05" / "seed0" / "cell.json"
+    record = json.loads(cell.read_text())
+    cell.write_text(json.dumps({**record, "settings": {**record["settings"], "lr": 0.5}}))
+    assert main([*argv, "--out", str(copy), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "selsync_delta=0.05/seed0/cell.json was computed with lr=0.5 where this has lr=0.05" in err
+    cell.write_text(json.dumps({**record, "code": {**record["code"], "jax": "0.0.1"}}))
+    assert main(["report", str(copy)]) == 2   # a report reads the job's records, by any code, never two codes'
+    assert "was computed by other jaxsel code (" in capsys.readouterr().err
+    code = {**record["code"], "sources": "1" * 64}   # every record of one other code: reported as it is
+    (copy / "job.json").write_text(json.dumps({**job, "code": code}))
+    cell.write_text(json.dumps(record))
+    for path in copy.glob("*/seed*/cell.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "code": code}))
+    assert run_main(["report", str(copy)])[0] == 0
+
+
+def test_resume_needs_a_job_to_continue(tmp_path, capsys):
+    assert main(["compare", "--resume", "--strategies", "bsp"]) == 2
+    assert "--resume needs --out DIR" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    assert main(["compare", "--resume", "--strategies", "bsp", "--out", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "holds no compare job to continue" in err and not empty.exists()
+    assert main(["frontier", "--resume", "--methods", "bsp", "--out", str(empty)]) == 2
+    assert "holds no frontier job to continue" in capsys.readouterr().err and not empty.exists()
