@@ -92,6 +92,7 @@ class DeMo(Strategy):
     weight_decay: float = 0.0
     average_over: str = "senders"
     name: ClassVar[str] = "demo"
+    own_optimizer: ClassVar[bool] = True
     #: unset in a run: the run's --lr and --weight-decay (DeMo is the run's optimizer)
     context_fields: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
 
