@@ -10,8 +10,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
   local step; see BENCHMARKS.md);
 - it records the bytes the collective moves, and whether replicas wait on it (`blocking`),
-  in the step's `Ledger`, from which the driver (`make_train_step`) alone builds the
-  step's `SyncReport` and metrics: no strategy builds or edits a report;
+  in the step's `Ledger`, from which the method's step (`transformation.replica_step`,
+  which `make_train_step` and `as_optax` run) alone builds the step's facts: no strategy
+  builds or edits a report;
 - with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
   decision batched over a device's replicas (the cond would become a select that runs the
   collective every step) and an aggregate that differs across them (a raw mesh collective
@@ -119,8 +120,8 @@ class StepStats(NamedTuple):
 
 
 class SyncReport(NamedTuple):
-    """What one step's synchronization did, for metrics and the cost model. Built by
-    `make_train_step` from the step's `Ledger`, never by a strategy."""
+    """What one step's synchronization did, for metrics and the cost model. Built from the
+    step's `Ledger` by `transformation.replica_step`, never by a strategy."""
 
     synced: jax.Array          # True when the replicas waited on a collective over all of them
     payload_bytes: jax.Array   # bytes each replica put into this step's collectives
@@ -136,8 +137,8 @@ def byte_count(nbytes, when=True) -> jax.Array:
 class Ledger:
     """What one replica's step synchronized, recorded as it happens: `sync_where` records
     each sync, a trigger's decision its vote (`StepContext.count`), a strategy its metrics
-    (`StepContext.log`). `make_train_step`, the only driver, turns it into the step's
-    `SyncReport` and metrics, so no strategy builds or edits a report. A trace-time record:
+    (`StepContext.log`). The method's step (`transformation.replica_step`) turns it into
+    the step's facts, so no strategy builds or edits a report. A trace-time record:
     syncs must run in the step's own trace (not inside a scan or cond of the strategy's)."""
 
     def __init__(self):
