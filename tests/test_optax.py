@@ -301,6 +301,27 @@ class LossAbove(jaxsel.triggers.Trigger):
         return tstate, jaxsel.triggers.any_replica(stats.loss > 1.0, axis), {}
 
 
+def test_a_pmean_left_in_the_loop_is_one_line():
+    """Gradients averaged before tx.update (BSP's pmean kept after switching to SelSync) are
+    refused: the method takes each replica's own."""
+    tx = jaxsel.as_optax(jaxsel.SelSync(), optax.sgd(0.1))
+    mesh = jax.make_mesh((8,), ("data",))
+
+    @functools.partial(jax.shard_map, mesh=mesh, in_specs=P("data"), out_specs=P("data"))
+    def step(params, opt_state, batch):
+        params, opt_state, batch = jax.tree.map(lambda x: x[0], (params, opt_state, batch))
+        grads = jax.lax.pmean(jax.grad(linreg_loss)(params, batch), "data")
+        return tx.update(grads, opt_state, params)
+
+    params = {"w": jnp.zeros(D), "b": jnp.zeros(1)}
+    args = jax.device_put((stacked(params), stacked(tx.init(params)),
+                           jax.tree.map(lambda x: x.reshape((R, -1) + x.shape[1:]), LINREG)),
+                          NamedSharding(mesh, P("data")))
+    with pytest.raises(ValueError, match=r"the gradients reach tx.update already the same on every replica \(a "
+                                         r"lax.pmean over 'data' left in the loop\?\)"):
+        jax.jit(step)(*args)
+
+
 def test_a_trigger_that_reads_the_loss_asks_for_it():
     tx = jaxsel.as_optax(jaxsel.TriggeredStrategy(trigger=LossAbove(), sync="params"), optax.sgd(0.1))
     with pytest.raises(ValueError, match=r"reads the replica's loss: pass it, tx.update\(grads, opt_state, "

@@ -136,6 +136,7 @@ def as_optax(strategy: Strategy, inner, *, axis_name: Any = "data") -> optax.Gra
             raise ValueError(f"jaxsel.as_optax({strategy.name}): update needs the parameters, "
                              f"tx.update(grads, opt_state, params)")
         axes = resolve_axes(names, grads)
+        check_per_replica(grads, axes)
         new_params, new_state = _step(strategy, inner, axes, grads, state, params, loss, weight)
         updates = jax.tree.map(lambda new, old: (new - old).astype(jnp.result_type(old)), new_params, params)
         return updates, new_state
@@ -223,6 +224,21 @@ def resolve_axes(names: tuple[str, ...], like: Any) -> ReplicaAxes:
         raise ValueError(f"tx.update runs under a jax.vmap whose axis is not in axis_name={names!r}: name it, "
                          f"e.g. axis_name=('local', {names[0]!r}), so that its replicas are combined too")
     return ReplicaAxes(None if not mesh else mesh[0] if len(mesh) == 1 else tuple(mesh), local[0] if local else None)
+
+
+def check_per_replica(grads, axes: ReplicaAxes) -> None:
+    """ValueError when every gradient is provably the same on all replicas (a `lax.pmean`
+    left in the loop): the method decides when replicas average, so it takes each
+    replica's own gradients. Read from the types: shard_map's varying axes (where it
+    tracks them) and the vmap's batching."""
+    leaves = jax.tree.leaves(grads)
+    mesh = set(mesh_axes(axes))
+    if not leaves or (mesh and not mesh <= varying_axes(lax.axis_index(axes.mesh))):
+        return   # no gradients, or a shard_map with check_vma=False: nothing to read
+    if not any(mesh & varying_axes(g) or varies_across_local_replicas(g) for g in leaves):
+        raise ValueError(f"the gradients reach tx.update already the same on every replica (a lax.pmean over "
+                         f"{axes.mesh or axes.local!r} left in the loop?): the method decides when the replicas "
+                         f"average, so it takes each replica's own gradients")
 
 
 def _initial_facts(strategy, inner, params, inner_state, own) -> SyncFacts:
