@@ -457,3 +457,6 @@ def test_make_train_step_gives_the_loss_a_key_per_replica_and_step():
         for t, batch in enumerate(batches):
             state, metrics = step(state, batch)
             np.testing.assert_allclose(metrics["replica_loss"], want[t], rtol=1e-6, err_msg=f"{devices} devices")
+    with pytest.raises(TypeError, match=r"make_train_step\(\.\.\., rng=\) takes a key, e\.g\. jax\.random\.key\(0\), "
+                                        r"got int 3"):
+        jaxsel.make_train_step(noisy_loss, optax.sgd(0.0), jaxsel.BSP(), mesh, rng=3)

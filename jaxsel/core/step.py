@@ -95,6 +95,16 @@ def _check_arguments(loss_fn, optimizer, strategy, mesh) -> None:
                         f"{type(mesh).__name__}")
 
 
+def _check_key(rng) -> None:
+    """TypeError unless `rng` is None or a JAX key (typed, or a raw uint32[2])."""
+    dtype, shape = getattr(rng, "dtype", None), getattr(rng, "shape", None)
+    if rng is None or (dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+                                              or (dtype == np.uint32 and tuple(shape) == (2,)))):
+        return
+    raise TypeError(f"make_train_step(..., rng=) takes a key, e.g. jax.random.key(0), got {type(rng).__name__} "
+                    f"{rng!r}"[:200])
+
+
 def _per_device(n: int, mesh) -> int:
     """k = N / M; a LayoutError (at trace time) unless the state's N replicas split over
     the mesh's M devices."""
@@ -168,7 +178,8 @@ def make_train_step(
     index d * k + j: a fresh key per replica and step that does not depend on how the
     replicas are laid out (8 devices or 8 packed on 1 draw the same), and that a resumed
     run draws again (the step is in the state). In your own loop (`jaxsel.as_optax`) the
-    same key is `fold_in(fold_in(rng, step), lax.axis_index(("data", "local")))`.
+    same key is `fold_in(fold_in(rng, step), lax.axis_index("data"))`, or with k replicas
+    vmapped per device `lax.axis_index(("data", "local"))`.
     `batch` is a pytree of global arrays whose leading dim is replicas * b.
     `mesh` is the devices' mesh (axis "data"); the replica count N is the state's leading
     axis (`init_state(..., replicas=N)`), so one step serves any N the devices divide.
@@ -191,6 +202,7 @@ def make_train_step(
     for bit on CPU. The strategy always runs as a vmap.
     """
     _check_arguments(loss_fn, optimizer, strategy, mesh)
+    _check_key(rng)
     if local_replicas not in LOCAL_LOOPS:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
     loop = resolve_local_loop(local_replicas, mesh)
