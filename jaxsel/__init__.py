@@ -24,6 +24,7 @@ _EXPORTS = {
     **dict.fromkeys(("grad_norm_sum", "make_train_step"), "core.step"),
     **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepStats", "Strategy",
                      "SyncReport", "sync_where"), "core.sync"),
+    **dict.fromkeys(("SyncState", "as_optax", "sync_facts", "sync_model_state"), "core.transformation"),
     "register_trigger": "core.triggers",
     **dict.fromkeys(("ASP", "Accordion", "BSP", "DeMo", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
                      "Phases", "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
     from .core.step import grad_norm_sum, make_train_step  # noqa: F401
     from .core.sync import (NonReplicatedDecisionError, StepContext, StepStats,  # noqa: F401
                             Strategy, SyncReport, sync_where)
+    from .core.transformation import SyncState, as_optax, sync_facts, sync_model_state  # noqa: F401
     from .core.triggers import register_trigger  # noqa: F401
     from .strategies import (ASP, BSP, Accordion, DeMo, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
                              Phases, PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,

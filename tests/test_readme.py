@@ -1,4 +1,5 @@
-"""The README's library example runs as written."""
+"""The README's library examples run as written: the user's own loop, BSP and then SelSync
+through the README's diff; and make_train_step's example."""
 import re
 from pathlib import Path
 
@@ -9,11 +10,52 @@ def python_blocks():
     return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
 
 
+def make_train_step_example() -> str:
+    return next(block for block in python_blocks() if "jaxsel.make_train_step(" in block)
+
+
+def applied(code: str, diff: str) -> tuple[str, int]:
+    """`code` with the README's diff applied (each removed line found exactly once and
+    replaced by the added lines after it), and the number of lines the diff touches."""
+    lines, touched = code.splitlines(), 0
+    for hunk in re.findall(r"^-(.*)\n((?:\+.*\n)*)", diff + "\n", re.M):
+        removed, added = hunk[0], [a[1:] for a in hunk[1].splitlines()]
+        assert lines.count(removed) == 1, removed
+        i = lines.index(removed)
+        lines[i:i + 1] = added
+        touched += max(1, len(added))
+    return "\n".join(lines) + "\n", touched
+
+
+def test_readme_own_loop_trains_with_pmean_then_selsync_by_its_diff(capsys):
+    """The user's Flax loop (BSP by lax.pmean) learns; the README's diff, two lines, turns it
+    into SelSync, which learns as well and syncs on its 49-step warm-up only."""
+    import jax
+    import numpy as np
+
+    loop = python_blocks()[0]
+    assert "jax.shard_map" in loop and "lax.pmean(grads" in loop and "make_train_step" not in loop
+    bsp: dict = {}
+    exec(compile(loop, "README.md", "exec"), bsp)
+    assert bsp["accuracy"] > 0.6   # 10 classes: chance is 0.1
+    diff = re.search(r"```diff\n(.*?)```", README.read_text(), re.S)[1]
+    selsync_loop, touched = applied(loop, diff)
+    assert touched == 2 and "lax.pmean" not in selsync_loop
+    counted = selsync_loop.replace("    state = train_step(state, jax.device_put(batch, replicas))\n",
+                                   "    state = train_step(state, jax.device_put(batch, replicas))\n"
+                                   "    synced += jaxsel.sync_facts(state.opt_state)['synced'].all()\n")
+    sel: dict = {"synced": 0}
+    exec(compile(counted, "README.md (SelSync)", "exec"), sel)
+    assert sel["accuracy"] > 0.6 and int(sel["synced"]) == 49
+    facts = jax.device_get(sel["jaxsel"].sync_facts(sel["state"].opt_state))
+    assert sorted(facts) == ["bytes_allreduced", "delta", "synced", "vote", "vote_bytes"]
+    assert np.all(np.asarray(sel["state"].opt_state.count) == 200)
+    assert capsys.readouterr().out.count("test accuracy") == 2
+
+
 def test_readme_library_example_runs_and_learns(capsys):
-    blocks = python_blocks()
-    assert blocks, "README has no python example"
     scope: dict = {}
-    exec(compile(blocks[0], "README.md", "exec"), scope)
+    exec(compile(make_train_step_example(), "README.md", "exec"), scope)
     assert scope["n"] == 8 and scope["metrics"]["grad_norm"].shape == (8,)
     assert scope["eval_params"]["w"].shape == (64, 10)
     assert scope["accuracy"] > 0.6   # 10 classes: chance is 0.1
@@ -27,7 +69,7 @@ def test_readme_library_example_runs_8_replicas_on_one_cpu(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "JAX_PLATFORMS", "XLA_FLAGS")}
-    code = python_blocks()[0] + "\nassert len(mesh.devices.flat) == 1 and metrics['grad_norm'].shape == (8,)\n"
+    code = make_train_step_example() + "\nassert len(mesh.devices.flat) == 1 and metrics['grad_norm'].shape == (8,)\n"
     done = subprocess.run([sys.executable, "-c", code], env=env,
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -3,7 +3,9 @@
 Replicas and their mesh (`parallel`), the collectives over packed replicas and devices
 (`collectives`), how replicas are combined (`aggregate`) and compressed (`compression`),
 the one guarded sync primitive, the step's ledger and the strategy protocol (`sync`), when
-to sync (`triggers`), the replicated training state (`state`), the step itself (`step`),
+to sync (`triggers`), the replicated training state (`state`), a method's per-replica
+step and the method as an optax transformation (`transformation`), jaxsel's own
+shard_map'd step that drives it (`step`),
 options as dataclass fields (`options`), the leaf registry of names (`registry`), and the
 straggler models that Sync-Switch's emulation and the cost model share (`stragglers`).
 Imports nothing of jaxsel's above it (tests/test_layers.py).

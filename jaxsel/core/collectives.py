@@ -25,6 +25,12 @@ group's devices, folded in group order) or lies inside one device (k a multiple 
 purely local, the result batched over the device's replicas). Why gather, not psum: JAX
 (0.10) refuses `psum` with `axis_index_groups` inside a shard_map, and folding the gathered
 values in one fixed order leaves every member of a group bit-identical.
+
+Outside jaxsel's own step (a user's `shard_map` or `vmap` running `jaxsel.as_optax`), the
+axis is a `ReplicaAxes`: the mesh axis (or axes, or none) over devices and the vmap axis
+of a device's packed replicas (or none), named by the user. The two stages are the same;
+only the names differ. A plain string is jaxsel's own layout: that mesh axis, and the
+step's vmap `LOCAL`.
 """
 from __future__ import annotations
 
@@ -38,28 +44,62 @@ from jax.custom_batching import custom_vmap
 LOCAL = "replicas"   # vmap axis name of a device's packed replicas (inside the step)
 
 
-def local_count() -> int:
-    """k: replicas on this device (1 outside the step's vmap)."""
+class ReplicaAxes(NamedTuple):
+    """Where the replicas live when a user's code, not jaxsel's step, maps them (an optax
+    transformation's `axis_name`): `mesh`, the mesh axis or axes over devices (None: one
+    device), and `local`, the vmap axis of each device's packed replicas (None: one
+    replica per device). Replica d * k + j is device d's j-th packed replica."""
+
+    mesh: str | tuple[str, ...] | None
+    local: str | None
+
+
+def replica_axes(axis) -> ReplicaAxes:
+    """`axis` as a ReplicaAxes: a plain string is jaxsel's own step (that mesh axis and `LOCAL`)."""
+    return axis if isinstance(axis, ReplicaAxes) else ReplicaAxes(axis, LOCAL)
+
+
+def mesh_axes(axis) -> tuple[str, ...]:
+    """The mesh axis names `axis` spans (what shard_map's varying types name)."""
+    mesh = replica_axes(axis).mesh
+    return () if mesh is None else (mesh,) if isinstance(mesh, str) else tuple(mesh)
+
+
+def local_count(axis: Any = None) -> int:
+    """k: replicas on this device (1 outside the vmap of packed replicas)."""
+    name = replica_axes(axis).local if axis is not None else LOCAL
+    if name is None:
+        return 1
     try:
-        return int(lax.axis_size(LOCAL))
+        return int(lax.axis_size(name))
     except NameError:
         return 1
 
 
-@custom_vmap
-def _stack(x):
-    # Reached only with an unbatched x: every local replica holds the same value.
-    return jnp.broadcast_to(x[None], (local_count(),) + jnp.shape(x))
-
-
-@_stack.def_vmap
-def _stack_rule(axis_size, in_batched, x):
-    return x, False   # the batch (replica) axis, now an ordinary leading axis of one value
-
-
-def local_stack(x) -> jax.Array:
+def local_stack(x, axis: Any = None) -> jax.Array:
     """The device's k local replicas' values of `x`, stacked on a new leading axis (not batched)."""
-    return _stack(jnp.asarray(x))
+    k = local_count(axis)
+
+    @custom_vmap
+    def stack(v):   # reached only with an unbatched v: every local replica holds the same value
+        return jnp.broadcast_to(v[None], (k,) + jnp.shape(v))
+
+    @stack.def_vmap
+    def stack_rule(axis_size, in_batched, v):
+        return v, False   # the batch (replica) axis, now an ordinary leading axis of one value
+
+    return stack(jnp.asarray(x))
+
+
+def _over_mesh(collective, x, axis):
+    """`collective` over the mesh axes of `axis`; `x` itself on one device."""
+    mesh = replica_axes(axis).mesh
+    return x if mesh is None else collective(x, mesh)
+
+
+def _mesh_size(axis) -> int:
+    mesh = replica_axes(axis).mesh
+    return 1 if mesh is None else int(lax.axis_size(mesh))
 
 
 def varies_across_local_replicas(x) -> bool:
@@ -114,7 +154,8 @@ def _two_stage(local_combine, mesh_collective):
     def reduce(tree, axis):
         if isinstance(axis, Groups):
             return jax.tree.map(lambda x: _group_reduce(local_combine, x, axis), tree)
-        return jax.tree.map(lambda x: mesh_collective(_fold(local_combine, local_stack(x)), axis), tree)
+        return jax.tree.map(lambda x: _over_mesh(mesh_collective, _fold(local_combine, local_stack(x, axis)), axis),
+                            tree)
     return reduce
 
 
@@ -150,8 +191,8 @@ def replica_gather(tree: Any, axis) -> Any:
         return jax.tree.map(lambda x: _group_gather(x, axis), tree)
 
     def gather(x):
-        local = local_stack(x)
-        every = lax.all_gather(local, axis)           # (M, k, ...)
+        local = local_stack(x, axis)
+        every = _over_mesh(lax.all_gather, local, axis) if mesh_axes(axis) else local[None]  # (M, k, ...)
         return every.reshape((-1,) + local.shape[1:])
     return jax.tree.map(gather, tree)
 
@@ -160,7 +201,7 @@ def replica_count(axis) -> int:
     """N: the devices on `axis` times the replicas each holds (a group's size for `Groups`)."""
     if isinstance(axis, Groups):
         return group_layout(axis).size
-    return int(lax.axis_size(axis)) * local_count()
+    return _mesh_size(axis) * local_count(axis)
 
 
 def replica_index(axis, ctx=None) -> jax.Array:
@@ -171,9 +212,9 @@ def replica_index(axis, ctx=None) -> jax.Array:
     index = getattr(ctx, "replica", None)
     if index is not None:
         return index
-    if local_count() != 1:
+    if local_count(axis) != 1:
         raise ValueError("replica_index inside a packed step needs the StepContext (ctx.replica)")
-    return lax.axis_index(axis)
+    return lax.axis_index(replica_axes(axis).mesh) if mesh_axes(axis) else jnp.int32(0)
 
 
 # ------------------------------------------------------------------ groups of replicas
@@ -183,7 +224,7 @@ class Groups(NamedTuple):
     (group g = replicas g*s ... (g+1)*s-1, s = N / groups). Pass it wherever a collective
     or an aggregator takes the axis to combine within each group."""
 
-    axis: str
+    axis: Any          # a mesh axis name, or a ReplicaAxes
     groups: int
 
 
@@ -195,7 +236,7 @@ class GroupLayout(NamedTuple):
 
 def group_layout(scope: Groups) -> GroupLayout:
     """The group size against the packing, checked at trace time (ValueError, one line)."""
-    m, k = int(lax.axis_size(scope.axis)), local_count()
+    m, k = _mesh_size(scope.axis), local_count(scope.axis)
     n, g = m * k, scope.groups
     if isinstance(g, bool) or not isinstance(g, int) or g < 1 or n % g:
         raise ValueError(f"groups={g!r} must be a whole number dividing the {n} replicas")
@@ -212,7 +253,7 @@ def _group_reduce(combine, x, scope: Groups):
     lay = group_layout(scope)
     if lay.size < lay.per_device:
         return _within_device(lambda blocks: _fold(combine, jnp.moveaxis(blocks, 1, 0)), x, lay)
-    folded = _fold(combine, local_stack(x))          # this device's replicas
+    folded = _fold(combine, local_stack(x, scope.axis))   # this device's replicas
     span = lay.size // lay.per_device                 # devices per group
     return folded if span == 1 else _fold(combine, _gather_devices(folded, scope.axis, span, lay.devices))
 
@@ -221,18 +262,19 @@ def _group_gather(x, scope: Groups):
     lay = group_layout(scope)
     if lay.size < lay.per_device:
         return _within_device(lambda blocks: blocks, x, lay)
-    local = local_stack(x)                            # (k, ...)
+    local = local_stack(x, scope.axis)                # (k, ...)
     span = lay.size // lay.per_device
     every = local[None] if span == 1 else _gather_devices(local, scope.axis, span, lay.devices)
     return every.reshape((-1,) + local.shape[1:])     # (span * k, ...) in replica order
 
 
-def _gather_devices(x, axis: str, span: int, devices: int):
+def _gather_devices(x, axis, span: int, devices: int):
     """x of the `span` consecutive devices of this device's group, stacked: (span, ...)."""
+    mesh = replica_axes(axis).mesh
     if span == devices:
-        return lax.all_gather(x, axis)
+        return lax.all_gather(x, mesh)
     blocks = [list(range(d, d + span)) for d in range(0, devices, span)]
-    return lax.all_gather(x, axis, axis_index_groups=blocks)
+    return lax.all_gather(x, mesh, axis_index_groups=blocks)
 
 
 def _within_device(per_group, x, lay: GroupLayout):

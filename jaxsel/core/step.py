@@ -1,6 +1,7 @@
-"""make_train_step: the shard_map'd training step.
+"""make_train_step: the shard_map'd training step, one driver of the methods' step.
 
-Per replica: loss and gradients on its own slice of the batch -> the strategy, which
+Per replica: loss and gradients on its own slice of the batch -> the method's step
+(`transformation.replica_step`, which `jaxsel.as_optax` runs in a user's own loop), which
 decides on the device and synchronizes through the sync core (`sync.sync_where`). Nothing
 leaves the device: the decision, the trigger's windows and every counter stay there.
 
@@ -25,6 +26,7 @@ from .collectives import LOCAL, replica_mean
 from .parallel import AXIS, LayoutError
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
+from .transformation import grad_norm_sum, replica_step
 
 
 LOCAL_LOOPS = ("auto", "vmap", "map", "unroll")
@@ -50,12 +52,6 @@ def _over_local_replicas(fn: Callable, loop: str, args: tuple):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *outs)
 
 
-def grad_norm_sum(grads) -> jax.Array:
-    """Sum over parameter tensors of each tensor's L2 norm (SelSync's statistic s_t)."""
-    leaves = jax.tree.leaves(grads)
-    return sum(jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)))) for g in leaves)
-
-
 def _state_specs():
     rep = P(AXIS)
     return TrainState(step=P(), params=rep, opt_state=rep, model_state=rep, strategy_state=rep)
@@ -78,6 +74,13 @@ def _as_loss_and_aux(out, stateful: bool):
     return out, None, {}
 
 
+def replica_keys(rng, step, replicas) -> jax.Array:
+    """The loss's keys at `step` for the global replica indices `replicas`:
+    fold_in(fold_in(rng, step), replica), one per replica."""
+    at_step = jax.random.fold_in(rng, step)
+    return jax.vmap(lambda r: jax.random.fold_in(at_step, r))(replicas)
+
+
 def _check_arguments(loss_fn, optimizer, strategy, mesh) -> None:
     """TypeError naming a misplaced argument of `make_train_step` (before anything traces)."""
     where = "make_train_step(loss_fn, optimizer, strategy, mesh)"
@@ -90,6 +93,16 @@ def _check_arguments(loss_fn, optimizer, strategy, mesh) -> None:
     if not isinstance(mesh, Mesh) or AXIS not in mesh.shape:
         raise TypeError(f"{where}: mesh must be a jax.sharding.Mesh with axis {AXIS!r} (jaxsel.data_mesh(...)), got "
                         f"{type(mesh).__name__}")
+
+
+def _check_key(rng) -> None:
+    """TypeError unless `rng` is None or a JAX key (typed, or a raw uint32[2])."""
+    dtype, shape = getattr(rng, "dtype", None), getattr(rng, "shape", None)
+    if rng is None or (dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+                                              or (dtype == np.uint32 and tuple(shape) == (2,)))):
+        return
+    raise TypeError(f"make_train_step(..., rng=) takes a key, e.g. jax.random.key(0), got {type(rng).__name__} "
+                    f"{rng!r}"[:200])
 
 
 def _per_device(n: int, mesh) -> int:
@@ -152,12 +165,21 @@ def make_train_step(
     donate: bool = True,
     grad_norm_metric: bool = True,
     local_replicas: str = "auto",
+    rng: jax.Array | None = None,
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict]]:
     """Build the jitted step `step(state, batch) -> (state, metrics)`.
 
     `loss_fn(params, batch)` returns the mean loss, or `(loss, aux)`. With
     `stateful=True` (models with BatchNorm) it is `loss_fn(params, model_state, batch)`
     returning `(loss, new_model_state)` or `(loss, (new_model_state, aux))`.
+    With `rng` (a `jax.random.key`; dropout, noise) the loss takes one more argument, last:
+    `loss_fn(params, batch, key)` (`loss_fn(params, model_state, batch, key)`), where `key`
+    is `fold_in(fold_in(rng, step), replica)` for the state's step and the replica's global
+    index d * k + j: a fresh key per replica and step that does not depend on how the
+    replicas are laid out (8 devices or 8 packed on 1 draw the same), and that a resumed
+    run draws again (the step is in the state). In your own loop (`jaxsel.as_optax`) the
+    same key is `fold_in(fold_in(rng, step), lax.axis_index("data"))`, or with k replicas
+    vmapped per device `lax.axis_index(("data", "local"))`.
     `batch` is a pytree of global arrays whose leading dim is replicas * b.
     `mesh` is the devices' mesh (axis "data"); the replica count N is the state's leading
     axis (`init_state(..., replicas=N)`), so one step serves any N the devices divide.
@@ -180,41 +202,40 @@ def make_train_step(
     for bit on CPU. The strategy always runs as a vmap.
     """
     _check_arguments(loss_fn, optimizer, strategy, mesh)
+    _check_key(rng)
     if local_replicas not in LOCAL_LOOPS:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
     loop = resolve_local_loop(local_replicas, mesh)
 
-    def replica_grads(params, model_state, batch):
-        """One replica's (loss, new model state or None, aux, gradients, gradient norm)."""
-        fn = (lambda p: loss_fn(p, model_state, batch)) if stateful else (lambda p: loss_fn(p, batch))
+    def replica_grads(params, model_state, batch, *key):
+        """One replica's (loss, new model state or None, aux, gradients, gradient norm);
+        `key`: its step's key where the loss takes one."""
+        fn = (lambda p: loss_fn(p, model_state, batch, *key)) if stateful else (lambda p: loss_fn(p, batch, *key))
         (loss, (new_ms, aux)), grads = jax.value_and_grad(
             lambda p: (lambda o: (o[0], o[1:]))(_as_loss_and_aux(fn(p), stateful)), has_aux=True
         )(params)
         return loss, new_ms, aux, grads, grad_norm_sum(grads)
 
     def replica_update(n: int, rs: TrainState, computed, weight, replica):
-        """One replica (unbatched view) of `n`: the strategy on its gradients, and the metrics."""
+        """One replica (unbatched view) of `n`: the method's step on its gradients, and the metrics."""
         loss, new_ms, aux, grads, gnorm = computed
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
         ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
-        new_state = strategy.apply(rs, grads, StepStats(rs.step, loss, gnorm, grads), ctx).replace(step=rs.step + 1)
-        ledger = ctx.ledger
-        report = ledger.report()
-        shared = {"loss": replica_mean(loss, AXIS), "synced": report.synced,
-                  "bytes_allreduced": report.payload_bytes, "vote_bytes": report.vote_bytes,
-                  **ledger.group_metrics(), **ledger.shared_metrics}
+        new_state, facts = replica_step(strategy, rs, grads, StepStats(rs.step, loss, gnorm, grads), ctx)
+        shared = {"loss": replica_mean(loss, AXIS), **facts.metrics()}
         per_replica = {"replica_loss": loss, **({"grad_norm": gnorm} if grad_norm_metric else {}),
-                       **ledger.replica_metrics, **aux}
+                       **facts.replica, **aux}
         return new_state, shared, per_replica
 
     def device_step(n: int, k: int, state: TrainState, batch):
         """A device's block: gradients of its k of the `n` replicas (the `local_replicas`
-        loop), then the strategy as a vmap (axis LOCAL) over the leading axis."""
+        loop), then the method's step as a vmap (axis LOCAL) over the leading axis."""
         batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
-        computed = _over_local_replicas(replica_grads, loop, (state.params, state.model_state, batch))
         replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
+        keys = () if rng is None else (replica_keys(rng, state.step, replica),)
+        computed = _over_local_replicas(replica_grads, loop, (state.params, state.model_state, batch, *keys))
         return jax.vmap(functools.partial(replica_update, n), in_axes=(_replica_axes(None), 0, None, 0),
                         out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
             state, computed, weight, replica)

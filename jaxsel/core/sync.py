@@ -10,8 +10,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
   (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
   local step; see BENCHMARKS.md);
 - it records the bytes the collective moves, and whether replicas wait on it (`blocking`),
-  in the step's `Ledger`, from which the driver (`make_train_step`) alone builds the
-  step's `SyncReport` and metrics: no strategy builds or edits a report;
+  in the step's `Ledger`, from which the method's step (`transformation.replica_step`,
+  which `make_train_step` and `as_optax` run) alone builds the step's facts: no strategy
+  builds or edits a report;
 - with packed replicas (k per device, a vmap inside the shard_map) it also rejects a
   decision batched over a device's replicas (the cond would become a select that runs the
   collective every step) and an aggregate that differs across them (a raw mesh collective
@@ -41,7 +42,7 @@ from jax import lax
 
 from . import compression
 from .aggregate import Aggregator, Bound, get_aggregator
-from .collectives import Groups, PackedReplicasDisagree, must_agree, varies_across_local_replicas
+from .collectives import Groups, PackedReplicasDisagree, mesh_axes, must_agree, varies_across_local_replicas
 from .registry import Registry
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
@@ -71,13 +72,14 @@ def ensure_replicated(decide, axis: str, who: str = "trigger") -> None:
         return
     if jnp.shape(decide) != ():
         raise NonReplicatedDecisionError(f"{who} must return a scalar decision, got shape {jnp.shape(decide)}")
-    where = (f"the {axis!r} axis" if axis in varying_axes(decide) else
+    varying = [a for a in mesh_axes(axis) if a in varying_axes(decide)]
+    where = (f"the {varying[0]!r} axis" if varying else
              "a device's packed replicas" if varies_across_local_replicas(decide) else None)
     if where is not None:
         raise NonReplicatedDecisionError(
             f"{who} returned a sync decision that varies across {where}; replicas could "
             f"disagree and deadlock inside lax.cond. Reduce per-replica votes over all replicas "
-            f"first: jaxsel.collectives.replica_max(vote, {axis!r}) (any replica) or replica_min "
+            f"first: jaxsel.collectives.replica_max(vote, axis) (any replica) or replica_min "
             f"(all replicas), or triggers.any_replica."
         )
 
@@ -92,9 +94,11 @@ def ensure_agreed(tree: Any, who: str = "aggregator") -> Any:
     return jax.tree.map(lambda x: must_agree(x, message, NonReplicatedDecisionError), tree)
 
 
-def to_varying(tree: Any, axis: str) -> Any:
-    """Cast invariant leaves to varying so both `lax.cond` branches have equal types."""
-    return jax.tree.map(lambda x: x if axis in varying_axes(x) else lax.pcast(x, axis, to="varying"), tree)
+def to_varying(tree: Any, axis) -> Any:
+    """Cast invariant leaves to varying (over the mesh axes of `axis`) so both `lax.cond`
+    branches have equal types."""
+    names = mesh_axes(axis)
+    return jax.tree.map(lambda x: _vary_all(x, names), tree) if names else tree
 
 
 def tree_where(pred, on_true: Any, on_false: Any) -> Any:
@@ -116,8 +120,8 @@ class StepStats(NamedTuple):
 
 
 class SyncReport(NamedTuple):
-    """What one step's synchronization did, for metrics and the cost model. Built by
-    `make_train_step` from the step's `Ledger`, never by a strategy."""
+    """What one step's synchronization did, for metrics and the cost model. Built from the
+    step's `Ledger` by `transformation.replica_step`, never by a strategy."""
 
     synced: jax.Array          # True when the replicas waited on a collective over all of them
     payload_bytes: jax.Array   # bytes each replica put into this step's collectives
@@ -133,8 +137,8 @@ def byte_count(nbytes, when=True) -> jax.Array:
 class Ledger:
     """What one replica's step synchronized, recorded as it happens: `sync_where` records
     each sync, a trigger's decision its vote (`StepContext.count`), a strategy its metrics
-    (`StepContext.log`). `make_train_step`, the only driver, turns it into the step's
-    `SyncReport` and metrics, so no strategy builds or edits a report. A trace-time record:
+    (`StepContext.log`). The method's step (`transformation.replica_step`) turns it into
+    the step's facts, so no strategy builds or edits a report. A trace-time record:
     syncs must run in the step's own trace (not inside a scan or cond of the strategy's)."""
 
     def __init__(self):
@@ -173,7 +177,7 @@ class StepContext:
     """What a strategy sees of the step besides the replica's own state, and the step's
     ledger its syncs are recorded in."""
 
-    axis: str              # the mesh axis; combine replicas with jaxsel.collectives over it
+    axis: Any              # the mesh axis (or a collectives.ReplicaAxes); combine replicas with jaxsel.collectives over it
     n: int                 # number of replicas (all devices, all packed replicas)
     step: jax.Array        # replicated step counter (before this step)
     optimizer: optax.GradientTransformation
@@ -322,6 +326,8 @@ class Strategy:
     #: what never synchronizing in a run means beyond "the replicas train alone" (the
     #: warning for a periodic sync that falls after the run)
     unsynced: ClassVar[str] = "its periodic averaging never happens"
+    #: the method is its own optimizer, and the replica's optimizer is not used (DeMo)
+    own_optimizer: ClassVar[bool] = False
 
     def settle(self, **values) -> None:
         """Set checked or resolved option values from `__post_init__` (e.g. a default that
@@ -329,8 +335,11 @@ class Strategy:
         for key, value in values.items():
             object.__setattr__(self, key, value)
 
-    def init(self, params, opt_state, n: int) -> Any:
-        """Per-replica strategy state (unbatched, a typed pytree); `init_state` adds the replica axis."""
+    def init(self, params, opt_state, n: int | None) -> Any:
+        """Per-replica strategy state (unbatched, a typed pytree); `init_state` adds the replica
+        axis. `n` is None where the replica count is not known yet (an optax transformation's
+        `init` sees one replica's parameters): what depends on it is checked when the step
+        is traced (`check_replicas`)."""
         return ()
 
     def apply(self, rs, grads, stats: StepStats, ctx: StepContext):
@@ -345,6 +354,13 @@ class Strategy:
         spec = getattr(self, "aggregator", None)
         if spec is not None:
             get_aggregator(spec).check_replicas(n)
+
+    def optax_refusal(self) -> str | None:
+        """Why this method cannot run as an optax transformation (`jaxsel.as_optax`), or None.
+        An optimizer's `init` sees one replica's parameters, and its `update` the
+        gradients, its state and the parameters: a method whose state is sized by the
+        replica count, or that needs what the training loop feeds between steps, says so."""
+        return None
 
     def eval_params(self, state):
         """The replica-axis parameters a run is evaluated on (through their replica mean):

@@ -94,6 +94,7 @@ class DeMo(Strategy):
     average_over: str = "senders"
     name: ClassVar[str] = "demo"
     budget: ClassVar[Budget] = sweep("topk", None, 4)
+    own_optimizer: ClassVar[bool] = True
     #: unset in a run: the run's --lr and --weight-decay (DeMo is the run's optimizer)
     context_fields: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
 

@@ -99,7 +99,8 @@ class Hierarchical(Strategy):
             raise ValueError(f"{what} must divide the {n} replicas (a group is a contiguous block of N/groups)")
 
     def init(self, params, opt_state, n):
-        self.check_replicas(n)
+        if n is not None:   # else checked when the step is traced
+            self.check_replicas(n)
         return HierarchicalState(self.inner.init(params, opt_state, n), self.outer.init(params, opt_state, n))
 
     def apply(self, rs, grads, stats, ctx):

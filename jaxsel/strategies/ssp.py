@@ -28,7 +28,7 @@ class Stale(Strategy):
 
     lr_scale: float = 1.0
 
-    def staleness_for(self, n: int) -> int:
+    def staleness_for(self, n: int | None) -> int | None:
         raise NotImplementedError
 
     def check_lr_scale(self):
@@ -37,6 +37,12 @@ class Stale(Strategy):
 
     def init(self, params, opt_state, n):
         return init_ring(params, self.staleness_for(n))
+
+    def optax_refusal(self):
+        if self.staleness_for(None) is None:
+            return ("its staleness s = N - 1 sizes a ring of s gradient buffers, and an optimizer's init sees one "
+                    "replica, not N: use jaxsel.SSP(staleness=s) with s fixed")
+        return None
 
     def apply(self, rs, grads, stats, ctx):
         s = self.staleness_for(ctx.n)
@@ -64,8 +70,9 @@ class SSP(Stale):
             resolve_staleness(self.staleness, 1)
         self.check_lr_scale()
 
-    def staleness_for(self, n: int) -> int:
-        return resolve_staleness(self.staleness, n)
+    def staleness_for(self, n: int | None) -> int | None:
+        """s for N replicas (None for ASP's N - 1 when N is not known)."""
+        return None if self.staleness is None and n is None else resolve_staleness(self.staleness, n)
 
 
     def describe(self) -> str:
@@ -85,8 +92,8 @@ class ASP(Stale):
     def __post_init__(self):
         self.check_lr_scale()
 
-    def staleness_for(self, n: int) -> int:
-        return n - 1
+    def staleness_for(self, n: int | None) -> int | None:
+        return None if n is None else n - 1
 
 
     def describe(self) -> str:

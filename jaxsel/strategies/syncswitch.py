@@ -182,6 +182,15 @@ class SyncSwitch(Strategy):
             monitor = MonitorState(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.ones((), jnp.float32))
         return SyncSwitchState(init_ring(params, resolve_staleness(self.staleness, n)), monitor)
 
+    def optax_refusal(self):
+        if self.staleness is None:
+            return ("its asynchronous phase's staleness s = N - 1 sizes a ring of s gradient buffers, and an "
+                    "optimizer's init sees one replica, not N: set staleness=s")
+        if self.policy == "online" and self.step_times == "state":
+            return ("its step times are fed into its state by the training loop between steps "
+                    "(feed_step_times), which an optimizer's update cannot receive: use step_times='simulated'")
+        return None
+
     # --------------------------------------------------------------- the switch
     def own_step_time(self, monitor: MonitorState, ctx):
         if self.step_times == "state":
