@@ -4,7 +4,9 @@ Replicas and their mesh (`parallel`), the collectives over packed replicas and d
 (`collectives`), how replicas are combined (`aggregate`) and compressed (`compression`),
 the one guarded sync primitive, the step's ledger and the strategy protocol (`sync`), when
 to sync (`triggers`), the replicated training state (`state`), the step itself (`step`),
-options as dataclass fields (`options`), the leaf registry of names (`registry`), and the
-straggler models that Sync-Switch's emulation and the cost model share (`stragglers`).
+options as dataclass fields (`options`), the leaf registry of names (`registry`), the
+straggler models that Sync-Switch's emulation and the cost model share (`stragglers`), and
+the error for an installed JAX, Flax or Orbax that lost what jaxsel relies on
+(`library_changes`).
 Imports nothing of jaxsel's above it (tests/test_layers.py).
 """
