@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsel.analysis.flops import UncountableLoop, eqn_flops, forward_flops, training_flops
+from jaxsel.analysis.flops import Uncountable, eqn_flops, forward_flops, training_flops
 from jaxsel.core.library_changes import LibraryChanged
 
 
@@ -68,8 +68,15 @@ def test_every_nested_call_is_counted_once_per_run_of_its_body():
 def test_a_while_loop_doing_matmuls_is_refused_not_counted_once():
     w = jnp.ones((16, 16))
     loop = lambda x, n: jax.lax.fori_loop(0, n, lambda i, c: c @ w, x)   # traced bound: a while loop
-    with pytest.raises(UncountableLoop, match="trip count"):
+    with pytest.raises(Uncountable, match="trip count"):
         forward_flops(loop, jnp.ones((4, 16)), 3)
+
+
+def test_matmul_work_in_another_primitive_is_refused_not_counted_as_zero():
+    ragged = lambda l, r: jax.lax.ragged_dot(l, r, jnp.array([2, 2], jnp.int32))
+    with pytest.raises(Uncountable, match="'ragged_dot_general' does matmul or convolution work"):
+        forward_flops(ragged, jnp.ones((4, 3)), jnp.ones((2, 3, 5)))
+    assert forward_flops(lambda x: x.astype(jnp.bfloat16), jnp.ones(3)) == 0   # convert_element_type
 
 
 def _eqn(fn, *args, primitive):

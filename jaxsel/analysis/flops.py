@@ -15,6 +15,7 @@ reshaped is LibraryChanged naming the primitive, never a count that quietly drop
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 import jax
@@ -25,8 +26,15 @@ from ..core.library_changes import LibraryChanged
 TRAINING_MULTIPLIER = 3
 
 
-class UncountableLoop(ValueError):
-    """A `while` loop does matmul or convolution work: its trip count is not in the program."""
+class Uncountable(ValueError):
+    """The program does matmul or convolution work flops.py cannot count: a `while` loop's
+    (its trip count is not in the program), or a primitive other than dot_general and
+    conv_general_dilated (cuDNN attention, ragged_dot, scaled_matmul, ...)."""
+
+
+#: primitive names of matmul or convolution work (JAX 0.10.2 and 0.12.0.1 have, besides the
+#: two counted: dot_product_attention_*, ragged_dot_general, scaled_dot, scaled_matmul*)
+MATMUL_LIKE = re.compile(r"(^|_)(dot|conv|matmul|einsum|gemm)(_|$)")
 
 
 def param(eqn, key: str):
@@ -41,6 +49,7 @@ def param(eqn, key: str):
 
 
 def reshaped(eqn, what: str, err: Exception) -> LibraryChanged:
+    """The error for a param that is there but not in the shape flops.py reads."""
     return LibraryChanged(f"jax {jax.__version__}: primitive {eqn.primitive.name!r}'s {what} has another "
                           f"shape ({type(err).__name__}: {err}); jaxsel/analysis/flops.py cannot count it")
 
@@ -98,9 +107,12 @@ def eqn_flops(eqn) -> int:
         return length * bodies(eqn, 1)[0]
     if name == "while":   # cond_jaxpr and body_jaxpr
         if sum(bodies(eqn, 2)):
-            raise UncountableLoop("a lax.while_loop does matmuls or convolutions, and its trip count is not "
-                                  "in the program: use lax.scan or lax.fori_loop with static bounds")
+            raise Uncountable("a lax.while_loop does matmuls or convolutions, and its trip count is not "
+                              "in the program: use lax.scan or lax.fori_loop with static bounds")
         return 0
+    if MATMUL_LIKE.search(name):
+        raise Uncountable(f"primitive {name!r} does matmul or convolution work that jaxsel/analysis/flops.py "
+                          f"does not count (it counts dot_general and conv_general_dilated)")
     return sum(bodies(eqn))
 
 
