@@ -59,6 +59,14 @@ def test_published_parameter_counts(name, input_shape, num_classes, expected):
     assert count(name, input_shape, num_classes) == expected
 
 
+def test_count_params_reads_real_and_abstract_models_alike(resnet20):
+    """jaxsel.models.count_params of eval_shape's model (what the projection scripts count)
+    is the real model's, without jnp.size of a ShapeDtypeStruct (deprecated in jax 0.10.2 and 0.12:
+    pytest's filter makes it an error here)."""
+    abstract = FunctionalModel.from_module(nnx.eval_shape(lambda: build_model("resnet20", (32, 32, 3), 10)))
+    assert jaxsel.models.count_params(abstract.params) == jaxsel.models.count_params(resnet20.params) == 269_722
+
+
 def test_option_b_shortcuts_add_the_projections():
     m = nnx.eval_shape(lambda: cifar_resnet(20, 10, shortcut="B", rngs=nnx.Rngs(0)))
     # two 1x1 projections (16->32, 32->64) and their BatchNorm scale/bias
