@@ -4,6 +4,8 @@ explicit override), and every strategy option is a flag naming the strategies th
 (or, where a command flag has its name, reachable with --opt only)."""
 import argparse
 import re
+import typing
+import warnings
 
 import pytest
 
@@ -76,6 +78,27 @@ def test_help_shows_each_flags_default(command):
             assert shown is None and "(default" in line, line
     if OVERRIDES[command]:   # the description names the command's own defaults
         assert all(f"--{k.replace('_', '-')} {v}" in text for k, v in OVERRIDES[command].items())
+
+
+def test_on_off_flags_show_both_spellings_and_pass_argparse_nothing_deprecated():
+    """An on/off field's flag reads `--x, --no-x  help (default: ...)`, and building the
+    parsers passes argparse nothing it deprecates (a metavar for BooleanOptionalAction:
+    deprecated in Python 3.12, refused in 3.14; argparse's warning names argparse itself,
+    so pytest's filter for jaxsel's own modules would not see it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        build_parser()
+    hints = typing.get_type_hints(TrainConfig)
+    for command in ("train", "compare"):
+        text = help_text(command)
+        on_off = {n: f for n, f in flags_of(TrainConfig, command).items() if hints[n] is bool}
+        assert {"progress", "resume", "tensorboard"} & set(on_off)
+        for name, flag in on_off.items():
+            (first,) = flag.names
+            spellings = f"  {first}, --no-{first[2:]} "
+            (line,) = [ln for ln in text.splitlines() if ln.startswith(spellings)]
+            assert line[len(spellings):].strip().startswith(flag.help), line
+            assert flag.metavar is None, name
 
 
 def test_strategy_flags_name_the_strategies_that_take_them():

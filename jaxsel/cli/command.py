@@ -64,11 +64,13 @@ REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line a
 
 
 def _run_faults() -> tuple[type, ...]:
-    """Training faults reported as one line with exit code 1 (imported only when raised)."""
+    """Training faults reported as one line with exit code 1 (imported only when raised);
+    an installed JAX, Flax or Orbax that lost something jaxsel relies on is one too."""
+    from ..core.library_changes import LibraryChanged
     from ..training.distributed import PeerLostError
     from ..training.faults import NonFiniteError
 
-    return (NonFiniteError, PeerLostError)
+    return (NonFiniteError, PeerLostError, LibraryChanged)
 
 
 def _interrupted() -> type:

@@ -37,14 +37,16 @@ def add_config_args(p: argparse.ArgumentParser, command: str, overrides: dict | 
 
 
 def _add(group, dest: str, flag: Flag, hint, default) -> None:
-    kw = {"dest": dest, "help": flag.help, "metavar": flag.metavar}
+    kw = {"dest": dest, "help": flag.help}
     if flag.pairs:   # a dict field: KEY=VALUE pairs, read by `config_values`
-        group.add_argument(*flag.names, action="append", default=None, **kw)
-    elif hint is bool:
+        group.add_argument(*flag.names, action="append", default=None, metavar=flag.metavar, **kw)
+    elif hint is bool:   # --x / --no-x take no value: no metavar (deprecated in Python 3.12, gone in 3.14)
+        if flag.metavar is not None:
+            raise TypeError(f"{flag.names[0]} is on/off and takes no value: drop metavar={flag.metavar!r}")
         group.add_argument(*flag.names, action=argparse.BooleanOptionalAction, default=default, **kw)
     else:
         group.add_argument(*flag.names, type=_reader(flag, hint), choices=flag.allowed(),
-                           default=flag.show(default) if flag.show else default, **kw)
+                           default=flag.show(default) if flag.show else default, metavar=flag.metavar, **kw)
 
 
 def _reader(flag: Flag, hint):

@@ -55,12 +55,18 @@ class NonReplicatedDecisionError(PackedReplicasDisagree):
 # --------------------------------------------------------------------- replication types
 
 def varying_axes(x) -> frozenset:
-    """Manual mesh axes along which `x` may differ (its varying-manual-axes type)."""
-    aval = jax.typeof(x)
-    vma = getattr(aval, "vma", None)
-    if vma is None:
-        vma = getattr(getattr(aval, "manual_axis_type", None), "varying", frozenset())
-    return frozenset(vma)
+    """Manual mesh axes along which `x` may differ: `jax.typeof(x).manual_axis_type.varying`,
+    a `jax.sharding.ManualAxisType` in jax 0.10.2 and 0.12.0.1 (older jax called it `vma`).
+    The deadlock guard and the cond's branch types rest on it, so a type without it is
+    LibraryChanged, never an empty set (which would pass every decision as replicated)."""
+    axis_type = getattr(jax.typeof(x), "manual_axis_type", None)
+    if not isinstance(axis_type, jax.sharding.ManualAxisType):
+        from .library_changes import LibraryChanged
+
+        raise LibraryChanged(f"jax {jax.__version__}: the type of a value inside shard_map "
+                             f"({type(jax.typeof(x)).__name__}) has no manual_axis_type; jaxsel's sync "
+                             f"core reads which mesh axes a value varies over from it")
+    return axis_type.varying
 
 
 def ensure_replicated(decide, axis: str, who: str = "trigger") -> None:

@@ -7,10 +7,11 @@ builds the loss and eval functions that merge them back.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -74,4 +75,6 @@ class FunctionalModel:
 
 
 def count_params(params) -> int:
-    return int(sum(jnp.size(x) for x in jax.tree.leaves(params)))
+    """Parameters of a pytree of arrays or of their shapes (`nnx.eval_shape`'s model: jax
+    deprecates `jnp.size` of a ShapeDtypeStruct)."""
+    return int(sum(math.prod(np.shape(x)) for x in jax.tree.leaves(params)))

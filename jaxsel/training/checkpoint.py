@@ -107,7 +107,7 @@ def state_checksum(state) -> str:
 @contextmanager
 def _quiet_orbax():
     """A failed read makes Orbax and absl log long tracebacks; the fallback says it in one line."""
-    loggers = [logging.getLogger(n) for n in ("absl", "orbax", "jax._src.array")]
+    loggers = [logging.getLogger(n) for n in ("absl", "orbax")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)

@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..core.library_changes import LibraryChanged
 from . import rendezvous
 from .supervisor import EXIT_PEER_LOST
 
@@ -108,24 +109,39 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
         ) from None
     if jax.process_count() == 1:
         return None
-    _orbax_barriers_via_coordinator()
+    orbax_barriers_via_coordinator()
     dog = Watchdog(peer_timeout)
     dog.start()
     return dog
 
 
-def _orbax_barriers_via_coordinator() -> None:
+#: Orbax's switch from device-collective barriers to the coordination service's. Orbax
+#: 0.12.8 has no public option for it: `AsyncOptions.barrier_sync_fn` reaches only the
+#: async-save thread's own barrier, not the `sync_global_processes` calls around a save,
+#: and `MultiprocessingOptions.active_processes` (which routes those through the service)
+#: refuses `create=True`. So jaxsel sets this absl flag, and a missing flag is an error.
+ORBAX_BARRIER_FLAG = "experimental_orbax_use_distributed_barrier"
+
+
+def orbax_barriers_via_coordinator() -> None:
     """Orbax's default multi-process barrier is a device collective, run by its async-save
     thread while the training loop runs its own programs: two programs interleaving on
-    the same gloo communicators. The coordination service's barrier never touches them."""
-    try:
-        import orbax.checkpoint  # noqa: F401  (defines the flag)
-        from absl import flags
+    the same gloo communicators. The coordination service's barrier never touches them.
+    LibraryChanged where the installed Orbax lost the flag (silently keeping the collective
+    barriers would bring the deadlock back)."""
+    import orbax.checkpoint as ocp
+    from absl import flags
 
-        flag = flags.FLAGS["experimental_orbax_use_distributed_barrier"]
-    except (ImportError, KeyError):  # pragma: no cover - another orbax layout
-        return
-    flag.value, flag.present = True, 1
+    if ORBAX_BARRIER_FLAG not in flags.FLAGS:
+        raise LibraryChanged(
+            f"orbax-checkpoint {ocp.__version__} has no absl flag --{ORBAX_BARRIER_FLAG}, which "
+            f"jaxsel sets so that checkpoint barriers go through the coordination service instead "
+            f"of device collectives (0.12.8 has it)")
+    flag = flags.FLAGS[ORBAX_BARRIER_FLAG]
+    flag.value, flag.present = True, 1   # present: readable before (or without) absl parsing argv
+    if getattr(flags.FLAGS, ORBAX_BARRIER_FLAG) is not True:   # what Orbax reads
+        raise LibraryChanged(f"orbax-checkpoint {ocp.__version__}: setting absl flag --{ORBAX_BARRIER_FLAG} "
+                             f"did not take effect")
 
 
 def is_multiprocess() -> bool:
@@ -198,12 +214,7 @@ def barrier(name: str, timeout_s: float = 600.0) -> None:
     one host took longer to load its data)."""
     if not is_multiprocess():
         return
-    client = _client()
-    if client is None:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-        return
+    client = coordination_client()
     _BARRIERS[name] = _BARRIERS.get(name, 0) + 1
     client.wait_at_barrier(f"{PREFIX}{name}/{_BARRIERS[name]}", int(timeout_s * 1000))
 
@@ -216,13 +227,7 @@ def all_gather_text(name: str, text: str, timeout_s: float = 600.0) -> list[str]
     key-value store: small, and no device collective). Call it on every process."""
     if not is_multiprocess():
         return [text]
-    client = _client()
-    if client is None:   # pragma: no cover - a jax without the client: compare digests only
-        from jax.experimental import multihost_utils
-
-        digest = np.frombuffer(hashlib.sha256(text.encode()).digest()[:8], dtype=np.int32)
-        everyone = multihost_utils.process_allgather(digest)
-        return [text if np.array_equal(row, digest) else "<differs>" for row in np.asarray(everyone)]
+    client = coordination_client()
     _BARRIERS[name] = _BARRIERS.get(name, 0) + 1
     key = f"{PREFIX}gather/{name}/{_BARRIERS[name]}"
     client.key_value_set(f"{key}/{jax.process_index()}", text)
@@ -236,23 +241,37 @@ def agree_settings(settings: dict) -> None:
         return
     mine = {k: [hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:16],
                 repr(v)[:80]] for k, v in sorted(settings.items())}
-    everyone = [json.loads(t) if t != "<differs>" else None
-                for t in all_gather_text("settings", json.dumps(mine))]
+    everyone = [json.loads(t) for t in all_gather_text("settings", json.dumps(mine))]
     for key in mine:
-        seen = [None if e is None else tuple(e.get(key, ("missing", "missing"))) for e in everyone]
-        if len({d[0] if d else None for d in seen}) > 1:
-            values = ", ".join(f"process {p} has {key}={d[1] if d else '?'}" for p, d in enumerate(seen))
+        seen = [tuple(e.get(key, ("missing", "missing"))) for e in everyone]
+        if len({d[0] for d in seen}) > 1:
+            values = ", ".join(f"process {p} has {key}={d[1]}" for p, d in enumerate(seen))
             raise SettingsMismatch(f"processes disagree on setting {key!r} ({values}); start every process "
                                    f"with the same settings")
 
 
-def _client():
-    """The coordination service client (jax keeps it private; None if unavailable)."""
+def coordination_client():
+    """The coordination service's client, whose key-value store and barriers carry the peer
+    watchdog, `barrier` and `all_gather_text` (no device collective, so no gloo timeout).
+
+    JAX has no public handle on it: `jax.distributed` offers initialize, shutdown and
+    is_initialized only, in 0.10.2 as in 0.12.0.1, and `jax.experimental.multihost_utils`
+    reads the same private attribute itself. This function is jaxsel's one read of a
+    JAX internal (tests/test_public_apis.py lists it and pins it on the installed JAX); where
+    it moved, a multi-host run stops at start in one line instead of running unwatched."""
     try:
-        from jax._src import distributed as _dist
-    except ImportError:  # pragma: no cover - layout of a future jax
-        return None
-    return getattr(_dist.global_state, "client", None)
+        from jax._src import distributed as jax_distributed
+
+        client = jax_distributed.global_state.client
+    except (ImportError, AttributeError) as err:
+        raise LibraryChanged(
+            f"jax {jax.__version__} moved its coordination-service client ({err}); jaxsel's "
+            f"multi-host watchdog and barriers read jax._src.distributed.global_state.client "
+            f"(jaxsel/training/distributed.py: coordination_client)") from None
+    if client is None:
+        raise RuntimeError("jax.distributed is not initialized: the coordination service's client "
+                           "exists only in a multi-host run (jaxsel.training.distributed.start)")
+    return client
 
 
 class Watchdog(threading.Thread):
@@ -264,13 +283,11 @@ class Watchdog(threading.Thread):
         self.peer_timeout = float(peer_timeout)
         self.interval = float(interval)
         self.me, self.n = jax.process_index(), jax.process_count()
-        self.client = _client()
+        self.client = coordination_client()
         self._halt = threading.Event()
         self._seen: dict[int, tuple[str, float]] = {}
 
     def run(self) -> None:
-        if self.client is None:
-            return
         while not self._halt.wait(self.interval):
             problem = self.check()
             if problem and not self._halt.is_set():
@@ -311,14 +328,12 @@ class Watchdog(threading.Thread):
     def finish(self) -> None:
         """This process is done: peers stop watching it; stop watching them."""
         self._halt.set()
-        if self.client is not None:
-            self._set_status("done")
+        self._set_status("done")
 
     def fail(self, message: str) -> None:
         """Tell the peers why this process is about to exit."""
         self._halt.set()
-        if self.client is not None:
-            self._set_status("failed:" + message.replace("\n", " ")[:500])
+        self._set_status("failed:" + message.replace("\n", " ")[:500])
 
     def exit(self, problem: str) -> None:
         """Leave now: the main thread may be blocked in a collective that cannot finish."""
@@ -329,8 +344,6 @@ class Watchdog(threading.Thread):
 
     def wait_for_problem(self, timeout: float) -> str | None:
         """After an error in the main thread: is a peer lost? (checks for up to `timeout` s)."""
-        if self.client is None:
-            return None
         deadline = time.monotonic() + timeout
         while True:
             problem = self.check()
