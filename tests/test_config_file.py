@@ -215,6 +215,8 @@ def test_a_config_value_its_flag_would_refuse_is_one_line(text, message, tmp_pat
     ("run.yaml", b"1: 2\nfoo: 3\n", "keys must be names, got 1"),
     ("run.yaml", b"true: 2\nfoo: 3\n", "keys must be names, got True"),
     ("run.yaml", b"strategy_options:\n  1: 2\n  delta: 0.1\n", "strategy_options: keys must be names, got 1"),
+    ("run.toml", b"steps = 1979-05-27\n", "steps must be text, a number, true/false, a list or a table, got a date"),
+    ("run.yaml", b"strategy_options:\n  delta: !!set {a: null}\n", "strategy_options.delta must be text"),
 ])
 def test_a_malformed_config_file_is_one_line(name, raw, message, tmp_path, capsys):
     (tmp_path / name).write_bytes(raw)
