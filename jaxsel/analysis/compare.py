@@ -11,7 +11,8 @@ sync_timeline.png, divergence.png (seed means with their spread) and pareto.png
 (accuracy against MB sent and against projected time to target).
 
 The comparison directory is locked as a whole while it runs (training/runlock.py), and one that
-already holds a comparison's results is refused rather than overwritten.
+already holds a comparison's results, or a `jaxsel train` run, is refused rather than
+overwritten.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import json
 from pathlib import Path
 
 from ..training.config import MAX_SEED, ConfigError, TrainConfig
+from ..training.run_kinds import refuse_run
 from ..training.runlock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
@@ -61,6 +63,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
     lock = DirectoryLock(out, "compare directory").acquire()
     try:
         check_fresh(out)
+        refuse_run(out)   # a `jaxsel train` run's directory (training/run_kinds.py)
         if on_start is not None:
             on_start()
         row_runs = run_rows(base, plan, seeds, out, keep_states, announce)
