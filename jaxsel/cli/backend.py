@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 
-from .command import UsageError, one_line
+
+
+class JaxEnvironmentError(ValueError):
+    """The environment asks JAX for devices this machine cannot give (one line, exit 2)."""
 
 
 def check_cpu_device_count() -> None:
@@ -24,13 +27,13 @@ def check_cpu_device_count() -> None:
     except ValueError:
         count = 0
     if count < 1:
-        raise UsageError(f"JAX_NUM_CPU_DEVICES={text!r} must be a whole number of CPU devices >= 1; set it so, "
+        raise JaxEnvironmentError(f"JAX_NUM_CPU_DEVICES={text!r} must be a whole number of CPU devices >= 1; set it so, "
                          f"or unset it")
 
 
 def start_backend() -> None:
     """Start JAX's backend now (after `parallel.request_cpu_devices` and jax.distributed,
-    before anything is created), so a platform this machine lacks is one UsageError."""
+    before anything is created), so a platform this machine lacks is one JaxEnvironmentError."""
     import jax
 
     try:
@@ -38,6 +41,6 @@ def start_backend() -> None:
     except (RuntimeError, AssertionError) as err:   # JAX asserts when no backend at all came up
         platforms = os.environ.get("JAX_PLATFORMS")
         asked = f"JAX_PLATFORMS={platforms!r}" if platforms else "its default platform"
-        why = one_line(err) or "no backend could be initialised"
-        raise UsageError(f"JAX cannot start {asked} on this machine ({why}); set JAX_PLATFORMS to a "
+        why = " ".join(str(err).split()) or "no backend could be initialised"
+        raise JaxEnvironmentError(f"JAX cannot start {asked} on this machine ({why}); set JAX_PLATFORMS to a "
                          f"platform it has (cpu, or its accelerator's), or unset it") from None

@@ -55,9 +55,10 @@ def _user_errors() -> tuple[type, ...]:
     from ..training.config import ConfigError
     from ..training.distributed import SettingsMismatch
     from ..training.runlock import RunLocked
+    from .backend import JaxEnvironmentError
 
     return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
-            SettingsMismatch, UnusablePath, FormatError, CannotPrepare)
+            SettingsMismatch, UnusablePath, FormatError, CannotPrepare, JaxEnvironmentError)
 
 
 #: file-system failures a user can fix (disk full, quota, read-only, permissions)

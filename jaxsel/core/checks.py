@@ -40,7 +40,9 @@ def check_int(name: str, value, low: int, high: int | None = INT32_MAX, *, optio
     if optional and value is None:
         return
     if not is_int(value) or value < low or (high is not None and value > high):
-        allowed = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+        # the int32 bound every option has is named where it is the reason
+        shown = high is not None and (high != INT32_MAX or (is_int(value) and value > high))
+        allowed = f"an integer >= {low}" + (f" and <= {high}" if shown else "")
         raise error(f"{name} must be {allowed}{' (or unset)' if optional else ''}, got {value!r}")
 
 

@@ -160,11 +160,12 @@ def evaluation_weights(state, strategy) -> tuple[Any, Any]:
 
 def check_paths(cfg: TrainConfig) -> None:
     """The filesystem side, checked before any data is read: a run directory that holds
-    another run (when not resuming: nothing is overwritten), a checkpoint dir that already
-    holds another run's checkpoints (when not resuming), and an explicit data_dir that does
-    not exist (an error for a dataset that must be prepared there; embedded datasets are
-    built into it, so it is created and said, last); TensorBoard without a run directory
-    to write to."""
+    another run (when not resuming: nothing is overwritten) or a comparison (ever: run_kinds.py),
+    a checkpoint dir that already holds another run's checkpoints (when not resuming) or,
+    named for a resume, belongs to another run directory (checkpoint_owner.py), an explicit
+    data_dir that does not exist (an error for a dataset that must be prepared there;
+    embedded datasets are built into it, so it is created and said), a real dataset not
+    prepared; TensorBoard without a run directory to write to."""
     if cfg.tensorboard and not cfg.out_dir:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
     if cfg.out_dir:
@@ -230,7 +231,7 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
-def fork_checkpoints(cfg: TrainConfig) -> None:
+def claim_checkpoints(cfg: TrainConfig) -> None:
     """Under the run's lock, before it restores: claim its checkpoint folder for its run
     directory, and fill a copied run directory's own folder with the newest checkpoint of
     the folder its config.json records (checkpoint_owner.py)."""

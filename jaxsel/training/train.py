@@ -26,7 +26,7 @@ from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, Training
     describe_nonfinite, guard_nonfinite
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
-from .run import Run, assemble_run, build_run, check_paths, evaluation_weights, fork_checkpoints, resumed_settings
+from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
 from .runlock import check_unlocked, lock_run
 from .runlog import RunLog, write_json
 
@@ -89,7 +89,7 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
             check_paths(cfg)   # under the lock: a run that wrote there since is refused, not mixed in
             if lead:
-                fork_checkpoints(cfg)   # the folder is this run directory's; a copied one forks its own
+                claim_checkpoints(cfg)   # the folder is this run directory's; a copied one forks its own
             return _train(cfg, run, signals)
 
 
