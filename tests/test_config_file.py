@@ -217,6 +217,10 @@ def test_a_config_value_its_flag_would_refuse_is_one_line(text, message, tmp_pat
     ("run.yaml", b"strategy_options:\n  1: 2\n  delta: 0.1\n", "strategy_options: keys must be names, got 1"),
     ("run.toml", b"steps = 1979-05-27\n", "steps must be text, a number, true/false, a list or a table, got a date"),
     ("run.yaml", b"strategy_options:\n  delta: !!set {a: null}\n", "strategy_options.delta must be text"),
+    ("run.json", b"[" * 100000 + b"]" * 100000, "nests lists or tables too deeply"),
+    ("run.yaml", b"a: " + b"[" * 100000 + b"]" * 100000, "nests lists or tables too deeply"),
+    ("run.toml", b"a = " + b"[" * 100000 + b"]" * 100000, "nests lists or tables too deeply"),
+    ("run.json", b'{"strategy_options": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001, "nests lists or tables too deeply"),
 ])
 def test_a_malformed_config_file_is_one_line(name, raw, message, tmp_path, capsys):
     (tmp_path / name).write_bytes(raw)
@@ -227,6 +231,7 @@ def test_a_malformed_config_file_is_one_line(name, raw, message, tmp_path, capsy
 
 @pytest.mark.parametrize("make, message", [
     (lambda p: p.mkdir(), "is a directory, not a file"),
+    (lambda p: p.symlink_to(p), "is a symbolic link to nothing"),
     (lambda p: os.mkfifo(p), "is not a regular file"),
     (None, "is not a regular file"),   # /dev/zero
 ])

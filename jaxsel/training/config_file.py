@@ -71,9 +71,14 @@ def read_file(path: str | Path) -> dict:
         if isinstance(err, ConfigError):
             raise
         raise ConfigError(f"{where} is not valid {kind.upper()}: {' '.join(str(err).split())}") from None
+    except RecursionError:   # [[[[...]]]] thousands deep: the parsers recurse
+        raise ConfigError(f"{where} nests lists or tables too deeply for a config file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must hold a table of settings, got {type(data).__name__}")
-    _check_plain(data, where)
+    try:
+        _check_plain(data, where)
+    except RecursionError:
+        raise ConfigError(f"{where} nests lists or tables too deeply for a config file") from None
     return data
 
 
@@ -87,6 +92,8 @@ def _check_regular_file(p: Path, where: str) -> None:
     if p.exists():
         raise ConfigError(f"{where} is not a regular file (a FIFO, socket or device); pass a .toml, .json or "
                           f".yaml file")
+    if p.is_symlink():
+        raise ConfigError(f"{where} is a symbolic link to nothing (its target is missing, or a loop of links)")
     raise ConfigError(f"{where}: no such file")
 
 
