@@ -144,6 +144,15 @@ def test_report_on_a_damaged_run_log_is_one_line(metrics, evals, message, tmp_pa
     assert str(path) in line and message in line and "restore" in line, line
 
 
+@pytest.mark.parametrize("timing", ["5", '{"bogus": 1}'])
+def test_report_on_a_damaged_strategy_json_is_one_line(timing, tmp_path, capsys):
+    path = run_dir(tmp_path, GOOD_ROW)
+    (path / "strategy.json").write_text(f'{{"name": "bsp", "timing": {timing}}}')
+    assert cli_main(["report", str(path)]) == 2
+    line = one_line(capsys.readouterr().err, "report")
+    assert str(path / "strategy.json") in line and "timing must be a table of collective" in line, line
+
+
 def test_report_out_names_the_file_it_wrote(tmp_path, capsys):
     path = run_dir(tmp_path, GOOD_ROW, '[{"step": 1, "test_accuracy": 0.5, "test_loss": 1.0, "train_time_s": 0.5}]')
     (tmp_path / "pictures").mkdir()

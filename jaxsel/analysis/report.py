@@ -7,6 +7,7 @@ method that wins on a laptop but loses on 10 GbE (or the reverse) is visible at 
 """
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -100,7 +101,12 @@ def measured_step_times(records: list[dict]) -> np.ndarray:
 def recorded_timing(path: Path) -> dict:
     """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
     runs written before it was recorded are projected with the cost model's defaults."""
-    return dict(read_json(path / "strategy.json", {}).get("timing", {}))
+    timing = read_json(path / "strategy.json", {}).get("timing", {})
+    allowed = [name for name, p in inspect.signature(project_run).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    if not isinstance(timing, dict) or not set(timing) <= set(allowed):
+        raise ValueError(f"{path / 'strategy.json'}: its timing must be a table of {', '.join(allowed)}, got "
+                         f"{timing!r}; restore the file from the run, or remove it from the run dir")
+    return dict(timing)
 
 
 def read_json(path: Path, empty):
