@@ -72,6 +72,15 @@ BAD = [
     (["--delta", "0.1", "--opt", "delta=0.2"], ["--delta 0.1 and --opt delta=0.2 both set delta"]),
     (["--lr-schedule", "milestones:"], ["lr_schedule", "'milestones:'"]),
     (["--lr-schedule", "milestones:0.5,0.5"], ["lr_schedule", "each M once", "'milestones:0.5,0.5'"]),
+    # issue 35: integers past int32 crashed inside jit after the run dir was created
+    (["--strategy", "localsgd", "--period", "2147483648"], ["period", "<= 2147483647", "2147483648"]),
+    (["--strategy", "selsync", "--opt", "max_local=1e20"], ["max_local", "<= 2147483647", "100000000000000000000"]),
+    (["--strategy", "selsync", "--window", "99999999999999999999"], ["window", "<= 2147483647"]),
+    (["--eval-every", "2147483648"], ["eval_every", "<= 2147483647", "2147483648"]),
+    (["--keep", "2147483648"], ["keep", "<= 2147483647", "2147483648"]),
+    (["--strategy", "triggered", "--opt", "trigger=periodic", "--opt", "trigger.period=4294967296"],
+     ["period", "<= 2147483647", "4294967296"]),
+    (["--dataset", "mnist1d", "--dataset-opt", "num_samples=99999999999999999990"], ["num_samples", "2147483647"]),
 ]
 
 
@@ -102,7 +111,10 @@ def test_bad_input_is_one_line_and_exit_code_2(args, expected, tmp, capsys):
 
 
 @pytest.mark.parametrize("args", [["--seed", "-1"], ["--partition", "dirichlet", "--partition-opt", "alpha=0"],
-                                  ["--momentum", "1.5"]])
+                                  ["--momentum", "1.5"],
+                                  # issue 35: found only once the run was being built
+                                  ["--dataset", "cifar10"], ["--strategy", "selsync", "--window", "2000000000"],
+                                  ["--strategy", "selsync", "--window", "99999999999999999999"]])
 def test_a_usage_error_leaves_no_default_folders_behind(args, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli_main(["train", "--no-progress", "--steps", "2", *args]) == 2
@@ -172,3 +184,100 @@ def test_a_run_that_fails_before_its_first_step_leaves_nothing_behind(tmp_path, 
                      "--checkpoint-dir", str(tmp_path / "ck")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not out.exists() and not (tmp_path / "ck").exists()
+
+
+# issue 35 ---------------------------------------------------------------------------------
+
+def test_every_integer_option_of_every_strategy_and_trigger_is_bounded_to_int32():
+    """Each one reaches jit as an int32 (a seed: 32 bits of a PRNG key): past that is one
+    line naming the option, its value and the allowed range, never an OverflowError in jit."""
+    import typing
+
+    from jaxsel.core.options import OptionError, allowed_types, option_names, type_hints
+    from jaxsel.core.triggers import TRIGGERS
+    from jaxsel.strategies import STRATEGIES, build_strategy
+
+    checked = 0
+    for kind, registry in (("strategy", STRATEGIES), ("trigger", TRIGGERS)):
+        for name, cls in registry.items():
+            hints = type_hints(cls)
+            for option in option_names(cls):
+                if int not in allowed_types(hints.get(option, typing.Any))[0]:
+                    continue
+                limit = 2**32 - 1 if option == "seed" else 2**31 - 1
+                options = {option: limit + 1}
+                if kind == "trigger":
+                    name_, options = "triggered", {"trigger": name, f"trigger.{option}": limit + 1}
+                with pytest.raises(OptionError) as err:
+                    build_strategy(name_ if kind == "trigger" else name, options, replicas=8, total_steps=100,
+                                   steps_per_epoch=10, seed=0)
+                line = str(err.value)
+                assert option in line and f"<= {limit}" in line and str(limit + 1) in line, (name, option, line)
+                checked += 1
+    assert checked >= 30
+
+
+def test_every_integer_setting_of_trainconfig_is_bounded():
+    import dataclasses
+    import typing
+
+    from jaxsel.core.options import allowed_types
+    from jaxsel.training.config import ConfigError, TrainConfig, check_config
+
+    hints = typing.get_type_hints(TrainConfig)
+    names = [f.name for f in dataclasses.fields(TrainConfig) if int in allowed_types(hints[f.name])[0]]
+    assert len(names) >= 15
+    for name in names:   # each within int32 (a seed: 32 bits), or a tighter bound of its own
+        limit = 2**32 - 1 if name == "seed" else 2**31 - 1
+        with pytest.raises(ConfigError) as err:
+            check_config(TrainConfig(**{name: limit + 1}))
+        line = str(err.value)
+        assert name in line and "<= " in line and str(limit + 1) in line, (name, line)
+
+
+def test_compare_entries_past_int32_are_one_line(tmp_path, capsys):
+    code = cli_main(["compare", "--strategies", "bsp,localsgd:period=99999999999999999999", "--seeds", "1",
+                     "--out", str(tmp_path / "cmp")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "period" in err[0] and "<= 2147483647" in err[0], err
+    assert not (tmp_path / "cmp").exists()
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["--lr", "0.1", "--lr", "0.2"], "--lr"),
+    (["--lr=0.1", "--lr", "0.2"], "--lr"),
+    (["--progress", "--no-progress"], "--progress/--no-progress"),
+    (["--intra-network", "pcie", "--project-intra-network", "nvlink"], "--intra-network"),
+    (["--delta", "0.1", "--delta", "0.2"], "--delta"),
+    (["--seed", "1", "--seed", "1"], "--seed"),   # the same value twice is still a typo
+])
+def test_an_option_given_twice_is_refused(argv, shown, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli_main(["train", *argv, "--steps", "2"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err
+    assert f"argument {shown}" in err and "given twice" in err, err
+
+
+def test_repeatable_options_may_repeat():
+    from jaxsel.cli.command import build_parser
+
+    args = build_parser().parse_args(["train", "--opt", "delta=0.1", "--opt", "window=3", "--partition-opt", "a=1",
+                                      "--partition-opt", "b=2"])
+    assert args.opt == ["delta=0.1", "window=3"] and args.partition_options == ["a=1", "b=2"]
+
+
+def test_compare_help_shows_percent_signs_once(capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["compare", "--help"])
+    out = capsys.readouterr().out
+    assert "50% and 75%" in " ".join(out.split()) and "%%" not in out
+
+
+def test_variant_labels_of_close_values_stay_distinct():
+    from jaxsel.analysis.variants import parse_strategies
+
+    rows = parse_strategies("selsync:delta=0.1000001,selsync:delta=0.1000002,selsync:delta=0.05,localsgd:period=8")
+    labels = [v.label("") for v in rows]
+    assert labels == ["selsync (delta=0.1000001)", "selsync (delta=0.1000002)", "selsync (delta=0.05)",
+                      "localsgd (period=8)"]

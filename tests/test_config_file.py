@@ -4,8 +4,11 @@ directory's config.json reproduces the run bit for bit, and environment.json say
 ran on."""
 import dataclasses
 import json
+import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +151,96 @@ def test_the_readme_config_example_is_a_valid_run(tmp_path):
     check_config(cfg)
     check_strategy(cfg)
     assert cfg.strategy_options == {"delta": 0.05, "window": 25} and cfg.model == "resnet18"
+
+
+# issue 35 ---------------------------------------------------------------------------------
+
+def alias_bomb(key: str) -> str:
+    """About 370 bytes of YAML under `key` that expand to 9**9 strings: 9 levels of 9
+    aliases (a "billion laughs"); jaxsel before it refused aliases spent minutes on it."""
+    lines = ["anchors:", '  - &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"  - &{name} [{','.join([f'*{prev}'] * 9)}]")
+    return "\n".join(lines).replace("anchors:", f"{key}:", 1) + "\n"
+
+
+@pytest.mark.parametrize("command, key", [("train", "dataset_options"), ("compare", "strategies")])
+def test_a_yaml_alias_bomb_is_refused_at_once(command, key, tmp_path):
+    (tmp_path / "bomb.yaml").write_text(alias_bomb(key))
+    done = subprocess.run([sys.executable, "-m", "jaxsel.cli", command, "--config", str(tmp_path / "bomb.yaml"),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, done.stderr[-2000:]
+    assert "alias" in err[0] and "bomb.yaml" in err[0] and not (tmp_path / "out").exists(), err[0]
+
+
+@pytest.mark.parametrize("command, text, dest, value", [
+    ("compare", 'match_budget = "false"\n', "match_budget", False),
+    ("compare", 'match_budget = "true"\n', "match_budget", True),
+    ("compare", 'seeds = "2"\n', "seeds", 2),
+    ("compare", "target = 0.5\n", "target", "0.5"),
+    ("train", 'no_checkpoint = "false"\n', "no_checkpoint", False),
+    ("train", "no_checkpoint = true\n", "no_checkpoint", True),
+    ("train", 'peer_timeout = "30"\n', "peer_timeout", 30.0),
+    ("train", 'augment = "on"\n', "augment", True),   # --augment's own spelling
+])
+def test_config_values_are_read_by_their_flags_parser(command, text, dest, value, tmp_path):
+    (tmp_path / "run.toml").write_text(text)
+    args, _ = parsed([command, "--config", str(tmp_path / "run.toml")])
+    got = getattr(args, dest)
+    assert got == value and type(got) is type(value), (dest, got)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('distributed = "maybe"\n', r"distributed must be one of off, auto, got 'maybe'"),
+    ('peer_timeout = "abc"\n', r"peer_timeout .*'abc'"),
+    ('join_timeout = "abc"\n', r"join_timeout .*'abc'"),
+    ('no_checkpoint = "nope"\n', r"no_checkpoint must be true/false, got 'nope'"),
+    ('num_processes = 2.5\n', r"num_processes must be an integer, got 2.5"),
+    ('augment = "sometimes"\n', r"augment \(--augment\) invalid choice: 'sometimes'"),
+    ('eval_replicas = "twice"\n', r"eval_replicas .*'twice'"),
+])
+def test_a_config_value_its_flag_would_refuse_is_one_line(text, message, tmp_path, capsys):
+    (tmp_path / "run.toml").write_text(text)
+    assert cli_main(["train", "--config", str(tmp_path / "run.toml"), "--out", str(tmp_path / "out")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("jaxsel train: error: --config "), err
+    assert re.search(message, err[0]), err[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name, raw, message", [
+    ("run.toml", b"\xff\xfesteps = 2\n", "is not UTF-8 text"),
+    ("run.json", b'\xff{"steps": 2}', "is not UTF-8 text"),
+    ("run.yaml", b"1: 2\nfoo: 3\n", "keys must be names, got 1"),
+    ("run.yaml", b"true: 2\nfoo: 3\n", "keys must be names, got True"),
+    ("run.yaml", b"strategy_options:\n  1: 2\n  delta: 0.1\n", "strategy_options: keys must be names, got 1"),
+    ("run.toml", b"steps = 1979-05-27\n", "steps must be text, a number, true/false, a list or a table, got a date"),
+    ("run.yaml", b"strategy_options:\n  delta: !!set {a: null}\n", "strategy_options.delta must be text"),
+    ("run.json", b"[" * 100000 + b"]" * 100000, "nests lists or tables too deeply"),
+    ("run.yaml", b"a: " + b"[" * 100000 + b"]" * 100000, "nests lists or tables too deeply"),
+    ("run.toml", b"a = " + b"[" * 100000 + b"]" * 100000, "nests lists or tables too deeply"),
+    ("run.json", b'{"strategy_options": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001, "nests lists or tables too deeply"),
+])
+def test_a_malformed_config_file_is_one_line(name, raw, message, tmp_path, capsys):
+    (tmp_path / name).write_bytes(raw)
+    assert cli_main(["train", "--config", str(tmp_path / name), "--out", str(tmp_path / "out")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and f"--config {str(tmp_path / name)!r}" in err[0] and message in err[0], err
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.mkdir(), "is a directory, not a file"),
+    (lambda p: p.symlink_to(p), "is a symbolic link to nothing"),
+    (lambda p: os.mkfifo(p), "is not a regular file"),
+    (None, "is not a regular file"),   # /dev/zero
+])
+def test_config_that_is_not_a_regular_file_says_what_it_is(make, message, tmp_path, capsys):
+    path = tmp_path / "run.toml"
+    if make is None:
+        path = Path("/dev/zero")
+    else:
+        make(path)
+    assert cli_main(["train", "--config", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "no such file" not in err[0], err

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from jaxsel import costmodel as cm
-from jaxsel.costmodel import stragglers as st
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "experiments" / "headline_projections.py"

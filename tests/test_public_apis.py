@@ -19,7 +19,6 @@ below that fails when the internal moves; an exception that matches nothing fail
 import ast
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap

@@ -9,7 +9,6 @@ import numpy as np
 import optax
 import pytest
 
-import jaxsel
 from helpers import R, identical, run
 from jaxsel.strategies import STRATEGIES, build_strategy
 

@@ -9,7 +9,6 @@ import dataclasses
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys

@@ -1,7 +1,6 @@
 """The supervisor of a multi-host process: exit codes pass through, SIGTERM reaches the
 training process once, an abort becomes one clear error line, and the training process
 never outlives its supervisor."""
-import os
 import signal
 import subprocess
 import sys

@@ -14,7 +14,8 @@ The comparison directory is locked as a whole while it runs (training/runlock.py
 records the job (`job.py`); one that already holds a comparison is refused rather than
 overwritten, unless `resume`: then the finished cells are loaded from their records, the
 rest run, and the results are made from all of them, as an uninterrupted comparison's
-are. `report_comparison` makes results.json and the pictures again from the records.
+are. A directory holding a `jaxsel train` run is always refused. `report_comparison` makes
+results.json and the pictures again from the records.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import json
 from pathlib import Path
 
 from ..training.config import TrainConfig
+from ..training.run_kinds import refuse_run
 from ..training.runlock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
 from . import job
@@ -70,6 +72,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
     base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
     lock = DirectoryLock(out, "compare directory").acquire()
     try:
+        refuse_run(out)   # a `jaxsel train` run's directory (training/run_kinds.py)
         job.begin(out, "compare", job_settings(base, plan, seeds, match_budget, target), resume=resume,
                   held=held_runs(out))
         if on_start is not None:

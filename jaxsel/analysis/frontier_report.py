@@ -187,7 +187,7 @@ def plot_frontier(result: dict, path: Path) -> None:
 def markdown(result: dict, out: Path) -> str:
     """frontier.md: the verdict table, the picture, every point, and each cell's command."""
     seeds = result["seeds"]
-    lines = [f"# Frontier: the best model at each budget", "",
+    lines = ["# Frontier: the best model at each budget", "",
              f"Task: {result['setting']}. Budget: MB each replica sent (seed mean, votes included); plain BSP sends "
              f"{significant(result['reference']['mb'])} MB. Test accuracy: mean ± standard deviation over seeds "
              f"{', '.join(map(str, seeds))}.", "", "## Verdict", "",

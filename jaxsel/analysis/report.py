@@ -7,6 +7,7 @@ method that wins on a laptop but loses on 10 GbE (or the reverse) is visible at 
 """
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -37,16 +38,51 @@ def load_run(path: Path, root: Path | None = None) -> dict:
     """config, per-step records, evaluations of one run dir (named by its path under
     `root`, a comparison's dir, else by its strategy)."""
     records = []
-    for line in (path / "metrics.jsonl").read_text().splitlines():
+    for n, line in enumerate(read_text(path / "metrics.jsonl").splitlines(), 1):
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:   # a line cut off by an interruption
             continue
+        records.append(checked_entry(record, STEP_FIELDS, f"{path / 'metrics.jsonl'} line {n} is not a step record"))
     config = read_json(path / "config.json", {})
-    evals = read_json(path / "evals.json", [])
+    evals = [checked_entry(e, EVAL_FIELDS, f"{path / 'evals.json'} entry {i} is not an evaluation")
+             for i, e in enumerate(read_json(path / "evals.json", []), 1)]
     name = path.relative_to(root).as_posix() if root is not None and path != root else config.get("strategy", path.name)
     return {"name": name, "path": path, "config": config,
             "records": records, "evals": evals, "timing": recorded_timing(path)}
+
+
+#: what the report reads of each metrics.jsonl line and each evals.json entry (the runs
+#: write more); a damaged file is one line naming it and the entry, never a traceback
+STEP_FIELDS = {"step": "an integer", "train_time_s": "a number"}
+EVAL_FIELDS = {"step": "an integer", "test_accuracy": "a number", "train_time_s": "a number"}
+
+
+def checked_entry(entry, fields: dict[str, str], what: str) -> dict:
+    """`entry` if it is a JSON object whose `fields` hold values of their kinds, else a
+    ValueError: `what` (the file and entry), the first wrong field, what was found."""
+    if not isinstance(entry, dict):
+        problem = f"a JSON {type(entry).__name__}, not an object"
+    else:
+        wrong = next((k for k, kind in fields.items() if not _is_kind(entry.get(k), kind)), None)
+        if wrong is None:
+            return entry
+        problem = f"its {wrong} must be {fields[wrong]}, got {entry.get(wrong)!r}"
+    raise ValueError(f"{what} ({problem}); restore the file from the run, or remove the run from the dir")
+
+
+def _is_kind(value, kind: str) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) if kind == "an integer" else bool(np.isfinite(value))
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); restore it or remove "
+                         f"it from the run dir") from None
 
 
 def measured_step_times(records: list[dict]) -> np.ndarray:
@@ -65,7 +101,12 @@ def measured_step_times(records: list[dict]) -> np.ndarray:
 def recorded_timing(path: Path) -> dict:
     """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
     runs written before it was recorded are projected with the cost model's defaults."""
-    return dict(read_json(path / "strategy.json", {}).get("timing", {}))
+    timing = read_json(path / "strategy.json", {}).get("timing", {})
+    allowed = [name for name, p in inspect.signature(project_run).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    if not isinstance(timing, dict) or not set(timing) <= set(allowed):
+        raise ValueError(f"{path / 'strategy.json'}: its timing must be a table of {', '.join(allowed)}, got "
+                         f"{timing!r}; restore the file from the run, or remove it from the run dir")
+    return dict(timing)
 
 
 def read_json(path: Path, empty):
@@ -74,8 +115,8 @@ def read_json(path: Path, empty):
     if not path.is_file():
         return empty
     try:
-        value = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
+        value = json.loads(read_text(path))
+    except ValueError as err:
         raise ValueError(f"{path} is not valid JSON ({err}); restore it or remove it from the run dir") from None
     if not isinstance(value, type(empty)):
         raise ValueError(f"{path} holds a JSON {type(value).__name__}, not the {type(empty).__name__} a run "
@@ -117,7 +158,7 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
         raise ValueError(f"the runs in {str(run_dir)!r} logged no steps yet")
     rows = [_project_row(r, clusters, stragglers, compute_s, target) for r in runs]
     base = Path(run_dir)
-    png = Path(out) if out else base / "report.png"
+    png = picture_path(out, base)
     _plot(runs, networks, stragglers, png)
     (base / "report.json").write_text(json.dumps({"networks": networks, "stragglers": stragglers,
                                                   "compute_s": compute_s, "gpus_per_host": gpus_per_host,
@@ -128,6 +169,18 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
     lines = [n for n in (calibration_line(r["name"], r["records"]) for r in runs) if n]
     calibration = "\n".join(["", CALIBRATION_HEAD, *lines, CALIBRATION_CAVEAT]) if lines else ""
     return _table(rows, networks, target) + where + calibration + f"\n\nwrote {png} and {base / 'report.json'}"
+
+
+def picture_path(out, run_dir: Path) -> Path:
+    """Where the figure goes, exactly as written and as said: RUN_DIR/report.png by default,
+    DIR/report.png for an existing directory, OUT.png for a name without a suffix (the
+    format matplotlib would pick, and the name it would write, unasked)."""
+    if not out:
+        return run_dir / "report.png"
+    path = Path(out)
+    if path.is_dir():
+        return path / "report.png"
+    return path if path.suffix else path.with_name(path.name + ".png")
 
 
 def _project_row(r: dict, clusters: dict, stragglers, compute_s, target) -> dict:

@@ -51,7 +51,13 @@ def entry_of(name: str, options: dict) -> str:
 
 
 def _shown(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    """A value as labels show it: short (`0.05`, `1e-05`, `2`), yet never two values alike
+    (0.1000001 and 0.1000002 would both be `0.1` at 6 digits): the shortest text that
+    reads back as the same float."""
+    if not isinstance(value, float):
+        return str(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def registered() -> dict:

@@ -13,6 +13,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..core.checks import INT32_MAX
+
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
 #: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
 #: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
@@ -21,8 +23,9 @@ DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": 
 #: writes no checkpoints unless asked, so its checkpoint_every is None)
 TRAIN_DEFAULTS = {"checkpoint_every": 100}
 TRAIN_DEFAULTS_NOTE = "--no-checkpoint writes none."
+#: compare's description (printed as written: argparse %-formats help strings, not descriptions)
 DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
-                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50%% and 75%% of the steps; "
+                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50% and 75% of the steps; "
                      "SelSync's data injection with --inject ALPHA,BETA.")
 
 
@@ -52,9 +55,10 @@ def _user_errors() -> tuple[type, ...]:
     from ..training.config import ConfigError
     from ..training.distributed import SettingsMismatch
     from ..training.runlock import RunLocked
+    from .backend import JaxEnvironmentError
 
     return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
-            SettingsMismatch, UnusablePath, FormatError, CannotPrepare)
+            SettingsMismatch, UnusablePath, FormatError, CannotPrepare, JaxEnvironmentError)
 
 
 #: file-system failures a user can fix (disk full, quota, read-only, permissions)
@@ -152,6 +156,9 @@ def _start_processes(args):
 def _check_layout(args) -> None:
     from ..training.distributed import check_process_layout
 
+    for flag, value in (("--num-processes", args.num_processes), ("--process-id", args.process_id)):
+        if value is not None and value > INT32_MAX:   # jax.distributed takes 32-bit counts
+            raise UsageError(f"{flag} must be an integer <= {INT32_MAX}, got {value}")
     with user_input():
         check_process_layout(args.coordinator, args.num_processes, args.process_id,
                              args.distributed == "auto", args.peer_timeout, args.join_timeout)
@@ -169,7 +176,11 @@ def _supervised_train(args, argv: list[str]) -> int:
 
 
 def _default_out(prefix: str) -> str:
-    return str(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+    """runs/<prefix>-<time>, or -2, -3, ... if taken: the name the run will claim once every
+    check has passed (`paths.claim_new_dir`, atomic: two runs never get the same one)."""
+    from ..data.paths import free_name
+
+    return free_name(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def _check_path_text(path: str | None, option: str) -> None:
@@ -194,6 +205,12 @@ def _ensure_writable(path: str, option: str = "--out", *, default: bool = False)
     return writable_dir(path, option, parents=default, quiet=True)
 
 
+def _start_backend() -> None:
+    from .backend import start_backend
+
+    start_backend()
+
+
 def _start_jax(replicas: int) -> None:
     """Give a CPU-only host enough simulated devices before JAX initialises."""
     from ..core.parallel import request_cpu_devices
@@ -210,19 +227,19 @@ def _layout(cfg) -> str:
 
 def cmd_compare(args) -> int:
     _start_jax(args.replicas)
-    from ..analysis.job import kept_compilations
-
+    _start_backend()
     if args.resume_job and not args.out:
         raise UsageError("--resume needs --out DIR: the directory of the comparison to continue")
-    out = args.out or _default_out("compare")
-    with kept_compilations(out):   # before anything compiles
-        return _compare(args, out)
+    return _compare(args, args.out or _default_out("compare"))
 
 
 def _compare(args, out: str) -> int:
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
+    from ..analysis.job import kept_compilations
     from ..analysis.time_to_accuracy import parse_target
-    from ..data.paths import undo_created
+    from ..data.paths import claim_new_dir, undo_created
+    from ..data.sources import check_prepared
+    from ..training.run_kinds import refuse_run
 
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
@@ -231,7 +248,12 @@ def _compare(args, out: str) -> int:
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = _layout(base)
         check_fresh(Path(out), args.resume_job)
-    created = _ensure_writable(out, default=not args.out)
+        refuse_run(out)   # a `jaxsel train` run's directory
+    check_prepared(base.dataset, base.data_dir)
+    if args.out:
+        created = _ensure_writable(out)
+    else:   # runs/compare-<time>[-N]: a name no other comparison has
+        out, created = claim_new_dir(out), True
 
     def start():   # the directory is ours (locked, fresh): say what runs where
         print(f"run directory: {out}", flush=True)
@@ -240,7 +262,7 @@ def _compare(args, out: str) -> int:
             print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
 
     started = time.perf_counter()
-    with undo_created(out, created):
+    with undo_created(out, created), kept_compilations(out):   # before anything compiles
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
                               plan=plan, on_start=start, announce=lambda text: print(text, flush=True),
                               resume=args.resume_job)
@@ -285,19 +307,23 @@ def _train_config(args, out: str):
     return cfg, layout
 
 
-def _make_run_dirs(cfg, args, lead: bool) -> list[str]:
-    """Create the run and checkpoint directories; the ones this run made (removed again if
-    it fails before writing to them)."""
-    from ..data.paths import undo_created
+def _make_run_dirs(cfg, args, lead: bool, undo: contextlib.ExitStack):
+    """Create the run and checkpoint directories (each removed again, by `undo`, if the run
+    fails before writing to it); `cfg` with their final names: a default run directory
+    gets a name no other run has (`paths.claim_new_dir`)."""
+    import dataclasses
 
-    created = []
-    if lead and _ensure_writable(cfg.out_dir, default=args.out_dir is None):
-        created.append(cfg.out_dir)
+    from ..data.paths import claim_new_dir, undo_created
+
+    if lead and args.out_dir is None:   # runs/<strategy>-<time>[-N]
+        cfg = dataclasses.replace(cfg, out_dir=claim_new_dir(cfg.out_dir))
+        undo.enter_context(undo_created(cfg.out_dir, True))
+    elif lead and _ensure_writable(cfg.out_dir):
+        undo.enter_context(undo_created(cfg.out_dir, True))
     root = cfg.checkpoint_root()
-    with undo_created(cfg.out_dir, bool(created)):   # a checkpoint dir that cannot be made: no run dir either
-        if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=args.checkpoint_dir is None):
-            created.append(str(root))
-    return created
+    if root is not None and _ensure_writable(str(root), "--checkpoint-dir", default=args.checkpoint_dir is None):
+        undo.enter_context(undo_created(root, True))
+    return cfg
 
 
 def cmd_train(args) -> int:
@@ -305,9 +331,9 @@ def cmd_train(args) -> int:
 
     _check_train_args(args)
     watchdog = _start_processes(args)
+    _start_backend()
     import jax
 
-    from ..data.paths import undo_created
     from ..training.train import train
 
     lead = jax.process_index() == 0
@@ -315,14 +341,15 @@ def cmd_train(args) -> int:
     try:
         cfg, layout = _train_config(args, out)
         early_stop.check()   # a Ctrl-C so far: stop before anything is created
-        created = _make_run_dirs(cfg, args, lead)
-        if lead:
-            print(f"run directory: {out}", flush=True)
-            print(f"layout: {layout}", flush=True)
         with contextlib.ExitStack() as undo:
-            for path in created:
-                undo.enter_context(undo_created(path, True))
-            result = train(cfg, checked=True)   # _train_config ran every check (run.check_run)
+            def make_dirs(cfg):   # every check passed and the run is built: create, then say where
+                cfg = _make_run_dirs(cfg, args, lead, undo)
+                if lead:
+                    print(f"run directory: {cfg.out_dir}", flush=True)
+                    print(f"layout: {layout}", flush=True)
+                return cfg
+
+            result = train(cfg, checked=True, make_dirs=make_dirs)   # _train_config ran run.check_run
     except BaseException as err:
         if watchdog is not None:   # never leave the other processes waiting in a collective
             from ..training.distributed import leave_after_error
@@ -381,11 +408,11 @@ def cmd_prepare(args) -> int:
 
 def cmd_bench(args) -> int:
     """Step overheads side by side: table on stdout, JSON to --json."""
+    shape = input_shape(args.input_shape)
     _start_jax(args.replicas or 1)
+    _start_backend()
     from ..analysis.bench import TARGET, missed_targets, run_bench
 
-    with user_input():
-        shape = tuple(int(d) for d in args.input_shape.split("x")) if args.input_shape else None
     if args.json:
         _ensure_writable(str(Path(args.json).parent or "."), "--json")
     with user_input():
@@ -398,6 +425,20 @@ def cmd_bench(args) -> int:
     if args.json:
         print(f"wrote {args.json}")
     return 0
+
+
+def input_shape(text: str | None) -> tuple[int, ...] | None:
+    """`--input-shape HxWxC` (or any number of dimensions), each an integer >= 1."""
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(d) for d in text.split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or not all(1 <= d <= INT32_MAX for d in shape):
+        raise UsageError(f"--input-shape {text!r}: each dimension must be an integer >= 1 (and <= {INT32_MAX}), "
+                         f"written HxWxC, e.g. 32x32x3")
+    return shape
 
 
 def cmd_report(args) -> int:
@@ -540,9 +581,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="network inside a host with --gpus-per-host > 1 (nvlink, pcie, ...)")
     p.add_argument("--target", type=float, default=None, metavar="ACC",
                    help="also show each run's projected time to this test accuracy")
-    p.add_argument("--out", default=None, help="PNG path (default RUN_DIR/report.png)")
+    p.add_argument("--out", default=None, help="picture path: a file (no suffix: .png), or a directory for "
+                                                "DIR/report.png (default RUN_DIR/report.png)")
     p.set_defaults(func=cmd_report)
-    return parser
+    from .once import refuse_repeats
+
+    return refuse_repeats(parser)   # an option given twice is an error, not its last value
 
 
 def run(argv: list[str] | None, startup) -> int:
@@ -551,6 +595,9 @@ def run(argv: list[str] | None, startup) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        from .backend import check_cpu_device_count
+
+        check_cpu_device_count()   # JAX reads it when first imported (by the plugins' strategies)
         from .strategy_args import load_plugins
 
         load_plugins(argv)   # registered names must be known before the parser lists them

@@ -10,6 +10,18 @@ from __future__ import annotations
 import math
 import numbers
 
+#: integers reach jit as int32 (step counters, periods, windows, sizes): a larger value would
+#: end in an OverflowError while tracing, after the run had started
+INT32_MAX = 2**31 - 1
+#: JAX's PRNG keys hold 32 bits of a seed: larger seeds would alias smaller ones
+MAX_SEED = 2**32 - 1
+
+
+def int_limit(option: str) -> int:
+    """The largest value an integer option may take: a `seed` is 32 bits of a PRNG key,
+    everything else an int32 once traced."""
+    return MAX_SEED if option == "seed" else INT32_MAX
+
 
 def is_int(value) -> bool:
     """An integer that is not a bool (NumPy integers included)."""
@@ -21,13 +33,16 @@ def is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
 
 
-def check_int(name: str, value, low: int, high: int | None = None, *, optional: bool = False,
+def check_int(name: str, value, low: int, high: int | None = INT32_MAX, *, optional: bool = False,
               error: type[Exception] = ValueError) -> None:
-    """`value` is an integer in [low, high] (or None where `optional`)."""
+    """`value` is an integer in [low, high] (or None where `optional`); `high` defaults to
+    the int32 bound every traced integer has (None: unbounded, for host-only counts)."""
     if optional and value is None:
         return
     if not is_int(value) or value < low or (high is not None and value > high):
-        allowed = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+        # the int32 bound every option has is named where it is the reason
+        shown = high is not None and (high != INT32_MAX or (is_int(value) and value > high))
+        allowed = f"an integer >= {low}" + (f" and <= {high}" if shown else "")
         raise error(f"{name} must be {allowed}{' (or unset)' if optional else ''}, got {value!r}")
 
 

@@ -13,6 +13,8 @@ import types
 import typing
 from typing import Any, Mapping
 
+from .checks import INT32_MAX, MAX_SEED, int_limit, is_int
+
 
 class OptionError(ValueError):
     """A bad option name or value (the CLI reports it as one line, exit code 2)."""
@@ -65,10 +67,26 @@ def build(cls, options: Mapping[str, Any] | None, *, kind: str, name: str,
     for key in getattr(cls, "context_fields", ()):
         if key in valid and key not in kwargs and (context or {}).get(key) is not None:
             kwargs[key] = context[key]
+    for key, value in kwargs.items():
+        check_int_limit(value, hints.get(key, Any), f"{kind} {name!r} option {key!r}", key)
     try:
         return cls(**kwargs)
     except TypeError as err:   # a required option missing
         raise OptionError(f"{kind} {name!r}: {err}") from None
+
+
+def check_int_limit(value, hint, what: str, option: str) -> None:
+    """An integer option past what it can hold once traced (`checks.int_limit`: int32, 32
+    bits for a seed) is an OptionError here, for every strategy, trigger and aggregator
+    alike (plugins' too), never an OverflowError inside jit after the run has started."""
+    if int not in allowed_types(hint)[0] or not is_int(value):
+        return
+    limit = int_limit(option)
+    low = 0 if limit == MAX_SEED else -INT32_MAX - 1
+    if not low <= value <= limit:
+        bound = f"<= {limit}" if value > limit else f">= {low}"
+        held = "a 32-bit seed" if limit == MAX_SEED else "an int32"
+        raise OptionError(f"{what} must be an integer {bound} (it is traced as {held}), got {value!r}")
 
 
 def type_hints(cls) -> dict[str, Any]:

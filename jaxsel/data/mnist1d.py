@@ -13,6 +13,8 @@ import random
 import numpy as np
 import tensorflow_datasets as tfds
 
+from ..core.checks import INT32_MAX
+
 DEFAULT_SAMPLES = 5000  # the package's default: 80 % train -> 4000 / 1000
 
 
@@ -21,8 +23,9 @@ def check_generator_options(num_samples: int = DEFAULT_SAMPLES, seed: int = 42) 
     def integer(v) -> bool:
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
-    if not (integer(num_samples) and num_samples >= 20 and num_samples % 10 == 0):
-        raise ValueError(f"mnist1d num_samples must be a multiple of 10 and >= 20, got {num_samples!r}")
+    if not (integer(num_samples) and 20 <= num_samples <= INT32_MAX and num_samples % 10 == 0):
+        raise ValueError(f"mnist1d num_samples must be a multiple of 10, >= 20 and <= {INT32_MAX}, "
+                         f"got {num_samples!r}")
     if not (integer(seed) and 0 <= seed < 2**32):
         raise ValueError(f"mnist1d seed must be an integer in 0..{2**32 - 1}, got {seed!r}")
 

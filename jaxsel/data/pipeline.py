@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ..core import parallel
+from ..core.checks import check_int
 from .augment import make_device_transform, normalize_np, with_device_transform
 from .catalog import DatasetSpec
 from .injection import Injection, parse_injection
@@ -73,9 +74,7 @@ def check_dataset_options(spec: DatasetSpec, options: dict) -> None:
         raise ValueError(f"dataset {spec.name!r} takes no option {', '.join(map(repr, foreign))}; its options: "
                          f"{', '.join(takes) or 'none'}")
     for key in ("seq_len", "records_per_window"):
-        v = options.get(key, 1)
-        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-            raise ValueError(f"dataset option {key} must be an integer >= 1, got {v!r}")
+        check_int(f"dataset option {key}", options.get(key, 1), 1)
     if not isinstance(options.get("in_memory", True), bool):
         raise ValueError(f"dataset option in_memory must be true or false, got {options['in_memory']!r}")
     generator = {k: options[k] for k in ("num_samples", "seed") if k in options}

@@ -158,6 +158,24 @@ def open_source(name: str, split: str, data_dir: str | os.PathLike | None = None
         raise DatasetNotPrepared(_diagnose(spec, split, root, err)) from None
 
 
+def check_prepared(name: str, data_dir=None) -> None:
+    """DatasetNotPrepared (naming the command that prepares it) unless dataset `name` is
+    prepared in the data dir: checked before a run creates or prints anything (a cheap
+    look at its dataset_info.json; opening it is the run's). Embedded datasets are built on
+    first use."""
+    spec = spec_of(name)
+    if spec.builder is not None:
+        return
+    root = resolve_data_dir(data_dir)
+    try:
+        with quiet_tfds():
+            prepared = tfds.builder(spec.source_name, data_dir=str(root)).is_prepared()
+    except Exception:  # noqa: BLE001  (an unknown TFDS name or an unreadable dir)
+        prepared = False
+    if not prepared:
+        raise DatasetNotPrepared(_diagnose(spec, spec.train_split, root, FileNotFoundError(str(root))))
+
+
 def status(name: str, data_dir=None) -> str:
     """'ready (...)', 'embedded (built on first use)' or 'not prepared: <how>' for listings."""
     spec = spec_of(name)

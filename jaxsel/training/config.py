@@ -16,15 +16,13 @@ import hashlib
 import importlib.util
 from pathlib import Path
 
-from ..core.checks import check_int, check_number
+from ..core.checks import INT32_MAX, MAX_SEED, check_int, check_number
 from .declare import Flag, declarations, declare_flags, flag_of, named, option
 
 #: the step counter is an int32 on the device
-MAX_STEPS = 2**31 - 1
+MAX_STEPS = INT32_MAX
 #: when each replica's own model is evaluated too (replica_eval.py)
 EVAL_REPLICAS = ("final", "every", "off")
-#: JAX's PRNG keys hold 32 bits of a seed: larger seeds would alias smaller ones
-MAX_SEED = 2**32 - 1
 
 
 class ConfigError(ValueError):
@@ -237,7 +235,9 @@ def _names(d) -> str:
     return ", ".join(sorted(d))
 
 
-def _check_int(name: str, v, low: int, high: int | None = None, optional: bool = False) -> None:
+def _check_int(name: str, v, low: int, high: int = INT32_MAX, optional: bool = False) -> None:
+    """Every integer setting is bounded: the ones that reach jit by int32, the rest alike (a
+    count past 2**31 - 1 is a typo, never a run)."""
     check_int(name, v, low, high, optional=optional, error=ConfigError)
 
 

@@ -15,6 +15,8 @@ import math
 
 import optax
 
+from ..core.checks import INT32_MAX
+
 DEFAULT_MILESTONES = (0.5, 0.75)
 DEFAULT_GAMMA = 0.1
 
@@ -22,7 +24,7 @@ DEFAULT_GAMMA = 0.1
 def parse_lr_schedule(spec: str) -> tuple[str, tuple[float, ...], float]:
     """(kind, milestones, gamma) of a spec; a ValueError names what is allowed."""
     allowed = ("lr_schedule must be 'constant' or 'milestones[:M1,M2,...][@GAMMA]' (M < 1: fraction "
-               f"of the run, M >= 1: step; each M once; GAMMA > 0), got {spec!r}")
+               f"of the run, M >= 1: step, <= {INT32_MAX}; each M once; GAMMA > 0), got {spec!r}")
     if not isinstance(spec, str):
         raise ValueError(allowed)
     kind, colon, rest = spec.strip().partition(":")
@@ -36,7 +38,7 @@ def parse_lr_schedule(spec: str) -> tuple[str, tuple[float, ...], float]:
         factor = float(gamma) if gamma else DEFAULT_GAMMA
     except ValueError:
         raise ValueError(allowed) from None
-    ok = all(math.isfinite(m) and m > 0 and (m < 1 or m == int(m)) for m in milestones)
+    ok = all(math.isfinite(m) and m > 0 and (m < 1 or (m == int(m) and m <= INT32_MAX)) for m in milestones)
     if not (ok and len(set(milestones)) == len(milestones) and math.isfinite(factor) and factor > 0):
         raise ValueError(allowed)
     return "milestones", milestones, factor

@@ -26,16 +26,18 @@ from ..costmodel.timing import strategy_timing
 from ..data import Loader
 from ..data.paths import writable_dir
 from ..data.pipeline import build_input
-from ..data.sources import KNOWN
+from ..data.sources import KNOWN, check_prepared
 from ..models import FunctionalModel, build_model
 from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
+from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source
 from .config import ConfigError, TrainConfig, check_config
 from .evaluation import make_eval_fn
 from .lr_schedule import never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
+from .run_kinds import refuse_comparison
 from .runlock import check_unlocked
 from .sync_horizon import warn_if_never_syncs
 
@@ -159,13 +161,16 @@ def evaluation_weights(state, strategy) -> tuple[Any, Any]:
 
 def check_paths(cfg: TrainConfig) -> None:
     """The filesystem side, checked before any data is read: a run directory that holds
-    another run (when not resuming: nothing is overwritten), a checkpoint dir that already
-    holds another run's checkpoints (when not resuming), and an explicit data_dir that does
-    not exist (an error for a dataset that must be prepared there; embedded datasets are
-    built into it, so it is created and said, last); TensorBoard without a run directory
-    to write to."""
+    another run (when not resuming: nothing is overwritten) or a comparison (ever: run_kinds.py),
+    a checkpoint dir that already holds another run's checkpoints (when not resuming) or,
+    named for a resume, belongs to another run directory (checkpoint_owner.py), an explicit
+    data_dir that does not exist (an error for a dataset that must be prepared there;
+    embedded datasets are built into it, so it is created and said), a real dataset not
+    prepared; TensorBoard without a run directory to write to."""
     if cfg.tensorboard and not cfg.out_dir:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
+    if cfg.out_dir:
+        refuse_comparison(cfg.out_dir)   # resumed or not: a comparison is no run to continue
     if cfg.out_dir and not cfg.resume:
         held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
         if held:
@@ -178,6 +183,11 @@ def check_paths(cfg: TrainConfig) -> None:
             raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
                               f"{max(steps)}); continue that run with --resume, or choose another "
                               f"--checkpoint-dir")
+    owner = foreign_owner(root, cfg.out_dir) if root is not None and cfg.resume else None
+    if owner is not None:   # named with --checkpoint-dir (a recorded folder of another run is forked)
+        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to run directory {owner!r}, not to "
+                          f"{str(cfg.out_dir)!r}; resume without --checkpoint-dir to fork its newest checkpoint "
+                          f"into a folder of this run's own, or resume {owner!r} itself")
     if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
         spec = KNOWN.get(cfg.dataset)
         if spec is None or spec.builder is None:
@@ -187,6 +197,7 @@ def check_paths(cfg: TrainConfig) -> None:
                 f"{cfg.dataset!r} is not prepared there; pass the --data-dir that holds it"
                 + (f", or prepare it: {hint}" if hint else ""))
         writable_dir(cfg.data_dir, "--data-dir")   # the embedded dataset is built into it
+    check_prepared(cfg.dataset, cfg.data_dir)   # a real dataset: prepared, before anything is created
 
 
 #: what makes a run directory hold a run (config.json alone is a run stopped before its first step)
@@ -204,15 +215,34 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     checkpoints record it), so `--resume --steps N` past the end never moves them."""
     if not cfg.resume:
         return cfg
+    source = None
     if cfg.checkpoint_dir is None and cfg.out_dir:
         recorded = _recorded_checkpoint_dir(Path(cfg.out_dir))
-        if recorded is not None:
+        source = fork_source(cfg, recorded)
+        if source is not None:   # a copied run directory: checkpoints of its own (checkpoint_owner.py)
+            cfg = dataclasses.replace(cfg, checkpoint_dir=str(fork_root(source, cfg)))
+        elif recorded is not None:
             cfg = dataclasses.replace(cfg, checkpoint_dir=recorded)
     if cfg.lr_schedule_steps is None:
-        length = newest_meta(cfg.checkpoint_root()).get("lr_schedule_steps")
+        own = cfg.checkpoint_root()
+        length = newest_meta(source if source is not None and not existing_steps(own) else own).get(
+            "lr_schedule_steps")
         if length is not None:
             cfg = dataclasses.replace(cfg, lr_schedule_steps=int(length))
     return cfg
+
+
+def claim_checkpoints(cfg: TrainConfig) -> None:
+    """Under the run's lock, before it restores: claim its checkpoint folder for its run
+    directory, and fill a copied run directory's own folder with the newest checkpoint of
+    the folder its config.json records (checkpoint_owner.py)."""
+    root = cfg.checkpoint_root()
+    if root is None or not cfg.out_dir:
+        return
+    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
+    if source is not None and root.absolute() == fork_root(source, cfg).absolute():   # `resumed_settings` forked
+        fork(source, root, cfg.out_dir)
+    claim(root, cfg.out_dir)
 
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:

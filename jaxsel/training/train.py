@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 
@@ -26,8 +26,8 @@ from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, Training
     describe_nonfinite, guard_nonfinite
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
-from .run import Run, assemble_run, build_run, check_paths, evaluation_weights, resumed_settings
-from .runlock import lock_run
+from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
+from .runlock import check_unlocked, lock_run
 from .runlog import RunLog, write_json
 
 __all__ = ["RunResult", "TrainConfig", "build_run", "train"]
@@ -53,19 +53,25 @@ class Due(NamedTuple):
     halt: bool    # a stop signal: save and leave
 
 
-def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False) -> RunResult:
+def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
+          make_dirs: Callable[[TrainConfig], TrainConfig] | None = None) -> RunResult:
     """Train per `cfg`; returns per-step records, evaluations and final figures.
 
     With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
     `checkpoint_every` steps, at the end and on SIGTERM/SIGINT (then `TrainingInterrupted`
     is raised); `resume` continues from the newest verified checkpoint and the metrics
-    log continues where it left off. A non-finite loss or gradient raises
+    log continues where it left off (a copied run directory forks its own checkpoints:
+    checkpoint_owner.py). A non-finite loss or gradient raises
     `NonFiniteError` (or skips the step: `nonfinite="skip"`); see faults.py. The run
     owns its run and checkpoint directories while it trains (runlock.py), and the
     processes of a multi-host run first agree on their settings.
 
     `cfg` is checked (`check_config`) here unless it was already: `run` was built from it
     by `build_run`, or `checked` (the command line's `check_run`, a comparison's plan).
+    Every check, the building of the run included (its memory and disk estimates), comes
+    before anything is created: then `make_dirs(cfg)` (the command line's) creates the run's
+    directories and returns `cfg` with their final names (a default run directory gets one
+    no other run has), and the run locks them.
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
     with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
@@ -73,10 +79,17 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False) ->
             check_config(cfg)
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
         lead = jax.process_index() == 0
+        if run is None:
+            check_unlocked(cfg.out_dir, cfg.checkpoint_root())   # a run in progress is named as such
+            check_paths(cfg)
+            run = assemble_run(cfg)   # its last checks (memory, disk): nothing is created before them
+        if make_dirs is not None:
+            cfg = make_dirs(cfg)
+            run = dataclasses.replace(run, cfg=cfg)
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
-            if run is None:
-                check_paths(cfg)   # after the lock: a run in progress is named as such
-                run = assemble_run(cfg)
+            check_paths(cfg)   # under the lock: a run that wrote there since is refused, not mixed in
+            if lead:
+                claim_checkpoints(cfg)   # the folder is this run directory's; a copied one forks its own
             return _train(cfg, run, signals)
 
 

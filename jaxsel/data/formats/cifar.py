@@ -8,10 +8,13 @@ an unpickler that only rebuilds dicts, lists, strings and NumPy arrays.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
+import lzma
 import pickle
 import tarfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -83,14 +86,31 @@ def _reader(source: Path, layout: CifarLayout):
         tar = tarfile.open(source)
     except (tarfile.TarError, OSError) as err:
         raise FormatError(f"{source} is not a readable tarball ({err})") from None
-    members = {Path(m.name).as_posix().lstrip("./"): m for m in tar.getmembers() if m.isfile()}
+    with _damaged(source):
+        members = {Path(m.name).as_posix().lstrip("./"): m for m in tar.getmembers() if m.isfile()}
 
     def read(name: str) -> bytes:
         member = members.get(f"{layout.folder}/{name}")
         if member is None:
             raise FormatError(f"{source} has no {layout.folder}/{name} (is it the python version?)")
-        return tar.extractfile(member).read()
+        with _damaged(source):
+            return tar.extractfile(member).read()
     return read
+
+
+#: what reading a cut or corrupted tarball raises, by layer: tarfile, gzip/bz2/lzma
+#: (EOFError: "Compressed file ended before the end-of-stream marker"), zlib, the OS
+DAMAGED = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError)
+
+
+@contextlib.contextmanager
+def _damaged(source: Path):
+    """A tarball that ends early or holds garbage is one FormatError naming it."""
+    try:
+        yield
+    except DAMAGED as err:
+        raise FormatError(f"{source} is truncated or damaged ({type(err).__name__}: {err}); download it "
+                          f"again") from None
 
 
 def _images(data, where: str) -> np.ndarray:

@@ -26,6 +26,9 @@ def parse_idx(raw: bytes, where: str) -> np.ndarray:
         raise FormatError(f"{where} is not an IDX file (bad magic number)")
     ndim = raw[3]
     header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise FormatError(f"{where} is cut short: its header announces {ndim} dimensions ({header} bytes), "
+                          f"the file has {len(raw)} bytes")
     shape = tuple(int(d) for d in np.frombuffer(raw[4:header], ">u4"))
     dtype = np.dtype(_DTYPES[raw[2]])
     expected = int(np.prod(shape)) * dtype.itemsize

@@ -23,8 +23,12 @@ def list_split(split_dir: Path) -> list[tuple[Path, str]]:
     classes = sorted(d for d in split_dir.iterdir() if d.is_dir())
     if not classes:
         raise FormatError(f"{split_dir} has no class sub-folders (expected {split_dir}/<class>/*.jpg)")
-    return [(f, c.name) for c in classes
-            for f in sorted(c.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()]
+    files = [(f, c.name) for c in classes
+             for f in sorted(c.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()]
+    if not files:   # a split without examples: TFDS would fail to finalise it
+        raise FormatError(f"{split_dir} holds no images: none of its {len(classes)} class sub-folders has a "
+                          f"{', '.join(sorted(IMAGE_SUFFIXES))} file")
+    return files
 
 
 def list_tree(root: Path, split_dirs: dict[str, str]) -> dict[str, list[tuple[Path, str]]]:

@@ -1,0 +1,122 @@
+"""Which run directory owns a checkpoint folder, and the fork of a copied run directory.
+
+A run directory records where its checkpoints are (config.json's `checkpoint_root`), so a
+copy of it (`cp -r a b`) records a's folder too. Resuming the copy there would continue
+from a's state and then write into a's folder, and `--keep` would delete a's newest steps:
+two runs silently sharing one history. So each checkpoint folder names its owner, the run
+directory (resolved) that wrote it, in `OWNER_FILE`, and a resumed run directory whose
+recorded folder is owned, and still recorded, by another run directory *forks*: the newest
+checkpoint is copied into a folder of the run's own, beside the original (`fork_root`),
+and the run continues there. A folder whose owner no longer records it (the run directory
+was moved, or the folder is itself a copy) is nobody else's: the run claims it.
+The original folder and run directory are only read. Forking, rather than refusing, is
+what the user of `cp -r a b; jaxsel train --out b --resume` asked for: b continues from
+a's newest state, a can still be resumed from its own. A folder named explicitly with
+`--checkpoint-dir` that belongs to another run directory is refused instead
+(`foreign_owner`): jaxsel cannot fork into a folder the user chose.
+
+Folders written before owners were recorded carry their owner's path in their name's
+hash (checkpoints/<run>-<sha8>, `config.default_checkpoint_name`), which identifies it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from .checkpoint import existing_steps
+from .config import TrainConfig, default_checkpoint_name
+
+#: in a checkpoint folder: {"run_dir": the resolved run directory that owns it}
+OWNER_FILE = ".jaxsel-owner.json"
+#: checkpoints/<run dir name>-<8 hex digits of its resolved path>: jaxsel's own naming
+DEFAULT_NAME = re.compile(r".+-[0-9a-f]{8}")
+
+
+def resolved(run_dir: str | os.PathLike) -> str:
+    return str(Path(run_dir).expanduser().resolve())
+
+
+def owner_of(root: str | os.PathLike) -> str | None:
+    """The run directory recorded as the owner of checkpoint folder `root` (None if none)."""
+    try:
+        owner = json.loads((Path(root) / OWNER_FILE).read_text()).get("run_dir")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) else None
+
+
+def foreign_owner(root: str | os.PathLike, run_dir: str | os.PathLike | None) -> str | None:
+    """The other run directory that uses `root` ("another run directory" when only the
+    folder's default name says so), or None when `run_dir` may use it: it owns it, nobody
+    does, the run has no run directory, or the recorded owner no longer records `root` as
+    its checkpoints (it was moved away, or `root` is a copy of its folder: then the folder
+    is nobody else's, and this run claims it)."""
+    if run_dir is None or not Path(root).is_dir():
+        return None
+    owner = owner_of(root)
+    if owner is not None:
+        return owner if owner != resolved(run_dir) and records(owner, root) else None
+    name = Path(root).name
+    if DEFAULT_NAME.fullmatch(name) and name != default_checkpoint_name(TrainConfig(out_dir=str(run_dir))):
+        return "another run directory"   # a folder of jaxsel's naming, named for another path
+    return None
+
+
+def records(run_dir: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether run directory `run_dir`'s config.json records `root` as its checkpoint folder."""
+    try:
+        recorded = json.loads((Path(run_dir) / "config.json").read_text()).get("checkpoint_root")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(recorded, str) and resolved(recorded) == resolved(root)
+
+
+def claim(root: str | os.PathLike, run_dir: str | os.PathLike) -> None:
+    """Record `run_dir` as the owner of checkpoint folder `root` (the run holds its lock)."""
+    path = Path(root) / OWNER_FILE
+    text = json.dumps({"run_dir": resolved(run_dir)})
+    if path.is_file() and path.read_text() == text:
+        return
+    partial = path.with_name(f"{OWNER_FILE}.{os.getpid()}.tmp")
+    partial.write_text(text)
+    partial.replace(path)   # atomic: a reader sees the old owner or the new one
+
+
+def fork_root(source: Path, cfg: TrainConfig) -> Path:
+    """The folder of a copied run directory's own checkpoints: beside the original's, under
+    the name a fresh run in that directory would get."""
+    return source.parent / default_checkpoint_name(cfg)
+
+
+def fork_source(cfg: TrainConfig, recorded: str | None) -> Path | None:
+    """The checkpoint folder a resumed run directory must fork from: the one its
+    config.json records (`recorded`), when another run directory owns it."""
+    if not (cfg.resume and cfg.out_dir and recorded):
+        return None
+    return Path(recorded) if foreign_owner(recorded, cfg.out_dir) is not None else None
+
+
+def fork(source: Path, target: Path, run_dir: str) -> None:
+    """Copy `source`'s newest checkpoint into `target` (empty of checkpoints; the caller holds
+    its lock), through a temporary name so that an interrupted copy is never a checkpoint;
+    say so in one line. `source` is only read."""
+    if existing_steps(target):
+        return   # forked already (a resume of the copy that stopped before it wrote its config)
+    steps = existing_steps(source)
+    if not steps:
+        return
+    newest = steps[-1]
+    partial = target / f".fork-{newest}-{os.getpid()}"
+    try:
+        shutil.copytree(source / str(newest), partial)
+        partial.rename(target / str(newest))
+    except BaseException:   # a full disk, a signal: no half copy left behind
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    print(f"jaxsel: run directory {run_dir!r} records the checkpoints of another run directory "
+          f"({source}); forked its newest checkpoint (step {newest}) into {target}, and {source} is left as "
+          f"it was", file=sys.stderr, flush=True)
