@@ -3,8 +3,9 @@
 Replicas and their mesh (`parallel`), the collectives over packed replicas and devices
 (`collectives`), how replicas are combined (`aggregate`) and compressed (`compression`),
 the one guarded sync primitive, the step's ledger and the strategy protocol (`sync`), when
-to sync (`triggers`), the replicated training state (`state`), the step itself (`step`),
-options as dataclass fields (`options`), the leaf registry of names (`registry`), and the
-straggler models that Sync-Switch's emulation and the cost model share (`stragglers`).
+to sync (`triggers`), the replicated training state (`state`), the step itself (`step`)
+and how far a loop may run ahead of CPU devices (`pacing`), options as dataclass fields
+(`options`), the leaf registry of names (`registry`), and the straggler models that
+Sync-Switch's emulation and the cost model share (`stragglers`).
 Imports nothing of jaxsel's above it (tests/test_layers.py).
 """
