@@ -119,13 +119,17 @@ def test_a_step_without_progress_is_named_once_in_one_line(mesh):
         pacer.close()
 
 
-def test_a_single_device_step_is_never_named():
+def test_a_single_device_step_is_never_named(mesh):
     """One device runs no collective: XLA has nothing to abort for."""
     pacer = pacing.Pacer(stall_s=0)
     try:
         pacer(jnp.zeros(3))
-        pacer._queue[0].devices = 1   # whatever its state, a one-device step
-        assert pacer.stall(pacer._queue[0].at + 100) is None
+        assert not pacer._queue[0].watched
+        token = pacer(slow(sharded_zeros(mesh)))
+        assert pacer._queue[-1].watched   # 8 devices, one process
+        pacer._queue[-1].watched = False   # as a one-device step would be, unfinished
+        assert pacer.stall(pacer._queue[-1].at + 100) is None
+        token.block_until_ready()
     finally:
         pacer.close()
 

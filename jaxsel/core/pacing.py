@@ -7,10 +7,11 @@ admits a bounded number of programs per device at a time (PjRt's
 `max_inflight_computations_per_device`, 32, which JAX does not expose). With many steps
 queued, one device's launch of a step can end up waiting for such a slot behind its own
 later steps, which wait for that very step, while the other devices wait for it in the
-step's collective; XLA aborts the process when a collective has waited 40 s. (Observed on
-2 cores: README's example dispatching 2000 steps aborted in 1 of 3 runs; the stuck
-process's stacks: 7 pool threads in `InProcessCommunicator::AllReduce`, the 8th in
-`CpuPjRtRawLoadedExecutable::Execute` blocked on a `Semaphore`.)
+step's collective; XLA aborts the process when a collective has waited 40 s. (Observed
+with JAX 0.10.2 on 2 cores: README's example dispatching 2000 steps aborted in 1 of 3 runs;
+the stuck process's stacks: 7 pool threads in `InProcessCommunicator::AllReduce`, the 8th
+in `CpuPjRtRawLoadedExecutable::Execute` blocked on a `Semaphore`. JAX 0.12.0.1 held the
+host back at about 10 queued steps by itself and did not abort.)
 
 So on CPU every paced step waits, before it returns, for the step `CPU_MAX_INFLIGHT`
 back: a device's queue then holds at most that many steps, far below XLA's slots, whatever
@@ -25,7 +26,7 @@ A collective can still wait too long (a device thread that gets no CPU for 40 s,
 program of your own that blocks one device). XLA then aborts from one of its own threads:
 no Python error can be raised, and XLA offers no setting that turns the abort into one
 (`--xla_cpu_collective_call_terminate_timeout_seconds`, default 40, only moves it; -1
-makes the process hang instead). So a watch thread prints one line saying why and what to
+makes the process hang instead, seen with 0.10.2). So a watch thread prints one line saying why and what to
 do when a paced step has made no progress for three quarters of that timeout, before
 XLA's abort.
 """
@@ -80,11 +81,19 @@ def _token(outputs: Any) -> jax.Array | None:
     return None
 
 
+@functools.cache
+def _in_process_collectives() -> bool:
+    """Collectives over this process's devices only: XLA:CPU's in-process rendezvous, the one
+    with the 40 s abort (a multi-process run's peers are watched by training/distributed.py)."""
+    return jax.process_count() == 1
+
+
 @dataclasses.dataclass
 class _Entry:
     token: jax.Array
     at: float           # when the step was paced (time.monotonic)
     devices: int
+    watched: bool       # a stall can end in XLA's abort: in-process collectives over several devices
 
 
 class Pacer:
@@ -111,7 +120,7 @@ class Pacer:
         self._watch: threading.Thread | None = None
 
     def __call__(self, outputs: T) -> T:
-        """Record a step by its `outputs`, then wait until at most `queue_limit` of the
+        """Record a step by its `outputs`, then wait until at most `limit(platform)` of the
         recorded steps are unfinished. Returns `outputs`."""
         token = _token(outputs)
         if token is None:
@@ -120,10 +129,11 @@ class Pacer:
         limit = self.limit(next(iter(devices)).platform)
         if limit is None:
             return outputs
+        watched = len(devices) > 1 and _in_process_collectives()
         with self._lock:
             self._check_not_donated()
-            self._queue.append(_Entry(token, time.monotonic(), len(devices)))
-            if self._watch is None and len(devices) > 1:
+            self._queue.append(_Entry(token, time.monotonic(), len(devices), watched))
+            if self._watch is None and watched:
                 self._watch = threading.Thread(target=self._watch_loop, name="jaxsel-pacing", daemon=True)
                 self._watch.start()
         while True:
@@ -146,7 +156,7 @@ class Pacer:
 
     def stall(self, now: float) -> str | None:
         """One look (the watch thread's, every `poll_s`): drop finished steps; the line to
-        print when the oldest unfinished multi-device step has made no progress for
+        print when the oldest unfinished step is watched and has made no progress for
         `stall_s` at time `now` (once per such step), else None."""
         with self._lock:
             while self._queue and not self._queue[0].token.is_deleted() and self._queue[0].token.is_ready():
@@ -156,7 +166,7 @@ class Pacer:
                 return None
             oldest = self._queue[0]
             waited = now - max(self._progress, oldest.at)
-            if oldest.devices < 2 or waited < self.stall_s or self._reported is oldest:
+            if not oldest.watched or waited < self.stall_s or self._reported is oldest:
                 return None
             self._reported = oldest
         return self._message(oldest.devices, waited)
@@ -173,7 +183,7 @@ class Pacer:
         while not self._closed.wait(self.poll_s):
             line = self.stall(time.monotonic())
             if line is not None:
-                print(line, file=self.stream or sys.stderr, flush=True)
+                print(line, file=sys.stderr if self.stream is None else self.stream, flush=True)
 
     def close(self) -> None:
         """Stop the watch thread (the process-wide pacer's runs as long as the process)."""
