@@ -21,6 +21,7 @@ _EXPORTS = {
                      "request_cpu_devices"), "core.parallel"),
     **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state",
                      "num_replicas"), "core.state"),
+    "pace": "core.pacing",
     **dict.fromkeys(("grad_norm_sum", "make_train_step"), "core.step"),
     **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepStats", "Strategy",
                      "SyncReport", "sync_where"), "core.sync"),
@@ -59,6 +60,7 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
     from .analysis.syncswitch_search import search_bsp_fraction  # noqa: F401
     from .core import aggregate, collectives, sync, triggers  # noqa: F401
     from .core.aggregate import register_aggregator  # noqa: F401
+    from .core.pacing import pace  # noqa: F401
     from .core.parallel import (Layout, choose_layout, data_mesh, describe_layout, global_batch,  # noqa: F401
                                 request_cpu_devices)
     from .core.state import (TrainState, consensus, consensus_model_state, divergence, init_state,  # noqa: F401

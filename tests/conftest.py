@@ -68,6 +68,7 @@ LONGEST = {
     "test_newcomer.py::test_newcomer_runs_the_main_job_then_the_other_commands": 97,
     "test_multihost.py::test_two_processes_match_one_process": 51,
     "test_headline_projections.py::test_quick_run_writes_finite_positive_ratios": 45,
+    "test_readme.py::test_readme_library_loop_as_written_outlasts_a_busy_cpu": 45,
     "test_fair_compare.py::test_grid_rows_follow_the_results_contract": 32,   # the grid fixture
     "test_multihost.py::test_dead_process_makes_the_other_exit[1]": 31,
     "test_grain_loader.py::test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit": 24,

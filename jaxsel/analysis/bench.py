@@ -22,7 +22,6 @@ on a GPU each is about one kernel launch), which is where a fixed per-step cost 
 """
 from __future__ import annotations
 
-import collections
 import json
 import math
 import re
@@ -37,7 +36,8 @@ import optax
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..core.parallel import AXIS, CPU_MAX_INFLIGHT, Layout, choose_layout, global_batch
+from ..core.pacing import queue_limit
+from ..core.parallel import AXIS, Layout, choose_layout, global_batch
 from ..core.state import init_state
 from ..core.step import make_train_step
 from ..core.triggers import Never
@@ -147,23 +147,17 @@ def hlo_counts(text: str) -> dict:
     return {"fusions": sum(op == "fusion" for op in work), "ops": len(work)}
 
 
-def _steps_per_s(runner: _Runner, steps: int, read_every: int, max_inflight: int | None) -> float:
+def _steps_per_s(runner: _Runner, steps: int, read_every: int) -> float:
     """Dispatch `steps` steps, fetching metrics to the host every `read_every` steps.
 
-    With `max_inflight`, wait for the step that many steps back before dispatching more
-    (a bounded queue, as a real loop keeps; see `run_bench`).
+    The step bounds its own queue as in a real loop (on CPU at most `CPU_MAX_INFLIGHT`
+    steps unfinished, core/pacing.py; unbounded on accelerators).
     """
-    pending: collections.deque = collections.deque()
     t0 = time.perf_counter()
     for i in range(steps):
         metrics = runner.step()
         if (i + 1) % read_every == 0:
             jax.device_get(metrics)
-            pending.clear()  # everything before it has finished too
-        elif max_inflight:
-            pending.append(metrics)
-            if len(pending) > max_inflight:
-                jax.block_until_ready(pending.popleft())
     jax.block_until_ready(runner.state)
     return steps / (time.perf_counter() - t0)
 
@@ -258,11 +252,11 @@ def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict
     return by
 
 
-def _dispatch_rates(bsp: _Runner, cfg: dict, max_inflight: int) -> dict:
+def _dispatch_rates(bsp: _Runner, cfg: dict) -> dict:
     lazy, eager = [], []
     for _ in range(cfg["dispatch_repeats"]):
-        lazy.append(_steps_per_s(bsp, cfg["dispatch_steps"], cfg["log_every"], max_inflight))
-        eager.append(_steps_per_s(bsp, cfg["dispatch_steps"], 1, max_inflight))
+        lazy.append(_steps_per_s(bsp, cfg["dispatch_steps"], cfg["log_every"]))
+        eager.append(_steps_per_s(bsp, cfg["dispatch_steps"], 1))
     return {f"read_every_{cfg['log_every']}": statistics.median(lazy), "read_every_1": statistics.median(eager)}
 
 
@@ -306,7 +300,6 @@ def run_bench(
     dispatch_steps: int | None = None,
     dispatch_repeats: int | None = None,
     log_every: int | None = None,
-    max_inflight: int | None = None,
     seed: int = 0,
     verbose: bool = True,
     devices: int | None = None,
@@ -327,9 +320,6 @@ def run_bench(
     size: "default" or "tiny" (for tests): the defaults of every None count above.
     dispatch_steps / dispatch_repeats / log_every: the async-dispatch loop's length, how
         often it is repeated, and how often its "lazy" variant reads metrics (100).
-    max_inflight: the lazy loop keeps at most this many steps queued (0 = unbounded).
-        None = 8 on CPU, unbounded elsewhere: XLA's in-process CPU collectives deadlock
-        (rendezvous timeout, abort) with dozens of collective steps queued on a few cores.
     dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
     packed: replicas of the packed row (SelSync local / plain local, all on the first
         device); 0 leaves the row out.
@@ -348,17 +338,13 @@ def run_bench(
     layout = choose_layout(replicas, devices=devices, platform=platform)
     packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
     device = layout.devices[0]
-    if max_inflight is None:
-        max_inflight = CPU_MAX_INFLIGHT if device.platform == "cpu" else 0
-    if isinstance(max_inflight, bool) or int(max_inflight) < 0:
-        raise ValueError(f"max_inflight must be an integer >= 0 (0 = unbounded), got {max_inflight!r}")
     work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"])
     by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
-    sps = _dispatch_rates(by["bsp"], cfg, int(max_inflight))
+    sps = _dispatch_rates(by["bsp"], cfg)
     med = {name: r.median_s() for name, r in by.items()}
     result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
-              "max_inflight": int(max_inflight), "size": size}
+              "max_inflight": queue_limit(device.platform) or 0, "size": size}
     if hlo:
         result["hlo"] = {name: hlo_counts(r.compiled_text()) for name, r in by.items()}
     if verbose:

@@ -18,10 +18,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 AXIS = "data"
-#: Simulated CPU devices share a few cores: with dozens of collective steps queued, XLA's
-#: CPU rendezvous can time out (observed at 50+ queued BSP steps on 2 cores). On CPU the
-#: training loop and the benchmark wait for the device every this many steps; on
-#: accelerators they never wait per step.
+#: Steps a loop may leave unfinished on CPU devices: with many collective steps queued,
+#: XLA:CPU can abort the process (core/pacing.py says why and how the wait is kept).
+#: Accelerators never wait per step.
 CPU_MAX_INFLIGHT = 8
 
 

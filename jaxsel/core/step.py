@@ -23,6 +23,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from .collectives import LOCAL, replica_mean
+from .pacing import pace
 from .parallel import AXIS, LayoutError
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
@@ -130,14 +131,20 @@ def _check_batch(batch, n: int) -> None:
 class TrainStep:
     """The jitted step, its batch checked before JAX places it (`lower` too) against the
     replica count the state's leading axis holds; everything else is the jitted function's.
-    The training loop runs the compiled step: no check per step."""
+    On CPU each call also paces the caller's loop (`pacing.pace` on the step's loss: a
+    plain Python loop cannot queue steps until XLA aborts); on accelerators it never waits.
+    The training loop runs the compiled step: no check per step, its own pacing."""
 
     def __init__(self, jitted, mesh):
         self.jitted, self.mesh = jitted, mesh
+        self.paced = mesh.devices.flat[0].platform == "cpu"
 
     def __call__(self, state, batch):
         self._check(state, batch)
-        return self.jitted(state, batch)
+        new_state, metrics = self.jitted(state, batch)
+        if self.paced:
+            pace(metrics["loss"])   # not the state: the next step donates it
+        return new_state, metrics
 
     def lower(self, state, batch, *args, **kwargs):
         self._check(state, batch)
@@ -150,7 +157,7 @@ class TrainStep:
         _check_batch(batch, n)
 
     def __getattr__(self, name: str):
-        if name in ("jitted", "mesh"):   # not set yet (a copy being made): no recursion
+        if name in ("jitted", "mesh", "paced"):   # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.jitted, name)
 

@@ -12,7 +12,7 @@ naming the process, instead of a silent hang. jax's heartbeat stays on as a back
 
 CPU runs use gloo collectives. Their multi-device programs must not overlap across steps
 (in-flight programs from consecutive dispatches can deadlock on gloo in jax 0.10), so the
-loop waits for each step there (`serialize_steps`); accelerators keep async dispatch.
+loop waits for each step there (`core.pacing.queue_limit`); accelerators keep async dispatch.
 """
 from __future__ import annotations
 
@@ -146,11 +146,6 @@ def orbax_barriers_via_coordinator() -> None:
 
 def is_multiprocess() -> bool:
     return jax.process_count() > 1
-
-
-def serialize_steps() -> bool:
-    """True where each step must finish before the next is dispatched (multi-process CPU)."""
-    return is_multiprocess() and jax.devices()[0].platform == "cpu"
 
 
 def to_host(tree: Any) -> Any:

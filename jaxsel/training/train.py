@@ -2,8 +2,9 @@
 (runlog.py); checkpoints and resume (checkpoint.py), NaN and signal handling (faults.py)
 and multi-host runs (distributed.py).
 
-Steps are dispatched without waiting; metrics stay on the device and are fetched every
-`log_every` steps (one host round-trip per window, never per step).
+Steps are dispatched without waiting for them, except that on CPU the loop stays at most
+`CPU_MAX_INFLIGHT` steps ahead of the devices (core/pacing.py); metrics stay on the device
+and are fetched every `log_every` steps (one host round-trip per window, never per step).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 
 from ..core import parallel
+from ..core.pacing import pace
 from ..core.state import divergence
 from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
@@ -101,7 +103,6 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead)
     step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
-    pace = _Pacer(run.mesh)
     try:
         t0 = time.perf_counter()
         compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
@@ -114,9 +115,9 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
         for t, batch in run.loader.iterate(start, cfg.steps):
             state, metrics = compiled(state, batch)
             log.add_step(t, metrics)
-            pace(t, state, metrics)
+            pace(metrics["loss"])   # the compiled step does not pace itself (core/pacing.py)
             if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
-                log.add_divergence(t, pace.wait(divergence(state.params)))
+                log.add_divergence(t, pace(divergence(state.params)))
             due = _due(cfg, t, ckpt is not None, signals.signum is not None)
             if due.flush:
                 bad = log.flush(t)   # before a save: a checkpoint never holds an unchecked step
@@ -161,25 +162,6 @@ def _due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
     every = cfg.checkpoint_every
     save = checkpointing and (last or halt or bool(every and (t + 1) % every == 0))
     return Due(boundary or eval_due or save or halt, eval_due, save, halt)
-
-
-class _Pacer:
-    """When the host waits for the device: after every step where programs must not
-    overlap (multi-process CPU, gloo), every parallel.CPU_MAX_INFLIGHT steps on CPU, never on
-    accelerators."""
-
-    def __init__(self, mesh):
-        self.serialize = distributed.serialize_steps()
-        self.on_cpu = mesh.devices.flat[0].platform == "cpu"
-
-    def __call__(self, t: int, state, metrics) -> None:
-        if self.serialize:
-            jax.block_until_ready(state)   # gloo: no overlapping multi-process programs
-        elif self.on_cpu and (t + 1) % parallel.CPU_MAX_INFLIGHT == 0:
-            jax.block_until_ready(metrics)   # see parallel.CPU_MAX_INFLIGHT
-
-    def wait(self, x):
-        return jax.block_until_ready(x) if self.serialize else x
 
 
 def _evaluate(run: Run, state, log: RunLog, step: int) -> None:
