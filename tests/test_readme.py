@@ -101,15 +101,16 @@ BUSY_LOOPS = 3
 
 @pytest.mark.slow
 def test_readme_library_loop_as_written_outlasts_a_busy_cpu(tmp_path):
-    """README's loop as written (only `range(200)` made longer), dispatching without waiting
-    on 8 simulated CPU devices beside busy-loop processes. Without pacing, the loop runs
-    ahead of the starved devices until XLA:CPU aborts the process ("Termination timeout ...
-    only 7 of them arrived"); the step's pacing (core/pacing.py) keeps it alive."""
+    """README's make_train_step loop as written (only `range(200)` made longer), dispatching
+    without waiting on 8 simulated CPU devices beside busy-loop processes. Without pacing,
+    the loop runs ahead of the starved devices until XLA:CPU aborts the process
+    ("Termination timeout ... only 7 of them arrived"); the step's pacing
+    (core/pacing.py) keeps it alive."""
     import os
     import subprocess
     import sys
 
-    code = python_blocks()[0]
+    code = make_train_step_example()
     assert code.count("range(200)") == 1
     code = code.replace("range(200)", f"range({LONG_LOOP})")
     env = {**os.environ, "JAX_NUM_CPU_DEVICES": "8", "JAX_PLATFORMS": "cpu"}
