@@ -28,20 +28,36 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jaxs
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # The suite is compile-bound (half its time was XLA:CPU compiling tiny programs), so it
-# compiles for speed of compiling: the classic loop emitters instead of the MLIR fusion
-# emitters, and no LLVM optimisation. That cut backend compile time about 3x (three packed
-# golden steps: 5.95 s -> 2.17 s) and test_methods + bench + experiments + models_zoo +
-# codecs_ef from 214 s to 112 s. What is compared stays compared under one set of flags
-# (subprocesses inherit them). README's own commands run with XLA's defaults: the main job
+# compiles for speed of compiling, with the flags tests/compile_flags.py picks for the
+# installed jaxlib (each tried first in a subprocess: a flag XLA does not know would abort
+# every worker). What is compared stays compared under one set of flags (subprocesses
+# inherit them). README's own commands run with XLA's defaults: the main job
 # (test_newcomer, and CI's first step) and the library example (test_readme).
-FAST_COMPILE = ("--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0")
-os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([*os.environ.get("XLA_FLAGS", "").split(), *FAST_COMPILE]))
+import compile_flags  # noqa: E402  (tests/ is on sys.path, as for helpers.py)
+
+COMPILE_FLAGS = compile_flags.decide()
+os.environ["XLA_FLAGS"] = compile_flags.with_flags(os.environ.get("XLA_FLAGS", ""), COMPILE_FLAGS["flags"])
 
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", int(os.environ["JAX_NUM_CPU_DEVICES"]))
 
 import pytest  # noqa: E402
+
+
+def pytest_report_header(config):
+    dropped = "".join(f"; dropped {flag}: {why}" for flag, why in COMPILE_FLAGS["dropped"].items())
+    return f"XLA_FLAGS: {os.environ['XLA_FLAGS']} (jaxlib {COMPILE_FLAGS['jaxlib']}, tests/compile_flags.py{dropped})"
+
+
+def pytest_sessionstart(session):
+    """A dropped flag is said once, by the controller, even under -q."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if COMPILE_FLAGS["dropped"] and reporter is not None and not hasattr(session.config, "workerinput") \
+            and session.config.get_verbosity() < 0:
+        for flag, why in COMPILE_FLAGS["dropped"].items():
+            reporter.write_line(f"tests/compile_flags.py: jaxlib {COMPILE_FLAGS['jaxlib']} does not take {flag}, "
+                                f"the suite compiles without it ({why})")
 
 
 @pytest.fixture(scope="session")
