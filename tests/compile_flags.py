@@ -42,6 +42,8 @@ FAST_COMPILE: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...] = (
 DECIDED = "JAXSEL_SUITE_XLA_FLAGS"
 PROBE = "import jax, jax.numpy as jnp; jax.block_until_ready(jax.jit(lambda x: jnp.tanh(x) @ x + 1)(jnp.eye(4)))"
 PROBE_TIMEOUT_S = 300
+#: a probe's answer on a box too busy to compile in time: no verdict on the flags
+TOO_SLOW = f"a tiny compile took over {PROBE_TIMEOUT_S} s"
 #: "F1126 15:22:48.834511    2359 parse_flags_from_env.cc:234] " before XLA's own words
 GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ")
 
@@ -70,7 +72,7 @@ def probe(flags) -> str | None:
         done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return f"a tiny compile took over {PROBE_TIMEOUT_S} s"
+        return TOO_SLOW
     if done.returncode == 0:
         return None
     lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
@@ -93,10 +95,13 @@ def verdict(jaxlib: str, flags) -> dict:
         why = {flag: probe([flag]) for flag in flags}
         result = {"flags": [f for f in flags if why[f] is None],
                   "dropped": {f: reason for f, reason in why.items() if reason is not None}}
-    if not any("took over" in reason for reason in result["dropped"].values()):   # a slow box is no verdict
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result))
-        tmp.replace(cache)
+    if TOO_SLOW not in result["dropped"].values():
+        try:
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result))
+            tmp.replace(cache)
+        except OSError:   # a read-only temp dir: probe again next time
+            pass
     return result
 
 
