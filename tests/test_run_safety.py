@@ -78,6 +78,7 @@ def test_a_checkpoint_dir_in_use_is_refused_too(tmp_path):
 
 # 2. durable metrics ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigterm_during_the_start_of_a_resumed_run_loses_no_row(tmp_path):
     ref = train(config(tmp_path / "ref", steps=12))
     cfg = config(tmp_path, steps=12)

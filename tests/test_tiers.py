@@ -1,8 +1,8 @@
 """The suite's two tiers: the whole suite (README's test command, CI) and the fast tier,
 `python -m pytest -q -n 2 -m "not slow"`. `slow` marks end-to-end runs of whole processes
-only (the newcomer's commands, multi-host runs, experiment scripts, runs killed and resumed,
-the CLI in a subprocess), never a unit check, and the fast tier keeps a test of every jaxsel
-module that has one.
+only (the newcomer's commands, multi-host runs, experiment scripts and whole commands, runs
+stopped and resumed, the CLI in a subprocess), never a unit check, and the fast tier keeps a
+test of every jaxsel module that has one.
 
 Read from the tests' source, per test: the jaxsel modules it names (`jaxsel.X`, what it
 imports, `"-m", "jaxsel.cli"`), through the test file's own functions, fixtures and
@@ -26,6 +26,8 @@ PACKAGE = Path(jaxsel.__file__).parent
 PROCESS_CALLS = {"subprocess.run", "subprocess.Popen", "subprocess.check_output", "subprocess.check_call"}
 #: ... or runs a whole command or script end to end: the CLI's or an experiment script's `main`
 WHOLE_RUN = "main"
+#: ... or stops a training run and resumes it (a call with resume=True)
+RESUMED = "resume"
 
 
 def is_module(name: str) -> bool:
@@ -217,25 +219,39 @@ def tiers() -> dict[str, dict[str, set[str]]]:
     return out
 
 
-def test_the_fast_tier_keeps_a_test_of_every_module_that_has_one():
-    only_slow = {m: sorted(t["slow"]) for m, t in tiers().items() if t["slow"] and not t["fast"]}
+@pytest.fixture(scope="module")
+def by_module():
+    """tiers(), read once: a module-scoped fixture also keeps these tests on one xdist worker."""
+    return tiers()
+
+
+def test_the_fast_tier_keeps_a_test_of_every_module_that_has_one(by_module):
+    only_slow = {m: sorted(t["slow"]) for m, t in by_module.items() if t["slow"] and not t["fast"]}
     assert not only_slow, f"modules whose every test is marked slow: {only_slow}"
 
 
-def test_most_modules_are_named_by_a_test_of_their_own():
+def test_most_modules_are_named_by_a_test_of_their_own(by_module):
     """The check above is not empty: a test names most modules directly (the rest are
     reached through their callers: a package's __init__, the CLI's parts, ...)."""
-    named = {m for m, t in tiers().items() if t["fast"]}
+    named = {m for m, t in by_module.items() if t["fast"]}
     assert len(named) >= 2 / 3 * len(jaxsel_modules()), sorted(set(jaxsel_modules()) - named)
+
+
+def end_to_end(nodes) -> bool:
+    """Whether the code starts a process, runs a command's main, or resumes a run."""
+    calls = [n for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)]
+    names = {dotted_name(c.func) or "" for c in calls}
+    return bool(names & PROCESS_CALLS) or any(n.rpartition(".")[2] == WHOLE_RUN for n in names) or any(
+        k.arg == RESUMED and isinstance(k.value, ast.Constant) and k.value.value is True
+        for c in calls for k in c.keywords)
 
 
 def test_only_end_to_end_process_tests_are_slow():
     for file, name, src, node in suite_tests():
         if is_slow(src, node):
             fixtures = [src.defs[a.arg] for a in node.args.args if a.arg in src.fixtures]
-            calls = {dotted_name(n.func) or "" for f in [node, *fixtures] for n in ast.walk(f) if isinstance(n, ast.Call)}
-            assert calls & PROCESS_CALLS or any(c.rpartition(".")[2] == WHOLE_RUN for c in calls), \
-                f"{file}::{name} is marked slow but neither starts a process nor runs a command's main"
+            assert end_to_end([node, *fixtures]), \
+                f"{file}::{name} is marked slow but starts no process, runs no command's main, resumes no run"
 
 
 @pytest.mark.parametrize("reference, module", [
