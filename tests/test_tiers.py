@@ -36,8 +36,10 @@ def is_module(name: str) -> bool:
 
 
 def jaxsel_modules() -> set[str]:
-    return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts[:-1] if p.name == "__init__.py"
-                     else p.relative_to(PACKAGE.parent).with_suffix("").parts) for p in PACKAGE.rglob("*.py")}
+    def name(path: Path) -> str:
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return {name(path) for path in PACKAGE.rglob("*.py")}
 
 
 def module_path(module: str) -> Path:
@@ -240,8 +242,8 @@ def test_most_modules_are_named_by_a_test_of_their_own(by_module):
 def end_to_end(nodes) -> bool:
     """Whether the code starts a process, runs a command's main, or resumes a run."""
     calls = [n for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)]
-    names = {dotted_name(c.func) or "" for c in calls}
-    return bool(names & PROCESS_CALLS) or any(n.rpartition(".")[2] == WHOLE_RUN for n in names) or any(
+    called = {dotted_name(c.func) or "" for c in calls}
+    return bool(called & PROCESS_CALLS) or any(n.rpartition(".")[2] == WHOLE_RUN for n in called) or any(
         k.arg == RESUMED and isinstance(k.value, ast.Constant) and k.value.value is True
         for c in calls for k in c.keywords)
 
@@ -263,3 +265,15 @@ def test_only_end_to_end_process_tests_are_slow():
 ])
 def test_a_name_is_credited_to_the_module_that_defines_it(reference, module):
     assert owner(reference) == module
+
+
+def test_a_test_is_credited_through_its_fixtures_functions_and_conftest(tmp_path):
+    path = tmp_path / "test_example.py"
+    path.write_text(
+        "import pytest\nimport jaxsel\nfrom jaxsel.core.step import make_train_step\n\n"
+        "@pytest.fixture\ndef state():\n    return helper()\n\n"
+        "def helper():\n    return jaxsel.init_state\n\n"
+        "def test_it(state, mesh):\n    assert make_train_step\n\n"
+        "def test_other():\n    assert jaxsel.collectives\n")
+    assert reach((str(path), "test_it")) == {"jaxsel.core.step", "jaxsel.core.state", "jaxsel.core.parallel"}
+    assert reach((str(path), "test_other")) == {"jaxsel.core.collectives"}
