@@ -8,6 +8,7 @@ from jaxsel.analysis import bench
 from jaxsel.cli import main
 
 
+@pytest.mark.slow
 def test_bench_command_tiny(tmp_path, capsys):
     """Packed (8 replicas, 4 on each of 2 devices): the bench's steps and its hand-written
     baseline both handle packing; bf16 (mixed precision), the packed row (8 on one device)

@@ -116,6 +116,7 @@ def test_fresh_run_refuses_a_used_checkpoint_dir(tmp_path):
 
 
 @pytest.mark.parametrize("devices", [2])   # 1 device: test_resume_on_one_device_is_bit_for_bit
+@pytest.mark.slow
 def test_checkpoint_of_eight_devices_resumes_on_fewer(tmp_path, devices):
     """8 replicas on 8 devices -> on 1 or 2 (4 or 8 packed per device). The restored state is
     the saved one bit for bit; the resumed run matches the uninterrupted 8-device run to
@@ -138,6 +139,7 @@ def test_checkpoint_of_eight_devices_resumes_on_fewer(tmp_path, devices):
 
 
 @pytest.mark.parametrize("loop", ["auto"])   # the loops agree bit for bit: tests/test_packing.py
+@pytest.mark.slow
 def test_resume_on_one_device_is_bit_for_bit(tmp_path, loop):
     """With the packed replicas' gradients computed as the plain per-replica program (on CPU
     "auto" unrolls it k times; "map" loops over it) the only difference left is the order of

@@ -261,6 +261,7 @@ def test_residual_and_anchor_are_state_counted_in_memory(mesh):
 # ------------------------------------------------------------------------------ resume
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_bit_for_bit(tmp_path):
     """LocalSGD with top-k: residual and anchor are checkpointed and restored exactly."""
     from run_hooks import signal_at, trees_equal

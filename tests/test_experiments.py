@@ -41,6 +41,7 @@ def test_paper_scale_config(name):
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
+@pytest.mark.slow
 def test_tiny_run(name, tmp_path, capsys):
     mod = importlib.import_module(f"experiments.{name}")
     strategy = mod.EXPERIMENT.tiny(None).strategy
@@ -56,6 +57,7 @@ def test_tiny_run(name, tmp_path, capsys):
     assert "final test accuracy:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_syncswitch_search_tiny(tmp_path, capsys):
     """`--search` probes BSP first, then binary-searches; the choice is a probed fraction
     and search.json records every probe with its verdict against BSP's accuracy."""
@@ -80,6 +82,7 @@ def test_syncswitch_search_tiny(tmp_path, capsys):
     assert all((tmp_path / f"bsp_fraction_{f:.4f}" / "final.json").exists() for f in fractions)
 
 
+@pytest.mark.slow
 def test_superstep_grid_tiny(tmp_path, capsys):
     """`--grid --out` (here 2 periods x 2 aggregators + BSP) prints the table and writes
     grid.json and grid.png; times are relative to BSP's."""

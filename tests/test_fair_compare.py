@@ -125,6 +125,7 @@ def grid(tmp_path_factory):
     return out, json.loads((out / "results.json").read_text()), printed.getvalue()
 
 
+@pytest.mark.slow
 def test_grid_rows_follow_the_results_contract(grid):
     out, rows, _ = grid
     labels = [r["strategy"] for r in rows]
@@ -154,6 +155,7 @@ def test_grid_rows_follow_the_results_contract(grid):
     assert (out / "selsync_delta=0.05" / "seed1" / "metrics.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_replica_accuracy_equals_the_evaluated_model_right_after_a_sync(grid):
     """BSP syncs every step, local SGD with period 8 after step 40: the replicas hold one
     model, so each replica's accuracy is the replica average's."""
@@ -225,6 +227,7 @@ def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1 and "is in use by process" in captured.err
 
 
+@pytest.mark.slow
 def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     out, rows, printed = grid
     assert f"run directory: {out}" in printed and "[entry 3 of 3, matched baseline] localsgd:syncs=" in printed
@@ -296,6 +299,7 @@ def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():
     assert check_strategy(dataclasses.replace(cfg, strategy="syncswitch", strategy_options={})).seed == 3
 
 
+@pytest.mark.slow
 def test_report_on_a_grid_names_each_seed_and_calibrates_delta(grid, capsys):
     out, _, _ = grid
     assert main(["report", str(out)]) == 0

@@ -77,6 +77,7 @@ def test_sigint_saves_and_reports_exit_code_130(tmp_path):
     assert signal.getsignal(signal.SIGINT) is before   # the handler is put back
 
 
+@pytest.mark.slow
 def test_sigterm_from_outside_saves_exits_143_and_resumes(tmp_path):
     """The CLI end to end: SIGTERM mid-run -> checkpoint, exit 143 (128 + SIGTERM, as a shell
     reports it: an interrupted run never passes for a finished one), message; --resume finishes."""
@@ -106,6 +107,7 @@ def test_sigterm_from_outside_saves_exits_143_and_resumes(tmp_path):
 
 
 @pytest.mark.parametrize("after", [0.1, 0.3, 0.6, 1.0])
+@pytest.mark.slow
 def test_ctrl_c_early_in_start_up_is_one_line_and_exit_130(tmp_path, after):
     """A Python launcher (a shell's background jobs ignore SIGINT) sends Ctrl-C `after`
     seconds into `jaxsel train`: exit 130 and one line, never a traceback nor a swallowed

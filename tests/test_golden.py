@@ -17,16 +17,20 @@ replicas per device). Two checks share these runs (each layout compiles once):
   other metric equal the recorded ones exactly, on each layout the case runs (a metric
   added later is not compared).
 
-Regenerating (`JAXSEL_REGENERATE_GOLDEN=1 python -m pytest tests/test_golden.py`) rewrites
-tests/golden/*.json. Do it only for a deliberate change of semantics, and say in the commit
-message which strategies changed and why: a refactor regenerates nothing.
-
-The values are XLA:CPU's, for the JAX version, architecture, vector instruction sets and
-XLA_FLAGS recorded in each file (the suite's own fast-compile flags, tests/conftest.py): XLA
+Each case's file holds one record per environment, side by side: XLA:CPU's values depend on
+the JAX and jaxlib versions, the architecture, the vector instruction sets and XLA_FLAGS
+(the suite's own compile flags, tests/compile_flags.py, which follow the jaxlib): XLA
 compiles for the host CPU, so the same code on a CPU with other vector extensions (AVX-512
-against AVX2, say), or compiled with other flags, legitimately rounds differently. On another
-environment the test is skipped (it says which): regenerate on the unchanged code first,
-then compare.
+against AVX2, say), another jaxlib or other flags legitimately rounds differently. Where no
+record matches the environment the golden check is skipped (it says which environments are
+recorded); the packing check is not.
+
+Regenerating (`JAXSEL_REGENERATE_GOLDEN=1 python -m pytest -n 2 tests/test_golden.py`)
+writes this environment's record of every case and keeps the other environments' records.
+To add an environment (a new JAX, another CPU), run it there on the unchanged code: the
+packing check still runs while it writes. For a deliberate change of semantics, regenerate
+in every recorded environment (CI runs the suite on the oldest and the newest JAX), and say
+in the commit message which strategies changed and why: a refactor regenerates nothing.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ import json
 import os
 import platform
 import re
+from importlib.metadata import version
 from pathlib import Path
 
 import jax
@@ -153,8 +158,16 @@ def cpu_features() -> list[str]:
 
 
 def environment() -> dict:
-    return {"jax": jax.__version__, "machine": platform.machine(), "cpu": cpu_features(),
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    """What XLA:CPU's rounding depends on besides the code."""
+    return {"jax": jax.__version__, "jaxlib": version("jaxlib"), "machine": platform.machine(),
+            "cpu": cpu_features(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+
+def write_records(path: Path, case: list, records: list[dict]) -> None:
+    """The case's file: its records sorted by environment, short lists on one line."""
+    records = sorted(records, key=lambda r: json.dumps(r["environment"], sort_keys=True))
+    text = json.dumps({"case": case, "records": records}, indent=1)
+    path.write_text(re.sub(r"\[[^\[\]{}]*\]", lambda m: " ".join(m[0].split()), text) + "\n")
 
 
 def assert_layouts_agree(case: str, runs: dict) -> None:
@@ -174,17 +187,19 @@ def test_golden(case):
     runs = {layout: train(build_strategy(name, options, **CONTEXT), devices) for layout, devices in layouts.items()}
     if layouts is EVERY_LAYOUT:
         assert_layouts_agree(case, runs)
-    got = {layout: record(*result) for layout, result in runs.items()}
+    got = {"environment": environment(), **{layout: record(*result) for layout, result in runs.items()}}
     path = GOLDEN / f"{case}.json"
-    if REGENERATE:
-        GOLDEN.mkdir(exist_ok=True)
-        text = json.dumps({"case": [name, options], "environment": environment(), **got}, indent=1)
-        path.write_text(re.sub(r"\[[^\[\]{}]*\]", lambda m: " ".join(m[0].split()), text) + "\n")
+    stored = json.loads(path.read_text()) if path.exists() else {"case": [name, options], "records": []}
+    if REGENERATE:   # this environment's record replaced; the others kept while the case is the same
+        others = [r for r in stored["records"] if r["environment"] != got["environment"]]
+        write_records(path, [name, options], [*others, got] if stored["case"] == [name, options] else [got])
         return
-    want = json.loads(path.read_text())
-    if want["environment"] != environment():
-        pytest.skip(f"golden values recorded on {want['environment']}, this is {environment()}")
-    assert want["case"] == [name, options] and sorted(want) == sorted(["case", "environment", *layouts])
+    assert stored["case"] == [name, options], f"tests/golden/{case}.json is another case: regenerate"
+    want = next((r for r in stored["records"] if r["environment"] == got["environment"]), None)
+    if want is None:
+        pytest.skip(f"no golden record for {got['environment']}; recorded: "
+                    f"{[r['environment'] for r in stored['records']]} (regenerate on unchanged code to add one)")
+    assert sorted(want) == sorted(got), f"tests/golden/{case}.json: layouts {sorted(want)} recorded, {sorted(got)} run"
     for layout in layouts:
         w, g = want[layout], got[layout]
         for key in ("params", "opt_state", "model_state", "strategy_state", *REPORTED):

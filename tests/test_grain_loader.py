@@ -164,6 +164,7 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers in /proc")
+@pytest.mark.slow
 def test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit(tiny_folder, tmp_path, reference):
     cut = tmp_path / "cut"
     cut.mkdir()

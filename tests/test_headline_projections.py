@@ -23,6 +23,7 @@ def positive(x):
     return x is not None and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow
 def test_quick_run_writes_finite_positive_ratios(tmp_path):
     # A fresh process: the script needs 10 CPU devices, this one already started JAX with 8.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

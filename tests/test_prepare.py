@@ -176,6 +176,7 @@ def test_train_runs_on_a_prepared_cifar10(tmp_path):
     assert max(r.get("step", 0) for r in rows) >= 19
 
 
+@pytest.mark.slow
 def test_four_processes_preparing_digits_at_once_make_one_dataset(tmp_path):
     data = tmp_path / "fresh"
     cmd = [sys.executable, "-m", "jaxsel.cli", "prepare", "digits", "--data-dir", str(data)]

@@ -64,6 +64,7 @@ def test_readme_library_example_runs_and_learns(capsys):
     assert "test accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_readme_library_example_runs_8_replicas_on_one_cpu(tmp_path):
     """On a CPU-only machine with no environment variable: one CPU device, 8 replicas."""
     import os
@@ -83,12 +84,14 @@ def test_readme_quick_start_is_two_commands():
     quick = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [l for l in quick.strip().splitlines() if l.strip()]
     assert commands == ['pip install -e . && jaxsel compare', 'pip install -e ".[test]" && python -m pytest -q -n 2']
-    ci = (README.parent / ".ci" / "run").read_text().splitlines()
-    assert ci[-1] == commands[1].split(" && ")[1], "CI must run README's test command"
-    main_job = next(i for i, line in enumerate(ci) if 'bash -c "$(quick_start 0)"' in line)
-    assert 'HOME="$home"' in ci[main_job] and "-u JAXSEL_DATA_DIR" in ci[main_job - 1], \
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "MAIN_JOB=$(quick_start 0)" in ci and "TEST_COMMAND=$(quick_start 1)" in ci
+    assert 'bash -c "$TEST_COMMAND"' in ci, "CI must run README's test command"
+    lines = ci.splitlines()
+    main_job = next(i for i, line in enumerate(lines) if 'bash -c "$MAIN_JOB"' in line)
+    assert 'HOME="$home"' in ci and "-u JAXSEL_DATA_DIR" in lines[main_job - 1], \
         "CI must run README's first command in a fresh HOME, without the suite's data dir"
-    assert main_job < len(ci) - 1
+    assert "$PYTHON311" in ci and "PYENV_VERSION=3.12.1" in ci, "CI runs both on Python 3.11 and on 3.12"
 
 
 #: The loop's length and the busy-loop processes beside it: on main 7f3b4eb (no pacing) this

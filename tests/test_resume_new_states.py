@@ -14,6 +14,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.slow
 def test_interrupted_run_resumes_bit_for_bit(tmp_path, case):
     from run_hooks import signal_at, trees_equal
     from jaxsel.training.faults import TrainingInterrupted

@@ -77,6 +77,7 @@ def test_a_checkpoint_dir_in_use_is_refused_too(tmp_path):
 
 # 2. durable metrics ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigterm_during_the_start_of_a_resumed_run_loses_no_row(tmp_path):
     ref = train(config(tmp_path / "ref", steps=12))
     cfg = config(tmp_path, steps=12)
@@ -199,6 +200,7 @@ sys.exit(main(["train", "--strategy", "bsp", "--steps", "40", "--batch-size", "8
 """
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_during_an_async_save_is_one_line_and_keeps_the_last_checkpoint(tmp_path):
     """The checkpoint dir on an 8 MiB tmpfs of its own (a private mount namespace, so no root
     needed where user namespaces are allowed), filled while the run trains."""
@@ -313,6 +315,7 @@ def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_pa
 # 10. a fallback is one line, not a flood -------------------------------------------------
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.slow
 def test_a_truncated_checkpoint_fallback_prints_one_line_not_a_flood(tmp_path):
     """A separate process: Orbax's leftover callbacks print through the interpreter's
     unraisable-exception hook, which pytest would otherwise capture."""
