@@ -239,20 +239,26 @@ def test_most_modules_are_named_by_a_test_of_their_own(by_module):
     assert len(named) >= 2 / 3 * len(jaxsel_modules()), sorted(set(jaxsel_modules()) - named)
 
 
-def end_to_end(nodes) -> bool:
-    """Whether the code starts a process, runs a command's main, or resumes a run."""
+def end_to_end(nodes, defs: dict | None = None, seen: set | None = None) -> bool:
+    """Whether the code starts a process, runs a command's main, or resumes a run, itself
+    or through the module's own functions it calls (`defs`)."""
+    defs, seen = defs or {}, seen if seen is not None else set()
     calls = [n for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)]
     called = {dotted_name(c.func) or "" for c in calls}
-    return bool(called & PROCESS_CALLS) or any(n.rpartition(".")[2] == WHOLE_RUN for n in called) or any(
-        k.arg == RESUMED and isinstance(k.value, ast.Constant) and k.value.value is True
-        for c in calls for k in c.keywords)
+    if bool(called & PROCESS_CALLS) or any(n.rpartition(".")[2] == WHOLE_RUN for n in called) or any(
+            k.arg == RESUMED and isinstance(k.value, ast.Constant) and k.value.value is True
+            for c in calls for k in c.keywords):
+        return True
+    helpers = [n for n in called if isinstance(defs.get(n), ast.FunctionDef) and n not in seen]
+    seen.update(helpers)
+    return bool(helpers) and end_to_end([defs[n] for n in helpers], defs, seen)
 
 
 def test_only_end_to_end_process_tests_are_slow():
     for file, name, src, node in suite_tests():
         if is_slow(src, node):
             fixtures = [src.defs[a.arg] for a in node.args.args if a.arg in src.fixtures]
-            assert end_to_end([node, *fixtures]), \
+            assert end_to_end([node, *fixtures], src.defs), \
                 f"{file}::{name} is marked slow but starts no process, runs no command's main, resumes no run"
 
 
