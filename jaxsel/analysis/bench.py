@@ -135,16 +135,45 @@ class _Runner:
 
 #: entry-computation instructions that launch no work of their own
 _FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast"}
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\((.*)$", re.M)
+#: what a variant's work is set against in `extra_ops`: the step of the same work minus jaxsel's part
+COMPARED = {"bsp": "minimal", "bsp_lean": "minimal", "selsync_sync": "bsp", "selsync_local": "local"}
+
+
+def _entry(text: str) -> str:
+    entry = text[text.index("\nENTRY"):]
+    return entry[:entry.index("\n}")]
 
 
 def hlo_counts(text: str) -> dict:
     """Fusions and other work-launching ops in the entry computation of compiled HLO text
     (branches of a conditional are not counted; the conditional is, once)."""
-    entry = text[text.index("\nENTRY"):]
-    entry = entry[:entry.index("\n}")]
-    ops = re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\(", entry, re.M)
-    work = [op for op in ops if op not in _FREE_OPS]
+    work = [op for op, _ in _INSTRUCTION.findall(_entry(text)) if op not in _FREE_OPS]
     return {"fusions": sum(op == "fusion" for op in work), "ops": len(work)}
+
+
+def hlo_ops(text: str) -> collections.Counter:
+    """The entry computation's work-launching ops, each labelled by its opcode and the JAX
+    operation it came from (metadata op_name, the jit's own name dropped), e.g.
+    "fusion vmap()/square"; an op without metadata (a copy XLA inserted) by its opcode."""
+    labels = collections.Counter()
+    for op, rest in _INSTRUCTION.findall(_entry(text)):
+        if op in _FREE_OPS:
+            continue
+        source = re.search(r'op_name="([^"]*)"', rest)
+        where = re.sub(r"^jit\([^)]*\)/", "", source.group(1)) if source else "(inserted by XLA)"
+        labels[f"{op} {where}"] += 1
+    return labels
+
+
+def extra_ops(text: str, reference: str) -> dict:
+    """Where a variant's ops differ from its reference's, by `hlo_ops` label, most first:
+    {"more": what only the variant runs, "fewer": what only the reference runs}. The
+    same work can carry another label on each side (the hand-written step's `w - lr * g`
+    is a "sub", optax's update an "add"), hence both lists."""
+    ours, theirs = hlo_ops(text), hlo_ops(reference)
+    order = lambda counter: dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"more": order(ours - theirs), "fewer": order(theirs - ours)}
 
 
 def _steps_per_s(runner: _Runner, steps: int, read_every: int, max_inflight: int | None) -> float:
@@ -333,7 +362,8 @@ def run_bench(
     dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
     packed: replicas of the packed row (SelSync local / plain local, all on the first
         device); 0 leaves the row out.
-    hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more).
+    hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
+        and list what each adds over its reference (`extra_ops`, `COMPARED`).
 
     Returns {"ratios": {...}, "median_step_ms": {...}, "steps_per_s": {...}, ("hlo": {...}),
     and the settings: device_kind, platform, layout, replicas, dtype, model, ...}.
@@ -360,7 +390,9 @@ def run_bench(
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": int(max_inflight), "size": size}
     if hlo:
-        result["hlo"] = {name: hlo_counts(r.compiled_text()) for name, r in by.items()}
+        texts = {name: r.compiled_text() for name, r in by.items()}
+        result["hlo"] = {name: hlo_counts(text) for name, text in texts.items()}
+        result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED.items()}
     if verbose:
         print(format_table(result))
     if out_json:
@@ -407,6 +439,12 @@ def format_table(result: dict) -> str:
     lines.append(f"  (BSP steps/s reading metrics every {every} steps: {lazy:.1f}; every step: {eager:.1f})")
     if hlo:
         lines.append("  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)")
+        for pair, diff in result.get("hlo_extra", {}).items():
+            more, fewer = diff["more"], diff["fewer"]
+            shown = lambda d: ", ".join(f"{n} x {label}" for label, n in list(d.items())[:10]) + \
+                (", ..." if len(d) > 10 else "")
+            lines.append(f"  {pair}: {sum(more.values()) - sum(fewer.values()):+d} ops; more: {shown(more) or '-'}; "
+                         f"fewer: {shown(fewer) or '-'}")
     return "\n".join(lines)
 
 
