@@ -40,7 +40,9 @@ def test_bench_command_tiny(tmp_path, capsys):
 def test_bench_command_bad_input_is_one_line(capsys):
     for flags, message in ((["--repeats", "0"], "repeats must be an integer >= 1, got 0"),
                            (["--dtype", "fp8"], "dtype must be one of fp32, bf16, got 'fp8'"),
-                           (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1")):
+                           (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1"),
+                           (["--local-replicas", "loop"],
+                            "local_replicas must be one of auto, vmap, map, unroll, matmul, got 'loop'")):
         assert main(["bench", "--size", "tiny", *flags]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [f"jaxsel bench: error: {message}"]

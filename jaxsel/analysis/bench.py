@@ -39,7 +39,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..core.parallel import AXIS, CPU_MAX_INFLIGHT, Layout, choose_layout, global_batch
 from ..core.state import init_state
-from ..core.step import make_train_step
+from ..core.step import LOCAL_LOOPS, make_train_step
 from ..core.triggers import Never
 from ..models import count_params
 from ..strategies import BSP, SelSync, TriggeredStrategy
@@ -222,7 +222,9 @@ def resolve_settings(size: str, **given) -> dict:
 class _Workload:
     """The model, its loss in the asked precision, and the random data of one layout."""
 
-    def __init__(self, model: str, input_shape, num_classes: int, seed: int, dtype: str, batch: int):
+    def __init__(self, model: str, input_shape, num_classes: int, seed: int, dtype: str, batch: int,
+                 local_replicas: str = "auto"):
+        self.local_replicas = local_replicas
         self.fm = precision.build(model, input_shape, num_classes, seed, dtype)
         self.loss_fn, self.stateful = precision.classification_loss(self.fm, dtype), self.fm.stateful
         self.input_shape, self.num_classes, self.seed, self.batch = input_shape, num_classes, seed, batch
@@ -236,7 +238,8 @@ class _Workload:
         fm, mesh = self.fm, layout.mesh
         state = init_state(fm.params, self.opt, strategy, mesh, fm.model_state if self.stateful else None,
                            replicas=layout.replicas)
-        step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful, **step_options)
+        step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful,
+                               local_replicas=self.local_replicas, **step_options)
         return _Runner(name, step, state, self.data(layout))
 
     def minimal(self, layout: Layout) -> _Runner:
@@ -315,6 +318,7 @@ def _settings(work: _Workload, model: str, dtype: str, layout: Layout, packed: L
             "layout": layout.describe(),
             "packed_layout": packed.describe() if packed is not None else None,
             "dtype": dtype, "model": model, "params": count_params(work.fm.params),
+            "local_replicas": work.local_replicas,
             "input_shape": list(work.input_shape), "num_classes": int(work.num_classes),
             "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
             **{k: cfg[k] for k in ("repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")},
@@ -343,6 +347,7 @@ def run_bench(
     dtype: str = "fp32",
     packed: int = PACKED,
     hlo: bool = False,
+    local_replicas: str = "auto",
 ) -> dict:
     """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
 
@@ -362,6 +367,8 @@ def run_bench(
     dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
     packed: replicas of the packed row (SelSync local / plain local, all on the first
         device); 0 leaves the row out.
+    local_replicas: how jaxsel's steps compute a device's replicas (`make_train_step`); "vmap"
+        with one replica per device is a GPU's path ("auto" there), on a CPU too.
     hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
         and list what each adds over its reference (`extra_ops`, `COMPARED`).
 
@@ -382,7 +389,9 @@ def run_bench(
         max_inflight = CPU_MAX_INFLIGHT if device.platform == "cpu" else 0
     if isinstance(max_inflight, bool) or int(max_inflight) < 0:
         raise ValueError(f"max_inflight must be an integer >= 0 (0 = unbounded), got {max_inflight!r}")
-    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"])
+    if local_replicas not in LOCAL_LOOPS:
+        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"], local_replicas)
     by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
     sps = _dispatch_rates(by["bsp"], cfg, int(max_inflight))
     med = {name: r.median_s() for name, r in by.items()}
@@ -418,7 +427,8 @@ def format_table(result: dict) -> str:
     hlo = result.get("hlo")
     lines = [
         f"jaxsel bench: model={result['model']} ({result['params']:,} params) dtype={result.get('dtype', 'fp32')} "
-        f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})",
+        f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})"
+        + (f" local_replicas={result['local_replicas']}" if result.get("local_replicas", "auto") != "auto" else ""),
         f"layout: {result.get('layout', '?')}",
         *([f"packed row layout: {result['packed_layout']}"] if result.get("packed_layout") else []),
         f"batch {result['batch_per_replica']}/replica (global {result['global_batch']}), "

@@ -6,10 +6,11 @@ decides on the device and synchronizes through the sync core (`sync.sync_where`)
 leaves the device: the decision, the trigger's windows and every counter stay there.
 
 Layout: a `shard_map` over the devices (axis "data"); each device's k = N/M packed
-replicas run as a `vmap` over its block (always, k = 1 included, so there is one code
-path). Collectives combine both levels in `jaxsel.collectives`; the sync decision is
-reduced over every replica before `lax.cond`, so it is not batched and the cond stays a
-real conditional.
+replicas' gradients are computed by the step's loop (`local_replicas`; "auto" measures the
+candidates once per key, `core/packing.py`), and the method's step runs as a `vmap` over
+its block (always, k = 1 included, so there is one code path). Collectives combine both
+levels in `jaxsel.collectives`; the sync decision is reduced over every replica before
+`lax.cond`, so it is not batched and the cond stays a real conditional.
 """
 from __future__ import annotations
 
