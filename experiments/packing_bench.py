@@ -13,14 +13,17 @@ Layouts timed here, each with jaxsel's BSP step and a SelSync step that stays lo
   1x8        8 replicas on 1 device, gradients by vmap (grouped convolutions)
   1x8unroll  8 replicas on 1 device, the plain gradient computation 8 times in one program
   1x8map     8 replicas on 1 device, gradients by lax.map (a loop)
-and, on an accelerator (`--gpu-sweep`), 1, 2, 4, 8, 16 packed replicas on one device at a
-fixed per-replica batch beside one replica at the packed total batch.
+  1x8matmul  8 replicas on 1 device, vmap with every convolution as a batched matrix product
+and, on an accelerator (`--gpu-sweep`), k packed replicas on one device (`--ks`, default
+1, 2, 4, 8, 16) at each per-replica batch (`--batches`) with each loop (`--loops`), beside
+one replica at the packed total batch, timed side by side.
 
 Steps are warmed up, then timed round-robin one blocked step at a time; medians.
 
   python experiments/packing_bench.py                       # CPU: 8 simulated devices
   python experiments/packing_bench.py --models mlp,cnn --json out.json
   python experiments/packing_bench.py --gpu-sweep --models resnet18   # one GPU
+  python experiments/packing_bench.py --gpu-sweep --models resnet18 --ks 8 --batches 128,32   # issue 34's rows
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ import sys
 import time
 
 CPU_LAYOUTS = (("8x1", 8, "unroll"), ("2x4", 2, "vmap"), ("2x4unroll", 2, "unroll"), ("1x8", 1, "vmap"),
-               ("1x8unroll", 1, "unroll"), ("1x8map", 1, "map"))
+               ("1x8unroll", 1, "unroll"), ("1x8map", 1, "map"), ("1x8matmul", 1, "matmul"))
+LOOPS = ("vmap", "unroll", "map", "matmul")
 SHAPES = {"mlp": (784,), "cnn": (32, 32, 3), "resnet18": (32, 32, 3)}
 
 
@@ -78,45 +82,59 @@ def time_side_by_side(runners: dict, warmup: int, repeats: int) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def cpu_rows(models, batch: int, warmup: int, repeats: int) -> list[dict]:
+def cpu_rows(models, batch: int, warmup: int, repeats: int, layouts=CPU_LAYOUTS) -> list[dict]:
     import jaxsel
 
     strategies = {"bsp": jaxsel.BSP(), "selsync_local": jaxsel.SelSync(delta=1e9, window=1)}
     rows = []
     for model in models:
         for sname, strategy in strategies.items():
-            runners, layouts = {}, {}
-            for name, devices, local in CPU_LAYOUTS:
-                runners[name], layouts[name] = step_runner(model, 8, devices, batch, strategy, local)
+            runners, names = {}, {}
+            for name, devices, local in layouts:
+                runners[name], names[name] = step_runner(model, 8, devices, batch, strategy, local)
             med = time_side_by_side(runners, warmup, repeats)
-            for name, _, local in CPU_LAYOUTS:
-                rows.append({"model": model, "strategy": sname, "name": name, "layout": layouts[name],
-                             "local_replicas": local,
-                             "ms_per_step": med[name] * 1e3, "speedup_over_8x1": med["8x1"] / med[name]})
-            print_rows(rows[-len(CPU_LAYOUTS):])
+            for name, _, local in layouts:
+                rows.append({"model": model, "strategy": sname, "name": name, "layout": names[name],
+                             "local_replicas": local, "ms_per_step": med[name] * 1e3,
+                             "speedup_over_8x1": med["8x1"] / med[name] if "8x1" in med else None})
+            print_rows(rows[-len(layouts):])
     return rows
 
 
-def gpu_rows(models, batch: int, warmup: int, repeats: int) -> list[dict]:
-    """k packed replicas on one device vs one replica on k x batch (images/s, memory)."""
+def gpu_rows(models, batches, ks, loops, warmup: int, repeats: int) -> list[dict]:
+    """k packed replicas on one device vs one replica on k x batch (images/s, memory): for
+    each model, per-replica batch and k, every loop and the reference timed side by side
+    (one row per loop, printed as soon as its group is measured)."""
     import jax
 
     import jaxsel
 
     rows = []
     for model in models:
-        for k in (1, 2, 4, 8, 16):
-            for local in ("vmap", "unroll", "map"):
-                run, layout = step_runner(model, k, 1, batch, jaxsel.BSP(), local)
-                ref, _ = step_runner(model, 1, 1, k * batch, jaxsel.BSP(), "vmap")
-                med = time_side_by_side({"packed": run, "one_big": ref}, warmup, repeats)
+        for batch in batches:
+            for k in ks:
+                runners = {"one_big": step_runner(model, 1, 1, k * batch, jaxsel.BSP(), "auto")[0]}
+                failed = {}
+                for local in loops:
+                    try:
+                        runners[local], layout = step_runner(model, k, 1, batch, jaxsel.BSP(), local)
+                        runners[local]()   # compile now: a loop that does not fit is a row that says so
+                    except Exception as err:   # noqa: BLE001 - out of memory, say
+                        runners.pop(local, None)
+                        failed[local] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:160]
+                med = time_side_by_side(runners, warmup, repeats)
                 stats = jax.devices()[0].memory_stats() or {}
-                rows.append({"model": model, "layout": layout, "local_replicas": local, "batch_per_replica": batch,
-                             "images_per_s": k * batch / med["packed"],
-                             "one_replica_images_per_s": k * batch / med["one_big"],
-                             "fraction_of_one_replica": med["one_big"] / med["packed"],
-                             "peak_bytes_in_use": stats.get("peak_bytes_in_use")})
-                print_rows(rows[-1:])
+                for local in loops:
+                    row = {"model": model, "packed": k, "local_replicas": local, "batch_per_replica": batch}
+                    if local in failed:
+                        rows.append({**row, "failed": failed[local]})
+                    else:
+                        rows.append({**row, "images_per_s": k * batch / med[local],
+                                     "one_replica_images_per_s": k * batch / med["one_big"],
+                                     "fraction_of_one_replica": med["one_big"] / med[local],
+                                     "ms_per_step": med[local] * 1e3,
+                                     "peak_bytes_in_use": stats.get("peak_bytes_in_use")})
+                print_rows(rows[-len(loops):])
     return rows
 
 
@@ -134,20 +152,38 @@ def machine() -> dict:
             "load_average_at_start": os.getloadavg()}
 
 
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="mlp,cnn", help="comma-separated models of jaxsel.models")
-    p.add_argument("--batch", type=int, default=32, help="examples per replica")
+    p.add_argument("--batch", type=int, default=32, help="examples per replica (CPU rows)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=30)
-    p.add_argument("--gpu-sweep", action="store_true", help="1..16 packed replicas on one accelerator")
+    p.add_argument("--gpu-sweep", action="store_true", help="k packed replicas on one accelerator")
+    p.add_argument("--ks", default="1,2,4,8,16", help="--gpu-sweep: packed replicas per device")
+    p.add_argument("--batches", default=None, help="--gpu-sweep: examples per replica (default: --batch)")
+    p.add_argument("--loops", default=",".join(LOOPS), help="--gpu-sweep: the ways to compute packed replicas")
+    p.add_argument("--layouts", default=None, help="CPU rows: names among " + ", ".join(n for n, _, _ in CPU_LAYOUTS))
     p.add_argument("--json", default=None, help="write the rows and the machine here")
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    bad = [m for m in models if m not in SHAPES]
-    if bad or args.batch < 1 or args.warmup < 1 or args.repeats < 1:
-        print(f"packing_bench: error: models must be among {', '.join(SHAPES)} and batch/warmup/repeats >= 1 "
-              f"(got models={args.models!r}, batch={args.batch}, warmup={args.warmup}, repeats={args.repeats})",
+    loops = [x.strip() for x in args.loops.split(",") if x.strip()]
+    layouts = CPU_LAYOUTS if args.layouts is None else tuple(
+        row for name in args.layouts.split(",") for row in CPU_LAYOUTS if row[0] == name.strip())
+    try:
+        ks, batches = _ints(args.ks), _ints(args.batches) if args.batches else [args.batch]
+    except ValueError:
+        ks, batches = [], []
+    bad = [m for m in models if m not in SHAPES] + [x for x in loops if x not in LOOPS]
+    if (bad or args.batch < 1 or args.warmup < 1 or args.repeats < 1 or not ks or not batches
+            or min(ks + batches) < 1 or not layouts):
+        print(f"packing_bench: error: models must be among {', '.join(SHAPES)}, loops among {', '.join(LOOPS)}, "
+              f"layouts among {', '.join(n for n, _, _ in CPU_LAYOUTS)}, and batch/warmup/repeats/ks/batches >= 1 "
+              f"(got models={args.models!r}, loops={args.loops!r}, layouts={args.layouts!r}, ks={args.ks!r}, "
+              f"batches={args.batches!r}, batch={args.batch}, warmup={args.warmup}, repeats={args.repeats})",
               file=sys.stderr)
         return 2
     if not args.gpu_sweep:
@@ -155,7 +191,10 @@ def main(argv=None) -> int:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     info = machine()
     print(f"machine: {info}", flush=True)
-    rows = (gpu_rows if args.gpu_sweep else cpu_rows)(models, args.batch, args.warmup, args.repeats)
+    if args.gpu_sweep:
+        rows = gpu_rows(models, batches, ks, loops, args.warmup, args.repeats)
+    else:
+        rows = cpu_rows(models, args.batch, args.warmup, args.repeats, layouts)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "rows": rows, "settings": vars(args)}, f, indent=2)

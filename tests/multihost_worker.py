@@ -2,7 +2,8 @@
 
 Usage: python tests/multihost_worker.py PORT NUM_PROCESSES PROCESS_ID OUT_DIR
 Trains a few strategies for a few steps (the SelSync run checkpoints), then resumes the
-SelSync run; process 0 writes the final parameters to OUT_DIR as .npz files.
+SelSync run; process 0 writes the final parameters to OUT_DIR as .npz files, every process
+its layout line (how its packed replicas ran: the processes must agree).
 """
 import os
 import sys
@@ -71,6 +72,7 @@ def main(port: str, nproc: str, pid: str, out: str) -> None:
     for name, cfg in configs(out):
         result = train(cfg)
         params = distributed.to_host(result.state.params)
+        (out / f"{name}.layout.{pid}").write_text(result.final["layout"])   # what each process ran
         if int(pid) == 0:
             np.savez(out / f"{name}.npz", **flat(params))
             (out / f"{name}.json").write_text(json.dumps(result.final))

@@ -32,12 +32,18 @@ def test_bench_command_tiny(tmp_path, capsys):
     assert set(counts) == set(result["median_step_ms"]) and all(c["ops"] >= c["fusions"] > 0 for c in counts.values())
     # the grad-norm metric is work of its own in the compiled step (the lean BSP step drops it)
     assert counts["bsp"]["fusions"] > counts["bsp_lean"]["fusions"]
+    extra = result["hlo_extra"]
+    assert set(extra) == {"bsp-minimal", "bsp_lean-minimal", "selsync_sync-bsp", "selsync_local-local"}
+    assert any("square" in label for label in extra["bsp-minimal"]["more"])   # the norm's squares
+    assert "selsync_local-local: " in printed
 
 
 def test_bench_command_bad_input_is_one_line(capsys):
     for flags, message in ((["--repeats", "0"], "repeats must be an integer >= 1, got 0"),
                            (["--dtype", "fp8"], "dtype must be one of fp32, bf16, got 'fp8'"),
-                           (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1")):
+                           (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1"),
+                           (["--local-replicas", "loop"],
+                            "local_replicas must be one of auto, vmap, map, unroll, matmul, got 'loop'")):
         assert main(["bench", "--size", "tiny", *flags]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [f"jaxsel bench: error: {message}"]
@@ -73,6 +79,25 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
 }
 """
     assert bench.hlo_counts(text) == {"fusions": 1, "ops": 3}
+
+
+def test_extra_ops_say_where_a_variants_kernels_over_its_reference_go():
+    """Each op labelled by the JAX operation it came from (the jit's name dropped), or as
+    inserted by XLA; only what the variant runs beyond the reference is listed."""
+    entry = """HloModule m
+
+ENTRY %main (a: f32[4]) -> f32[4] {{
+  %a = f32[4]{{0}} parameter(0)
+{body}}}
+"""
+    step = lambda name: f'  %{name} = f32[4]{{0}} fusion(%a), kind=kLoop, calls=%f, metadata={{op_name="jit(step)/{name}"}}\n'
+    reference = entry.format(body=step("mul"))
+    variant = entry.format(body=step("mul") + step("square") + step("square").replace("%square", "%square.1")
+                           + "  %copy = f32[4]{0} copy(%a)\n")
+    assert bench.hlo_ops(reference) == {"fusion mul": 1}
+    assert bench.extra_ops(variant, reference) == {"more": {"fusion square": 2, "copy (inserted by XLA)": 1},
+                                                   "fewer": {}}
+    assert bench.extra_ops(reference, variant)["fewer"] == {"fusion square": 2, "copy (inserted by XLA)": 1}
 
 
 def test_run_bench_rejects_bad_arguments():

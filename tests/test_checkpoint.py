@@ -126,7 +126,8 @@ def test_checkpoint_of_eight_devices_resumes_on_fewer(tmp_path, devices):
     cut = train(cfg)
     moved = dataclasses.replace(cfg, steps=STEPS, resume=True, devices=devices)
     run = build_run(moved)
-    assert run.layout == f"8 replicas on {devices} x CPU (cpu), {8 // devices} per device"
+    assert run.layout == (f"8 replicas on {devices} x CPU (cpu), {8 // devices} per device, packed by unroll "
+                          f"(static default on CPU, not measured)")
     ckpt = Checkpointer(cfg.checkpoint_dir, run.mesh)
     restored = ckpt.restore(STEPS // 2, run.state)
     ckpt.close()
@@ -152,6 +153,7 @@ def test_resume_on_one_device_is_bit_for_bit(tmp_path, loop):
     cfg = config(tmp_path / "cut", "selsync", steps=STEPS // 2, devices=8, **options)
     train(cfg)
     done = train(dataclasses.replace(cfg, steps=STEPS, resume=True, devices=1))
-    assert done.final["layout"] == "8 replicas on 1 x CPU (cpu), 8 per device"
+    assert done.final["layout"] == ("8 replicas on 1 x CPU (cpu), 8 per device, packed by unroll (static default "
+                                    "on CPU, not measured)")
     for field in ("params", "opt_state", "strategy_state"):
         assert trees_equal(getattr(done.state, field), getattr(ref.state, field)), field

@@ -9,9 +9,10 @@ def test_compare_packed_says_so(tmp_path, capsys):
     assert main(["compare", "--strategies", "selsync", "--devices", "2", "--steps", "6", "--eval-every", "6",
                  "--seeds", "1", "--no-match-budget", "--out", str(out), "--no-progress"]) == 0
     layout = "8 replicas on 2 x CPU (cpu), 4 per device"
+    ran = f"{layout}, packed by unroll (static default on CPU, not measured)"   # the runs' records say how
     assert f"layout: {layout}" in capsys.readouterr().out
-    assert json.loads((out / "results.json").read_text())[0]["layout"] == layout
-    assert json.loads((out / "selsync" / "seed0" / "config.json").read_text())["layout"] == layout
+    assert json.loads((out / "results.json").read_text())[0]["layout"] == ran
+    assert json.loads((out / "selsync" / "seed0" / "config.json").read_text())["layout"] == ran
 
 
 def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):

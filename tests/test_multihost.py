@@ -50,8 +50,11 @@ def test_two_processes_match_one_process(tmp_path):
     from jaxsel import train
 
     port = free_port()
+    # "auto" measures as on accelerators, each process with a cache of its own: the processes
+    # must still choose one loop (each candidate's slowest process decides)
+    measuring = lambda i: {**env4(2), "JAXSEL_PACKING_MEASURE": "1", "JAXSEL_CACHE_DIR": str(tmp_path / f"cache{i}")}
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(port), "2", str(i), str(tmp_path)],
-                              env=env4(2), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              env=measuring(i), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(2)]
     try:
         logs = [p.communicate(timeout=420)[0] for p in procs]
@@ -72,10 +75,15 @@ def test_two_processes_match_one_process(tmp_path):
         for key in ours:
             np.testing.assert_allclose(theirs[key], ours[key], rtol=2e-5, atol=2e-6, err_msg=f"{name} {key}")
         final = json.loads((tmp_path / f"{name}.json").read_text())
-        assert final["layout"] == "8 replicas on 2 processes x 2 x CPU (cpu), 2 per device", (name, final["layout"])
+        assert final["layout"].startswith("8 replicas on 2 processes x 2 x CPU (cpu), 2 per device, packed by "), \
+            (name, final["layout"])
+        loops = {(tmp_path / f"{name}.layout.{i}").read_text().split("packed by ")[1].split()[0] for i in range(2)}
+        assert len(loops) == 1, (name, loops)   # both processes ran the same loop
         # each replica's own model, evaluated from host copies gathered across the processes
         assert final["replica_accuracy"]["per_replica"] == \
             pytest.approx(result.final["replica_accuracy"]["per_replica"], abs=0.01), name
+    told = {name: (tmp_path / f"{name}.layout.0").read_text() for name in ("bsp", "ssp")}
+    assert "(measured per step: " in told["bsp"] and "(measured earlier per step: " in told["ssp"], told
     hier = np.load(tmp_path / "hierarchical.npz")   # group = process: replicas 0-3 and 4-7
     assert all(np.array_equal(hier[k][0], hier[k][r]) and np.array_equal(hier[k][4], hier[k][4 + r])
                for k in hier.files for r in range(4))

@@ -42,21 +42,26 @@ def train(strategy, devices, batches, local_replicas="auto"):
 
 @pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
 def test_every_local_loop_gives_the_same_step(name):
-    """vmap (batched), unroll (k plain copies) and map (a loop) over a device's replicas."""
+    """vmap (batched), unroll (k plain copies), map (a loop) and matmul (vmap, convolutions
+    as matrix products: none here) over a device's replicas."""
     strategy, batches = make(name), make_batches()
     ref, ref_synced = train(strategy, 2, batches, local_replicas="vmap")
-    for loop in ("unroll", "map"):
+    for loop in ("unroll", "map", "matmul"):
         got, synced = train(strategy, 2, batches, local_replicas=loop)
         assert synced == ref_synced
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
 
 
-def test_auto_unrolls_on_cpu():
+def test_auto_unrolls_packed_replicas_where_nothing_is_measured():
+    """The static default (issue 34's H100 figures; the CPU's): unroll k > 1 packed replicas
+    everywhere; one replica per device is the plain program on CPU, vmap's (no copies of
+    the state's [1, ...] blocks) on accelerators; a forced loop is the user's."""
     from jaxsel.core.step import resolve_local_loop
 
-    gpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)]))
-    assert resolve_local_loop("auto", jaxsel.data_mesh(8, devices=1)) == "unroll"
-    assert resolve_local_loop("auto", gpu) == "vmap" and resolve_local_loop("map", gpu) == "map"
+    gpu, cpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)])), jaxsel.data_mesh(8, devices=1)
+    assert resolve_local_loop("auto", cpu, 8) == "unroll" and resolve_local_loop("auto", gpu, 8) == "unroll"
+    assert resolve_local_loop("auto", cpu, 1) == "unroll" and resolve_local_loop("auto", gpu, 1) == "vmap"
+    assert resolve_local_loop("map", gpu, 8) == "map" and resolve_local_loop("vmap", cpu, 1) == "vmap"
 
 
 def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():

@@ -22,6 +22,7 @@ on a GPU each is about one kernel launch), which is where a fixed per-step cost 
 """
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
@@ -39,7 +40,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from ..core.pacing import queue_limit
 from ..core.parallel import AXIS, Layout, choose_layout, global_batch
 from ..core.state import init_state
-from ..core.step import make_train_step
+from ..core.step import LOCAL_LOOPS, make_train_step
 from ..core.triggers import Never
 from ..models import count_params
 from ..strategies import BSP, SelSync, TriggeredStrategy
@@ -135,16 +136,45 @@ class _Runner:
 
 #: entry-computation instructions that launch no work of their own
 _FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast"}
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\((.*)$", re.M)
+#: what a variant's work is set against in `extra_ops`: the step of the same work minus jaxsel's part
+COMPARED = {"bsp": "minimal", "bsp_lean": "minimal", "selsync_sync": "bsp", "selsync_local": "local"}
+
+
+def _entry(text: str) -> str:
+    entry = text[text.index("\nENTRY"):]
+    return entry[:entry.index("\n}")]
 
 
 def hlo_counts(text: str) -> dict:
     """Fusions and other work-launching ops in the entry computation of compiled HLO text
     (branches of a conditional are not counted; the conditional is, once)."""
-    entry = text[text.index("\nENTRY"):]
-    entry = entry[:entry.index("\n}")]
-    ops = re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\(", entry, re.M)
-    work = [op for op in ops if op not in _FREE_OPS]
+    work = [op for op, _ in _INSTRUCTION.findall(_entry(text)) if op not in _FREE_OPS]
     return {"fusions": sum(op == "fusion" for op in work), "ops": len(work)}
+
+
+def hlo_ops(text: str) -> collections.Counter:
+    """The entry computation's work-launching ops, each labelled by its opcode and the JAX
+    operation it came from (metadata op_name, the jit's own name dropped), e.g.
+    "fusion vmap()/square"; an op without metadata (a copy XLA inserted) by its opcode."""
+    labels = collections.Counter()
+    for op, rest in _INSTRUCTION.findall(_entry(text)):
+        if op in _FREE_OPS:
+            continue
+        source = re.search(r'op_name="([^"]*)"', rest)
+        where = re.sub(r"^jit\([^)]*\)/", "", source.group(1)) if source else "(inserted by XLA)"
+        labels[f"{op} {where}"] += 1
+    return labels
+
+
+def extra_ops(text: str, reference: str) -> dict:
+    """Where a variant's ops differ from its reference's, by `hlo_ops` label, most first:
+    {"more": what only the variant runs, "fewer": what only the reference runs}. The
+    same work can carry another label on each side (the hand-written step's `w - lr * g`
+    is a "sub", optax's update an "add"), hence both lists."""
+    ours, theirs = hlo_ops(text), hlo_ops(reference)
+    order = lambda counter: dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"more": order(ours - theirs), "fewer": order(theirs - ours)}
 
 
 def _steps_per_s(runner: _Runner, steps: int, read_every: int) -> float:
@@ -187,7 +217,9 @@ def resolve_settings(size: str, **given) -> dict:
 class _Workload:
     """The model, its loss in the asked precision, and the random data of one layout."""
 
-    def __init__(self, model: str, input_shape, num_classes: int, seed: int, dtype: str, batch: int):
+    def __init__(self, model: str, input_shape, num_classes: int, seed: int, dtype: str, batch: int,
+                 local_replicas: str = "auto"):
+        self.local_replicas = local_replicas
         self.fm = precision.build(model, input_shape, num_classes, seed, dtype)
         self.loss_fn, self.stateful = precision.classification_loss(self.fm, dtype), self.fm.stateful
         self.input_shape, self.num_classes, self.seed, self.batch = input_shape, num_classes, seed, batch
@@ -201,7 +233,8 @@ class _Workload:
         fm, mesh = self.fm, layout.mesh
         state = init_state(fm.params, self.opt, strategy, mesh, fm.model_state if self.stateful else None,
                            replicas=layout.replicas)
-        step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful, **step_options)
+        step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful,
+                               local_replicas=self.local_replicas, **step_options)
         return _Runner(name, step, state, self.data(layout))
 
     def minimal(self, layout: Layout) -> _Runner:
@@ -280,6 +313,7 @@ def _settings(work: _Workload, model: str, dtype: str, layout: Layout, packed: L
             "layout": layout.describe(),
             "packed_layout": packed.describe() if packed is not None else None,
             "dtype": dtype, "model": model, "params": count_params(work.fm.params),
+            "local_replicas": work.local_replicas,
             "input_shape": list(work.input_shape), "num_classes": int(work.num_classes),
             "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
             **{k: cfg[k] for k in ("repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")},
@@ -307,6 +341,7 @@ def run_bench(
     dtype: str = "fp32",
     packed: int = PACKED,
     hlo: bool = False,
+    local_replicas: str = "auto",
 ) -> dict:
     """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
 
@@ -323,7 +358,10 @@ def run_bench(
     dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
     packed: replicas of the packed row (SelSync local / plain local, all on the first
         device); 0 leaves the row out.
-    hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more).
+    local_replicas: how jaxsel's steps compute a device's replicas (`make_train_step`); "vmap"
+        with one replica per device is a GPU's path ("auto" there), on a CPU too.
+    hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
+        and list what each adds over its reference (`extra_ops`, `COMPARED`).
 
     Returns {"ratios": {...}, "median_step_ms": {...}, "steps_per_s": {...}, ("hlo": {...}),
     and the settings: device_kind, platform, layout, replicas, dtype, model, ...}.
@@ -338,7 +376,9 @@ def run_bench(
     layout = choose_layout(replicas, devices=devices, platform=platform)
     packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
     device = layout.devices[0]
-    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"])
+    if local_replicas not in LOCAL_LOOPS:
+        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"], local_replicas)
     by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
     sps = _dispatch_rates(by["bsp"], cfg)
     med = {name: r.median_s() for name, r in by.items()}
@@ -346,7 +386,9 @@ def run_bench(
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": queue_limit(device.platform) or 0, "size": size}
     if hlo:
-        result["hlo"] = {name: hlo_counts(r.compiled_text()) for name, r in by.items()}
+        texts = {name: r.compiled_text() for name, r in by.items()}
+        result["hlo"] = {name: hlo_counts(text) for name, text in texts.items()}
+        result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED.items()}
     if verbose:
         print(format_table(result))
     if out_json:
@@ -372,7 +414,8 @@ def format_table(result: dict) -> str:
     hlo = result.get("hlo")
     lines = [
         f"jaxsel bench: model={result['model']} ({result['params']:,} params) dtype={result.get('dtype', 'fp32')} "
-        f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})",
+        f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})"
+        + (f" local_replicas={result['local_replicas']}" if result.get("local_replicas", "auto") != "auto" else ""),
         f"layout: {result.get('layout', '?')}",
         *([f"packed row layout: {result['packed_layout']}"] if result.get("packed_layout") else []),
         f"batch {result['batch_per_replica']}/replica (global {result['global_batch']}), "
@@ -393,6 +436,12 @@ def format_table(result: dict) -> str:
     lines.append(f"  (BSP steps/s reading metrics every {every} steps: {lazy:.1f}; every step: {eager:.1f})")
     if hlo:
         lines.append("  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)")
+        for pair, diff in result.get("hlo_extra", {}).items():
+            more, fewer = diff["more"], diff["fewer"]
+            shown = lambda d: ", ".join(f"{n} x {label}" for label, n in list(d.items())[:10]) + \
+                (", ..." if len(d) > 10 else "")
+            lines.append(f"  {pair}: {sum(more.values()) - sum(fewer.values()):+d} ops; more: {shown(more) or '-'}; "
+                         f"fewer: {shown(fewer) or '-'}")
     return "\n".join(lines)
 
 

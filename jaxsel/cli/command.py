@@ -419,7 +419,7 @@ def cmd_bench(args) -> int:
         result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
                            size=args.size, input_shape=shape, log_every=args.log_every,
                            dispatch_steps=args.dispatch_steps, devices=args.devices, platform=args.platform,
-                           dtype=args.dtype, packed=args.packed, hlo=args.hlo)
+                           dtype=args.dtype, packed=args.packed, hlo=args.hlo, local_replicas=args.local_replicas)
     missed = missed_targets(result)
     print(f"\ntargets: overhead ratios <= {TARGET}; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")
     if args.json:
@@ -565,6 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--packed", type=int, default=8, metavar="N",
                    help="replicas of the packed row, all on one device (0: no packed row)")
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
+    p.add_argument("--local-replicas", default="auto", metavar="LOOP",
+                   help="how jaxsel's steps compute a device's replicas: auto, vmap, map, unroll, matmul "
+                        "(vmap: a GPU's path for one replica per device, on any platform)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
     p.set_defaults(func=cmd_bench)
 

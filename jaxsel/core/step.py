@@ -6,10 +6,11 @@ decides on the device and synchronizes through the sync core (`sync.sync_where`)
 leaves the device: the decision, the trigger's windows and every counter stay there.
 
 Layout: a `shard_map` over the devices (axis "data"); each device's k = N/M packed
-replicas run as a `vmap` over its block (always, k = 1 included, so there is one code
-path). Collectives combine both levels in `jaxsel.collectives`; the sync decision is
-reduced over every replica before `lax.cond`, so it is not batched and the cond stays a
-real conditional.
+replicas' gradients are computed by the step's loop (`local_replicas`; "auto" measures the
+candidates once per key, `core/packing.py`), and the method's step runs as a `vmap` over
+its block (always, k = 1 included, so there is one code path). Collectives combine both
+levels in `jaxsel.collectives`; the sync decision is reduced over every replica before
+`lax.cond`, so it is not batched and the cond stays a real conditional.
 """
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from . import packing
 from .collectives import LOCAL, replica_mean
+from .conv_matmul import with_convs_as_matmuls
 from .pacing import pace
 from .parallel import AXIS, LayoutError
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
@@ -30,14 +33,19 @@ from .sync import StepContext, StepStats, Strategy
 from .transformation import grad_norm_sum, replica_step
 
 
-LOCAL_LOOPS = ("auto", "vmap", "map", "unroll")
+LOCAL_LOOPS = ("auto", "vmap", "map", "unroll", "matmul")
 
 
-def resolve_local_loop(local_replicas: str, mesh) -> str:
-    """"auto" -> "unroll" on CPU (a 2-core box: plain convolutions 4.5x faster than vmap's
-    grouped ones, 10x faster than lax.map's loop), "vmap" on accelerators."""
+def resolve_local_loop(local_replicas: str, mesh, per_device: int = 2) -> str:
+    """The loop `local_replicas` runs without measuring: a forced one as given; "auto"'s
+    static default, `packing.STATIC` (unroll) for k > 1 packed replicas, and for one
+    replica per device (nothing to choose) the formulation without copies: the plain
+    program on CPU (the bit-reproducible reference), vmap's on accelerators (computing on
+    the state's [1, ...] blocks directly, it adds no copy of each BatchNorm statistic)."""
     if local_replicas != "auto":
         return local_replicas
+    if per_device > 1:
+        return packing.STATIC
     return "unroll" if mesh.devices.flat[0].platform == "cpu" else "vmap"
 
 
@@ -46,6 +54,8 @@ def _over_local_replicas(fn: Callable, loop: str, args: tuple):
     results stacked on a leading axis."""
     if loop == "vmap":
         return jax.vmap(fn)(*args)
+    if loop == "matmul":
+        return jax.vmap(with_convs_as_matmuls(fn))(*args)
     if loop == "map":
         return lax.map(lambda a: fn(*a), args)
     k = jax.tree.leaves(args)[0].shape[0]
@@ -204,15 +214,19 @@ def make_train_step(
     `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
     batched computation; a convolution over per-replica weights becomes a grouped one),
     "unroll" (the plain computation k times in one program), "map" (`lax.map`: the plain
-    computation in a loop) or "auto" (unroll on CPU, vmap elsewhere: measured in
-    BENCHMARKS.md; GPU figures pending). Unroll and map reproduce one replica per device bit
-    for bit on CPU. The strategy always runs as a vmap.
+    computation in a loop), "matmul" (vmap with every convolution as an im2col matrix
+    product: batched GEMMs instead of grouped convolutions, `core/conv_matmul.py`) or
+    "auto": the fastest of those four, measured on this step on first use of its key and
+    cached on disk (`core/packing.py`: `step.decide(state, batch)` measures ahead, and
+    `step.choice` says what was chosen and how), on accelerators; unroll where nothing is
+    measured (on CPU, which is not measured unless asked: `step.decide(..., measure=True)`).
+    Unroll and map reproduce one replica per device bit for bit on CPU; vmap and matmul to
+    float32 rounding. The strategy always runs as a vmap.
     """
     _check_arguments(loss_fn, optimizer, strategy, mesh)
     _check_key(rng)
     if local_replicas not in LOCAL_LOOPS:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
-    loop = resolve_local_loop(local_replicas, mesh)
 
     def replica_grads(params, model_state, batch, *key):
         """One replica's (loss, new model state or None, aux, gradients, gradient norm);
@@ -235,9 +249,9 @@ def make_train_step(
                        **facts.replica, **aux}
         return new_state, shared, per_replica
 
-    def device_step(n: int, k: int, state: TrainState, batch):
-        """A device's block: gradients of its k of the `n` replicas (the `local_replicas`
-        loop), then the method's step as a vmap (axis LOCAL) over the leading axis."""
+    def device_step(loop: str, n: int, k: int, state: TrainState, batch):
+        """A device's block: gradients of its k of the `n` replicas (`loop`), then the
+        method's step as a vmap (axis LOCAL) over the leading axis."""
         batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
         replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
@@ -247,19 +261,33 @@ def make_train_step(
                         out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
             state, computed, weight, replica)
 
-    def step(state, batch):
+    def step(loop: str, state, batch):
         check_state(state, "the train step")   # at trace time: once per compile
         check_strategy_state(state, strategy, "the train step", optimizer)
         n = num_replicas(state)   # the state's leading axis says N; the mesh says M
-        sharded = jax.shard_map(functools.partial(device_step, n, _per_device(n, mesh)), mesh=mesh,
+        k = _per_device(n, mesh)
+        sharded = jax.shard_map(functools.partial(device_step, resolve_local_loop(loop, mesh, k), n, k), mesh=mesh,
                                 in_specs=(_state_specs(), P(AXIS)), out_specs=(_state_specs(), P(), P(AXIS)))
         batch = jax.tree.map(lambda x: jax.reshard(x, NamedSharding(mesh, P(AXIS))), batch)
         new_state, shared, per_replica = sharded(state, batch)
         return new_state, {**shared, **per_replica}
 
+    def program_of(state, batch) -> str:
+        """The digest of one replica's gradient program (what the packing choice depends on)."""
+        n = num_replicas(state)
+        one = lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype)
+        shard = lambda x: jax.ShapeDtypeStruct((np.shape(x)[0] // n,) + np.shape(x)[1:], x.dtype)
+        keys = () if rng is None else (jax.eval_shape(lambda r: jax.random.fold_in(r, 0), rng),)
+        args = (jax.tree.map(one, state.params), jax.tree.map(one, state.model_state), jax.tree.map(shard, batch))
+        return packing.program_digest(jax.jit(replica_grads).lower(*args, *keys).as_text())
+
     state_shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), _state_specs())
-    return TrainStep(jax.jit(
-        step,
-        in_shardings=(state_shardings, NamedSharding(mesh, P(AXIS))),
-        donate_argnums=(0,) if donate else (),
-    ), mesh)
+
+    def build(loop: str):
+        return jax.jit(functools.partial(step, loop), in_shardings=(state_shardings, NamedSharding(mesh, P(AXIS))),
+                       donate_argnums=(0,) if donate else ())
+
+    if local_replicas != "auto":
+        return TrainStep(build(local_replicas), mesh)
+    return TrainStep(packing.AutoLoop(build, program_of, mesh, single_loop=resolve_local_loop("auto", mesh, 1),
+                                      per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh)

@@ -95,7 +95,9 @@ class TrainConfig:
     devices: int | None = option(None, help="use the first N devices (default: all)")
     local_replicas: str = option("auto", choices=_local_loops,   # core/step.py
                                  help="a device's packed replicas: batched (vmap), k plain copies (unroll), "
-                                      "a loop (map); auto: unroll on CPU, vmap elsewhere")
+                                      "a loop (map), vmap with convolutions as batched matmuls (matmul); auto: "
+                                      "the fastest, measured once per model and batch on an accelerator and "
+                                      "cached (unroll on CPU)")
     batch_size: int = option(16, help="per-replica batch size")
     steps: int = option(600, help="training steps")
     optimizer: str = option("sgd", help="sgd, adam or adamw")

@@ -51,8 +51,9 @@ def devices() -> list[dict]:
             for d in jax.devices()]
 
 
-def environment(layout: str, input_pipeline: str) -> dict:
-    """The record written as environment.json (`layout`: `parallel.describe_layout`)."""
+def environment(layout: str, input_pipeline: str, packing: dict | None = None) -> dict:
+    """The record written as environment.json (`layout`: the run's layout line; `packing`:
+    how its packed replicas were computed, `packing.Choice.record`, None for one per device)."""
     return {
         "jaxsel": version("jaxsel"),
         "git": git_commit(),
@@ -62,6 +63,7 @@ def environment(layout: str, input_pipeline: str) -> dict:
         "devices": devices(),
         "processes": jax.process_count(),
         "layout": layout,
+        "packing": packing,
         "input_pipeline": input_pipeline,
         "command": shlex.join(sys.argv),
         "argv": list(sys.argv),

@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from ..core import parallel
+from ..core import packing, parallel
 from ..core.aggregate import Aggregator, WithFaultyReplicas
 from ..core.state import consensus, consensus_model_state, init_state
-from ..core.step import make_train_step
+from ..core.step import make_train_step, resolve_local_loop
 from ..costmodel.timing import strategy_timing
 from ..data import Loader
 from ..data.paths import writable_dir
@@ -58,7 +58,8 @@ class Run:
     evaluate: Any
     timing: dict          # the strategy's cost-model keywords (`strategy_timing`)
     description: str      # the strategy as the run reports it (`describe_strategy`)
-    layout: str           # where the replicas run (`parallel.Layout.describe`), printed and recorded
+    layout: str           # where the replicas run and how packed ones are computed, printed and recorded
+    packing: dict | None = None   # how packed replicas are computed (`packing.Choice.record`); None: one per device
 
 
 def build_run(cfg: TrainConfig) -> Run:
@@ -93,11 +94,30 @@ def assemble_run(cfg: TrainConfig) -> Run:
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
     loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
-    step_fn = data.wrap_step(make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
-                                             local_replicas=cfg.local_replicas))
-    return Run(cfg, mesh, fm, optimizer, strategy, state, step_fn, loader, data.test,
+    train_step = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
+                                 local_replicas=cfg.local_replicas)
+    choice = choose_packing(cfg, train_step, state, data, layout)
+    return Run(cfg, mesh, fm, optimizer, strategy, state, data.wrap_step(train_step), loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
-               describe_strategy(strategy, cfg.strategy), layout.describe())
+               describe_strategy(strategy, cfg.strategy), ", ".join(filter(None, (layout.describe(), choice.describe()))),
+               None if choice.how == "single" else choice.record())
+
+
+def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.Layout) -> packing.Choice:
+    """How the run's packed replicas are computed: "auto" decides here, before anything is
+    written or compiled (it measures the candidates on the run's first batch where it
+    measures: `core/packing.py`), so the records and the printed layout say what runs."""
+    if layout.per_device == 1:
+        return packing.Choice(resolve_local_loop(cfg.local_replicas, layout.mesh, 1), "single")
+    if cfg.local_replicas != "auto":
+        return packing.Choice(cfg.local_replicas, "forced")
+    batch = parallel.global_batch(data.loader.batch(0), layout.mesh)
+    if data.device_transform is not None:   # the step sees the transformed batch
+        batch = jax.jit(data.device_transform)(batch, state.step)
+    choice = train_step.decide(state, batch)
+    if choice.how == "measured" and jax.process_index() == 0:
+        print(f"jaxsel: {choice.describe()}; kept in {packing.cache_dir()}", file=sys.stderr, flush=True)
+    return choice
 
 
 def make_layout(cfg: TrainConfig) -> parallel.Layout:

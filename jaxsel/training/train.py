@@ -229,9 +229,9 @@ def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
-    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout,
+    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
                                      "checkpoint_root": str(root.absolute()) if root is not None else None})
-    write_json(out / "environment.json", environment(run.layout, run.loader.describe()))
+    write_json(out / "environment.json", environment(run.layout, run.loader.describe(), run.packing))
     write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})
     return out

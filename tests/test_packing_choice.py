@@ -1,0 +1,257 @@
+"""local_replicas="auto" measures: it times every way of computing a device's packed
+replicas on the real step, keeps the fastest, caches the choice on disk by its key and says
+how it chose; and every candidate computes the same step (matmul's convolutions as matrix
+products included).
+
+Timing tables are fake (an injected `time_step`): what is tested is the choice, the cache and
+the bookkeeping, never a wall-clock time.
+"""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax import lax
+
+import jaxsel
+from helpers import R, run, softmax_batches, softmax_loss, softmax_params
+from jaxsel.core import packing
+from jaxsel.core.conv_matmul import conv_as_matmul, with_convs_as_matmuls
+from jaxsel.models import FunctionalModel, build_model
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_cache():
+    packing.forget_in_memory()
+    yield
+    packing.forget_in_memory()
+
+
+def softmax_setup(replicas=R, b=4):
+    mesh = jaxsel.data_mesh(replicas, devices=1)
+    opt, strategy = optax.sgd(0.1), jaxsel.BSP()
+    state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=replicas)
+    batch = jaxsel.global_batch(softmax_batches(1, b=b * replicas // R)[0], mesh)
+    return jaxsel.make_train_step(softmax_loss, opt, strategy, mesh), state, batch
+
+
+class FakeClock:
+    """A timing table: each candidate's step "takes" its entry; records what was timed."""
+
+    def __init__(self, table):
+        self.table, self.timed = table, []
+
+    def __call__(self, name, run_step):
+        run_step()
+        self.timed.append(name)
+        return self.table[name]
+
+
+def never_timed(name, run_step):
+    raise AssertionError(f"{name} was measured again: the cached choice should have been used")
+
+
+@pytest.mark.parametrize("fastest", packing.LOOPS)
+def test_auto_keeps_the_fastest_candidate_of_a_timing_table(tmp_path, fastest):
+    step, state, batch = softmax_setup()
+    clock = FakeClock({loop: (1.0 if loop == fastest else 2.0 + i) for i, loop in enumerate(packing.LOOPS)})
+    before = jax.device_get(state)
+    choice = step.decide(state, batch, measure=True, time_step=clock, directory=tmp_path, rounds=3)
+    assert (choice.loop, choice.how) == (fastest, "measured") and step.choice is choice
+    assert sorted(clock.timed) == sorted(packing.LOOPS * 3)                 # every candidate, every round
+    assert clock.timed[:4] == list(packing.LOOPS)                          # round robin
+    assert choice.ms == {loop: 1e3 * t for loop, t in clock.table.items()}
+    assert choice.describe().startswith(f"packed by {fastest} (measured per step: {fastest} 1000 ms, ")
+    assert jax.tree.all(jax.tree.map(np.array_equal, jax.device_get(state), before))   # the run's state untouched
+    new, metrics = step(state, batch)                                      # the step runs the chosen loop
+    assert int(new.step) == 1 and np.isfinite(float(metrics["loss"]))
+
+
+def test_ties_go_to_the_static_default_and_a_candidate_that_fails_is_not_chosen():
+    assert packing.fastest({"vmap": 1.0, "unroll": 1.0, "map": 1.0}, packing.LOOPS) == "unroll"
+
+    def broken():
+        raise RuntimeError("RESOURCE_EXHAUSTED: out of memory\nmore")
+
+    ms, failed = packing.measure({"unroll": lambda: None, "vmap": broken}, rounds=2,
+                                 time_step=lambda name, run_step: (run_step(), 0.5)[1])
+    assert ms == {"unroll": 500.0} and failed == {"vmap": "RuntimeError: RESOURCE_EXHAUSTED: out of memory"}
+    with pytest.raises(RuntimeError, match="no packing candidate ran"):
+        packing.fastest({}, packing.LOOPS)
+
+
+def test_the_choice_is_cached_on_disk_and_keyed(tmp_path):
+    step, state, batch = softmax_setup()
+    first = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=1, unroll=2, map=3, matmul=4)),
+                        directory=tmp_path, rounds=1)
+    files = list(tmp_path.glob("*.json"))
+    assert len(files) == 1 and files[0].name == f"{first.key.digest()}.json"
+    entry = json.loads(files[0].read_text())
+    assert entry["loop"] == "vmap" and entry["key"]["per_device"] == R and entry["key"]["device_kind"] == "cpu"
+    assert entry["key"]["jax"] == jax.__version__
+    packing.forget_in_memory()                                   # a new process: only the disk remembers
+    again, state2, batch2 = softmax_setup()
+    cached = again.decide(state2, batch2, measure=True, time_step=never_timed, directory=tmp_path)
+    assert (cached.loop, cached.how, cached.key) == ("vmap", "cached", first.key)
+    assert cached.describe().startswith("packed by vmap (measured earlier per step: vmap 1000 ms")
+    # another per-replica batch is another program, another number of replicas per device another key
+    for other in (softmax_setup(b=8), softmax_setup(replicas=4)):
+        clock = FakeClock(dict(vmap=4, unroll=3, map=2, matmul=1))
+        choice = other[0].decide(*other[1:], measure=True, time_step=clock, directory=tmp_path, rounds=1)
+        assert choice.how == "measured" and choice.loop == "matmul" and choice.key != first.key
+    assert len(list(tmp_path.glob("*.json"))) == 3
+
+
+def test_a_corrupt_entry_is_measured_again_and_an_unwritable_cache_only_warns(tmp_path, capsys):
+    step, state, batch = softmax_setup()
+    key = packing.make_key(jax.devices()[0], R, "0" * 16)
+    (tmp_path / f"{key.digest()}.json").write_text("{not json")
+    assert packing.load(key, tmp_path) is None
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    choice = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=2, unroll=1, map=3, matmul=4)),
+                         directory=blocked / "packing", rounds=1)
+    assert choice.loop == "unroll" and "is not writable" in capsys.readouterr().err
+    assert packing.load(choice.key, blocked / "packing")["loop"] == "unroll"   # kept for this process
+
+
+def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "c"))
+    assert packing.cache_dir() == tmp_path / "c" / "packing"
+    monkeypatch.delenv("JAXSEL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert packing.cache_dir() == tmp_path / "x" / "jaxsel" / "packing"
+
+
+def test_cpu_does_not_measure_unless_asked(monkeypatch):
+    step, state, batch = softmax_setup()
+    monkeypatch.delenv(packing.MEASURE_ENV, raising=False)
+    choice = step.decide(state, batch, time_step=never_timed)
+    assert (choice.loop, choice.how) == ("unroll", "static")
+    assert choice.describe() == "packed by unroll (static default on CPU, not measured)"
+    monkeypatch.setenv(packing.MEASURE_ENV, "yes")
+    with pytest.raises(ValueError, match="JAXSEL_PACKING_MEASURE must be 1 .* or 0 .*, got 'yes'"):
+        packing.measures_on("cpu")
+    monkeypatch.setenv(packing.MEASURE_ENV, "0")
+    assert not packing.measures_on("gpu")
+
+
+def test_inside_another_jit_auto_takes_the_cached_choice_or_the_static_default(tmp_path, monkeypatch):
+    monkeypatch.setenv(packing.MEASURE_ENV, "1")
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path))
+    step, state, batch = softmax_setup()
+    assert np.isfinite(float(jax.jit(lambda s, b: step(s, b)[1]["loss"])(state, batch)))   # tracers: nothing to time
+    assert (step.choice.loop, step.choice.how) == ("unroll", "static") and "inside another jit" in step.choice.note
+    measured, state, batch = softmax_setup()
+    measured.decide(state, batch, time_step=FakeClock(dict(vmap=1, unroll=2, map=3, matmul=4)), rounds=1)
+    traced, state, batch = softmax_setup()   # decided ahead of the trace by the cache
+    jax.jit(lambda s, b: traced(s, b)[1]["loss"])(state, batch)
+    assert (traced.choice.loop, traced.choice.how) == ("vmap", "cached")
+
+
+def test_one_replica_per_device_has_nothing_to_choose():
+    step, state, batch = softmax_setup(replicas=1)
+    choice = step.decide(state, batch, measure=True, time_step=never_timed)
+    assert (choice.how, choice.describe()) == ("single", "")
+
+
+# --------------------------------------------------------- every candidate, the same step
+
+def cnn_run(loop, devices=1, strategy=None, steps=3, replicas=4):
+    fm = FunctionalModel.from_module(build_model("cnn", (8, 8, 3), 10, seed=0))
+    rng = np.random.default_rng(0)
+    batches = [{"image": rng.standard_normal((replicas * 2, 8, 8, 3)).astype(np.float32),
+                "label": rng.integers(0, 10, replicas * 2).astype(np.int32)} for _ in range(steps)]
+    mesh = jaxsel.data_mesh(replicas, devices=devices)
+    state, history = run(strategy or jaxsel.BSP(), mesh, batches, loss=fm.classification_loss(), params=fm.params,
+                         model_state=fm.model_state, stateful=True, replicas=replicas, local_replicas=loop)
+    return jax.device_get(state), [jax.device_get(m["loss"]) for _, m in history]
+
+
+@pytest.mark.parametrize("strategy", [jaxsel.BSP(), jaxsel.SelSync(window=1, delta=0.05)], ids=["bsp", "selsync"])
+def test_every_candidate_trains_a_convolutional_model_alike(strategy):
+    """4 packed replicas of a CNN with BatchNorm: every loop reaches the parameters, BatchNorm
+    statistics and losses of one replica on each of 4 devices to float32 rounding (XLA:CPU
+    compiles a convolution differently inside a larger program or a loop body, so on a CNN
+    not even unroll and map are bit for bit; the golden records hold that for their model)."""
+    ref, ref_losses = cnn_run("auto", devices=4, strategy=strategy)
+    for loop in packing.LOOPS:
+        got, losses = cnn_run(loop, strategy=strategy)
+        for field in ("params", "model_state", "opt_state"):
+            jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), getattr(got, field),
+                         getattr(ref, field))
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+
+
+CONVS = [
+    dict(window_strides=(1, 1), padding="SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    dict(window_strides=(2, 2), padding=((1, 1), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    dict(window_strides=(2, 1), padding="VALID", rhs_dilation=(2, 1), dimension_numbers=("NCHW", "OIHW", "NCHW")),
+    dict(window_strides=(2, 2), padding="VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    dict(window_strides=(1,), padding=((2, 1),), lhs_dilation=(2,), dimension_numbers=("NWC", "WIO", "NWC")),
+]
+SHAPES = [((2, 8, 8, 3), (3, 3, 3, 4)), ((2, 9, 9, 3), (3, 3, 3, 4)), ((2, 3, 9, 7), (4, 3, 2, 3)),
+          ((2, 10, 10, 3), (1, 1, 3, 5)), ((2, 16, 3), (5, 3, 4))]
+
+
+def conv_primitives(fn, *args) -> list:
+    return [e for e in jax.make_jaxpr(fn)(*args).eqns if e.primitive.name == "conv_general_dilated"]
+
+
+@pytest.mark.parametrize("conv, shapes", list(zip(CONVS, SHAPES)), ids=[str(i) for i in range(len(CONVS))])
+def test_a_convolution_as_matrix_products_is_the_convolution(conv, shapes):
+    """Forward and both gradients (the input's: a dilated convolution; the weights': one
+    whose "kernel" is the whole output), per replica and vmapped over per-replica weights,
+    to float32 rounding; the vmapped program holds no convolution, only batched products."""
+    rng = np.random.default_rng(0)
+    x, w = (jnp.asarray(rng.standard_normal(s), jnp.float32) for s in shapes)
+    f = lambda x, w: lax.conv_general_dilated(x, w, **conv)
+    grads = lambda x, w: jax.grad(lambda a, b: jnp.sum(jnp.sin(f(a, b))), argnums=(0, 1))(x, w)
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * float(jnp.max(jnp.abs(b))))
+    close(with_convs_as_matmuls(f)(x, w), f(x, w))
+    jax.tree.map(close, with_convs_as_matmuls(grads)(x, w), grads(x, w))
+    xs, ws = jnp.stack([x, 2 * x, -x]), jnp.stack([w, -w, 0.5 * w])
+    batched = jax.vmap(with_convs_as_matmuls(grads))
+    jax.tree.map(close, batched(xs, ws), jax.vmap(grads)(xs, ws))
+    assert conv_primitives(jax.vmap(grads), xs, ws) and not conv_primitives(batched, xs, ws)
+    assert any(e.primitive.name == "dot_general" and e.params["dimension_numbers"][1][0]
+               for e in jax.make_jaxpr(batched)(xs, ws).eqns)
+
+
+def test_grouped_convolutions_are_left_as_they_are():
+    rng = np.random.default_rng(1)
+    x, w = jnp.asarray(rng.standard_normal((2, 6, 6, 4)), jnp.float32), jnp.asarray(rng.standard_normal((3, 3, 2, 6)),
+                                                                                      jnp.float32)
+    f = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                              feature_group_count=2)
+    np.testing.assert_array_equal(with_convs_as_matmuls(f)(x, w), f(x, w))
+    assert len(conv_primitives(with_convs_as_matmuls(f), x, w)) == 1
+    assert conv_as_matmul is not None
+
+
+# ------------------------------------------------------------------------ a run's records
+
+def test_a_run_measures_once_records_the_choice_and_the_next_run_reads_it(tmp_path, monkeypatch, capsys):
+    from jaxsel import TrainConfig, train
+    from jaxsel.training.config_file import load_settings
+
+    monkeypatch.setenv(packing.MEASURE_ENV, "1")          # as on an accelerator
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    base = dict(strategy="bsp", replicas=8, devices=1, steps=2, batch_size=4, log_every=1, eval_every=2,
+                progress=False, checkpoint_dir=None, checkpoint_every=None)
+    first = train(TrainConfig(**base, out_dir=str(tmp_path / "a")))
+    assert "jaxsel: packed by" in capsys.readouterr().err   # said once, where it took the time
+    env = json.loads((tmp_path / "a" / "environment.json").read_text())
+    assert env["packing"]["how"] == "measured" and set(env["packing"]["ms_per_step"]) == set(packing.LOOPS)
+    assert env["packing"]["loop"] == packing.fastest(env["packing"]["ms_per_step"], packing.LOOPS)
+    told = packing.Choice(env["packing"]["loop"], "measured", env["packing"]["ms_per_step"]).describe()
+    assert first.final["layout"] == env["layout"] == f"8 replicas on 1 x CPU (cpu), 8 per device, {told}"
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["packing"] == env["packing"]
+    assert "packing" not in load_settings(tmp_path / "a" / "config.json")   # a record, not a setting
+    packing.forget_in_memory()
+    train(TrainConfig(**base, out_dir=str(tmp_path / "b")))
+    again = json.loads((tmp_path / "b" / "environment.json").read_text())["packing"]
+    assert (again["how"], again["loop"], again["key"]) == ("cached", env["packing"]["loop"], env["packing"]["key"])
+    assert len(list((tmp_path / "cache" / "packing").glob("*.json"))) == 1
