@@ -34,7 +34,6 @@ in the commit message which strategies changed and why: a refactor regenerates n
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -50,6 +49,7 @@ import pytest
 
 import jaxsel
 from helpers import R, run, softmax_params
+from jaxsel.analysis.cells import state_digest as digest   # SHA-256 of every leaf's dtype, shape, bytes
 from jaxsel.strategies import STRATEGIES, build_strategy
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -109,18 +109,6 @@ def batches():
     rng = np.random.default_rng(0)
     return [{"x": rng.normal(1.0, 1.0, size=(R * B, D)).astype(np.float32), "y": rng.integers(0, C, R * B)}
             for _ in range(K)]
-
-
-def digest(tree) -> str:
-    """SHA-256 over every leaf's dtype, shape and bytes, in tree order."""
-    h = hashlib.sha256()
-    for x in jax.tree.leaves(tree):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x = jax.random.key_data(x)
-        x = np.asarray(jax.device_get(x))
-        h.update(f"{x.dtype}{x.shape}".encode())
-        h.update(np.ascontiguousarray(x).tobytes())
-    return h.hexdigest()
 
 
 STATE_FIELDS = ("params", "opt_state", "model_state", "strategy_state")
