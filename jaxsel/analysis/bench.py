@@ -40,7 +40,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from ..core.pacing import queue_limit
 from ..core.parallel import AXIS, Layout, choose_layout, global_batch
 from ..core.state import init_state
-from ..core.step import LOCAL_LOOPS, make_train_step
+from ..core.step import check_local_replicas, make_train_step
 from ..core.triggers import Never
 from ..models import count_params
 from ..strategies import BSP, SelSync, TriggeredStrategy
@@ -376,8 +376,7 @@ def run_bench(
     layout = choose_layout(replicas, devices=devices, platform=platform)
     packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
     device = layout.devices[0]
-    if local_replicas not in LOCAL_LOOPS:
-        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+    check_local_replicas(local_replicas)
     work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"], local_replicas)
     by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
     sps = _dispatch_rates(by["bsp"], cfg)

@@ -206,16 +206,21 @@ def measure(runners: dict[str, Callable[[], None]], *, warmup: int = WARMUP, rou
                 run()
             alive[name] = run
         except Exception as err:   # noqa: BLE001 - a candidate that cannot run is not chosen
-            failed[name] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+            failed[name] = _why(err)
     times: dict[str, list] = {name: [] for name in alive}
     for _ in range(rounds):
         for name, run in list(alive.items()):
             try:
                 times[name].append(time_step(name, run))
             except Exception as err:   # noqa: BLE001
-                failed[name] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+                failed[name] = _why(err)
                 del alive[name], times[name]
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}, failed
+
+
+def _why(err: Exception) -> str:
+    """A failed candidate's reason: the error's type and first line, at most 200 characters."""
+    return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
 
 
 def agree(ms: dict, candidates) -> dict:

@@ -225,8 +225,7 @@ def make_train_step(
     """
     _check_arguments(loss_fn, optimizer, strategy, mesh)
     _check_key(rng)
-    if local_replicas not in LOCAL_LOOPS:
-        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+    check_local_replicas(local_replicas)
 
     def replica_grads(params, model_state, batch, *key):
         """One replica's (loss, new model state or None, aux, gradients, gradient norm);
@@ -272,15 +271,19 @@ def make_train_step(
         new_state, shared, per_replica = sharded(state, batch)
         return new_state, {**shared, **per_replica}
 
-    def program_of(state, batch) -> str:
-        """The digest of one replica's gradient program (what the packing choice depends on)."""
-        n = num_replicas(state)
-        one = lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype)
-        shard = lambda x: jax.ShapeDtypeStruct((np.shape(x)[0] // n,) + np.shape(x)[1:], x.dtype)
-        keys = () if rng is None else (jax.eval_shape(lambda r: jax.random.fold_in(r, 0), rng),)
-        args = (jax.tree.map(one, state.params), jax.tree.map(one, state.model_state), jax.tree.map(shard, batch))
-        return packing.program_digest(jax.jit(replica_grads).lower(*args, *keys).as_text())
+    return _jitted_step(step, functools.partial(_program_digest, replica_grads, rng), mesh, donate, local_replicas)
 
+
+def check_local_replicas(local_replicas: str) -> None:
+    """`local_replicas` is one of `LOCAL_LOOPS` (ValueError naming it otherwise)."""
+    if local_replicas not in LOCAL_LOOPS:
+        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+
+
+def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local_replicas: str) -> TrainStep:
+    """`step(loop, state, batch)` jitted for a forced loop, or for "auto" the step that
+    dispatches on the loop `core/packing.py` chooses (`program_of(state, batch)`: the
+    digest its measurement is keyed by)."""
     state_shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), _state_specs())
 
     def build(loop: str):
@@ -291,3 +294,13 @@ def make_train_step(
         return TrainStep(build(local_replicas), mesh)
     return TrainStep(packing.AutoLoop(build, program_of, mesh, single_loop=resolve_local_loop("auto", mesh, 1),
                                       per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh)
+
+
+def _program_digest(replica_grads: Callable, rng, state, batch) -> str:
+    """The digest of one replica's gradient program (what the packing choice depends on)."""
+    n = num_replicas(state)
+    one = lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype)
+    shard = lambda x: jax.ShapeDtypeStruct((np.shape(x)[0] // n,) + np.shape(x)[1:], x.dtype)
+    keys = () if rng is None else (jax.eval_shape(lambda r: jax.random.fold_in(r, 0), rng),)
+    args = (jax.tree.map(one, state.params), jax.tree.map(one, state.model_state), jax.tree.map(shard, batch))
+    return packing.program_digest(jax.jit(replica_grads).lower(*args, *keys).as_text())
