@@ -103,8 +103,11 @@ class TrainConfig:
     optimizer: str = option("sgd", help="sgd, adam or adamw")
     lr: float = option(0.05, help="learning rate")
     lr_schedule: str = option("constant", metavar="SPEC",
-                              help="constant, or milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each "
-                                   "milestone (M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75)")
+                              help="constant; milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each "
+                                   "milestone (M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75); "
+                                   "every:K[@GAMMA]: x GAMMA every K steps; sample-epochs:E1,E2,...[@GAMMA][/SAMPLES]: "
+                                   "x GAMMA at each epoch E counted from samples as SelSync's authors do (a local "
+                                   "step b, a synced step b*N; SAMPLES per epoch, default the training set's)")
     # a resumed run keeps the length its checkpoints record, so `--resume --steps` never moves them
     lr_schedule_steps: int | None = option(None, no_flag="the run length fractional milestones refer to "
                                            "(None: steps); a resumed run takes it from its checkpoints; a "
