@@ -20,7 +20,7 @@ from run_hooks import poison_at, trees_equal
 
 from jaxsel import TrainConfig, train
 from jaxsel.training.config import ConfigError, check_config
-from jaxsel.training.lr_schedule import (RunSamples, describe_lr_schedule, never_fires_warning, read_lr_schedule,
+from jaxsel.training.lr_schedule import (RunSamples, build_lr_schedule, describe_lr_schedule, never_fires_warning, read_lr_schedule,
                                          scheduled_lr)
 from jaxsel.training.optim import build_optimizer
 from jaxsel.training.sample_epochs import last_learning_rate
@@ -61,6 +61,8 @@ def test_descriptions_and_warnings():
     assert never_fires_warning("sample-epochs:2@0.1", None, 400, samples) is None
     lr = scheduled_lr("every:3@0.5", 1.0, None)
     assert [lr(t) for t in range(7)] == [1, 1, 1, 0.5, 0.5, 0.5, 0.25]
+    on_device = build_lr_schedule("every:3@0.5", 1.0)
+    assert [float(on_device(t)) for t in range(7)] == [lr(t) for t in range(7)]
 
 
 def test_the_reference_by_hand():
