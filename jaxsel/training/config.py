@@ -23,6 +23,8 @@ from .declare import Flag, declarations, declare_flags, flag_of, named, option
 MAX_STEPS = INT32_MAX
 #: when each replica's own model is evaluated too (replica_eval.py)
 EVAL_REPLICAS = ("final", "every", "off")
+#: where `clip_norm` clips (training/grad_clip.py)
+CLIP_AT = ("update", "gradients")
 
 
 class ConfigError(ValueError):
@@ -115,6 +117,11 @@ class TrainConfig:
     momentum: float = option(0.9, help="optimizer momentum (sgd)")
     weight_decay: float = option(0.0, help="weight decay")
     clip_norm: float | None = option(None, help="clip gradients to this global norm")
+    clip_at: str = option("update", choices=CLIP_AT,
+                          help="where --clip-norm clips: the update the optimizer applies, after the method's "
+                               "syncs (update), or each replica's gradients as backprop returns them, so the "
+                               "method's statistic (SelSync's s_t), its syncs and the update see them clipped "
+                               "(gradients: SelSync's authors' Transformer)")
     partition: str = option("seldp", help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
     partition_options: dict = option(
         factory=dict, flag="--partition-opt", pairs=True, metavar="KEY=VALUE",
@@ -280,6 +287,9 @@ def _check_numbers(cfg: TrainConfig) -> None:
                           f"and diverges), got {cfg.momentum!r}")
     _check_number("weight_decay", cfg.weight_decay, positive=False)
     _check_number("clip_norm", cfg.clip_norm, positive=True, optional=True)
+    if cfg.clip_at == "gradients" and cfg.clip_norm is None:
+        raise ConfigError(f"{named(TrainConfig, 'clip_at')} gradients clips to {named(TrainConfig, 'clip_norm')}, "
+                          f"which is unset: give the norm, or leave clip_at at its default")
     _check_number("project_compute_s", cfg.project_compute_s, positive=False, optional=True,
                   unit=" (seconds per step)")
     _check_int("project_gpus_per_host", cfg.project_gpus_per_host, 1)

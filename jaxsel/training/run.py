@@ -34,6 +34,7 @@ from .checkpoint import existing_steps, newest_meta
 from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source
 from .config import ConfigError, TrainConfig, check_config
 from .evaluation import make_eval_fn
+from .grad_clip import with_clipped_gradients
 from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
@@ -90,12 +91,14 @@ def assemble_run(cfg: TrainConfig) -> Run:
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
     fm = FunctionalModel.from_module(model)
     samples = RunSamples(cfg.batch_size, cfg.replicas, len(loader.table))
-    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm,
+    at_update = cfg.clip_norm if cfg.clip_at == "update" else None
+    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, at_update,
                                 lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length, samples=samples)
     strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size), samples)
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
-    loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
+    loss_fn = with_clipped_gradients(fm.classification_loss(spec.input_key, spec.label_key),
+                                     cfg.clip_norm if cfg.clip_at == "gradients" else None)
     train_step = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
                                  local_replicas=cfg.local_replicas)
     choice = choose_packing(cfg, train_step, state, data, layout)
