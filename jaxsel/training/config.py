@@ -125,7 +125,8 @@ class TrainConfig:
     partition: str = option("seldp", help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
     partition_options: dict = option(
         factory=dict, flag="--partition-opt", pairs=True, metavar="KEY=VALUE",
-        help="partitioner option, e.g. classes_per_replica=1 or alpha=0.5 (dirichlet)",
+        help="partitioner option, e.g. classes_per_replica=1 (label_skew; =floor: the SelSync authors' "
+             "floor(C/N) classes each, the rest dropped) or alpha=0.5 (dirichlet)",
         keys=(("injection", Flag(("--inject",), "SelSync data injection: ceil(ALPHA*C) foreign classes, "
                                  "BETA*b*N/C samples each", metavar="ALPHA,BETA", parse=_injection)),))
     seed: int = option(0, help="seed of the model, data order and sampling")
