@@ -47,12 +47,12 @@ def full(data_dir=None) -> TrainConfig:
 
 
 def tiny(data_dir=None) -> TrainConfig:
-    """digits and the small CNN (VGG-11 needs 32x32 inputs), 4 replicas; epochs of 400
-    samples so the decays fall inside 60 steps."""
+    """digits and the small CNN (VGG-11 needs 32x32 inputs), 4 replicas; decays after 1
+    and 2 epochs of samples (1437 digits each: steps 23 and 45 where every step syncs)."""
     return TrainConfig(dataset="digits", data_dir=data_dir, model="cnn", strategy="selsync",
                        strategy_options={**SELSYNC, "window": 5}, replicas=4, batch_size=16,
                        steps=60, optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=5e-4,
-                       lr_schedule="sample-epochs:2,3,4@0.1/400", partition="seldp", eval_every=60,
+                       lr_schedule="sample-epochs:1,2@0.1", partition="seldp", eval_every=60,
                        log_every=10)
 
 
