@@ -20,8 +20,8 @@ from run_hooks import poison_at, trees_equal
 
 from jaxsel import TrainConfig, train
 from jaxsel.training.config import ConfigError, check_config
-from jaxsel.training.lr_schedule import (RunSamples, build_lr_schedule, describe_lr_schedule, never_fires_warning, read_lr_schedule,
-                                         scheduled_lr)
+from jaxsel.training.lr_schedule import (RunSamples, build_lr_schedule, describe_lr_schedule, never_fires_warning,
+                                         read_lr_schedule, scheduled_lr)
 from jaxsel.training.optim import build_optimizer
 from jaxsel.training.sample_epochs import last_learning_rate
 from jaxsel.training.train import build_run
@@ -47,6 +47,12 @@ def test_specs_parse(spec, parsed):
 def test_bad_specs_are_one_config_error(spec):
     with pytest.raises(ConfigError, match=r"lr_schedule must be .*sample-epochs:E1,E2,\.\.\.\[@GAMMA\]\[/SAMPLES\]"):
         check_config(TrainConfig(lr_schedule=spec))
+
+
+def test_a_count_past_an_int32_is_one_config_error():
+    with pytest.raises(ConfigError, match=r"lr_schedule \(--lr-schedule\) sample-epochs:1/2147483600: an epoch's "
+                                          r"samples plus a synced step's \(16 x 8\) exceed"):
+        check_config(TrainConfig(lr_schedule="sample-epochs:1/2147483600"))
 
 
 def test_descriptions_and_warnings():

@@ -280,7 +280,7 @@ def _check_numbers(cfg: TrainConfig) -> None:
     _check_int("seed", cfg.seed, 0, MAX_SEED)
     _check_int("faulty_replicas", cfg.faulty_replicas, 0, cfg.replicas - 1)
     _check_number("lr", cfg.lr, positive=True)
-    _check_lr_schedule(cfg.lr_schedule)
+    _check_lr_schedule(cfg)
     _check_int("lr_schedule_steps", cfg.lr_schedule_steps, 1, MAX_STEPS, optional=True)
     _check_number("momentum", cfg.momentum, positive=False)
     if not cfg.momentum < 1:
@@ -335,13 +335,18 @@ def _check_texts(cfg: TrainConfig) -> None:
                               f"leave it out for the default")
 
 
-def _check_lr_schedule(spec) -> None:
-    from .lr_schedule import parse_lr_schedule
+def _check_lr_schedule(cfg: TrainConfig) -> None:
+    """The spec parses; a sample-epochs clock's int32 count holds an epoch plus a synced step
+    (replicas and batch_size are checked before)."""
+    from .lr_schedule import read_lr_schedule
 
     try:
-        parse_lr_schedule(spec)
+        spec = read_lr_schedule(cfg.lr_schedule)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if spec.kind == "sample-epochs" and (spec.epoch_samples or 0) + cfg.batch_size * cfg.replicas > INT32_MAX:
+        raise ConfigError(f"{named(TrainConfig, 'lr_schedule')} {cfg.lr_schedule}: an epoch's samples plus a synced "
+                          f"step's ({cfg.batch_size} x {cfg.replicas}) exceed the device's int32 count ({INT32_MAX})")
 
 
 def _check_names(cfg: TrainConfig) -> None:
