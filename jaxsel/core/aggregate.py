@@ -261,10 +261,14 @@ class IslandMean(Aggregator):
             raise ValueError(f"aggregator 'islands:{self.size}' cuts the {n} replicas into islands of "
                              f"{self.size}: K must divide {n}")
 
+    def permutation(self, n: int, step) -> jax.Array:
+        """(n,) int32: the replicas in the order the sync of `step` cuts into islands."""
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.seed), ISLAND_STREAM), step)
+        return jax.random.permutation(key, n).astype(jnp.int32)
+
     def islands(self, n: int, step) -> jax.Array:
         """(n,) int32: the island of each replica at the sync of `step`."""
-        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.seed), ISLAND_STREAM), step)
-        order = jax.random.permutation(key, n)
+        order = self.permutation(n, step)
         return jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32) // self.size)
 
     def __call__(self, tree, axis, ctx):
