@@ -34,6 +34,7 @@ COLUMNS = (  # header, width, value of a row
     ("test acc", 15, _acc),
     ("replicas' own acc", 19, _own),
     ("sync frac", 9, lambda r: significant(r["sync_fraction"])),
+    ("corr", 6, lambda r: significant(r.get("mean_correlation"), 3)),
     ("MB sent", 8, lambda r: significant(_mb(r["bytes_allreduced"]))),
     ("wall s", 7, lambda r: significant(r["wall_time_s"])),
     ("steps>tgt", 9, lambda r: significant(r.get("steps_to_target"), missing="never")),
@@ -67,7 +68,8 @@ def legend(rows: list[dict]) -> list[str]:
     net = rows[0].get("project_network", "?")
     return [f"{over}; test acc: the evaluated model (the replica average); replicas' own acc: each replica's own "
             f"model, mean (min-max); target: {rows[0]['target']}; '>tgt': to the first evaluation of the seed-mean "
-            f"curve at the target; proj s: projected wall-clock on {net} (compute measured here); vs BSP: BSP's "
+            f"curve at the target; corr: the replicas' mean pairwise correlation of parameters, averaged over "
+            f"the logged steps; proj s: projected wall-clock on {net} (compute measured here); vs BSP: BSP's "
             f"projected time to target over the row's; MB sent: per replica; {LEGEND_NOTE}"]
 
 

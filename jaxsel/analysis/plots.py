@@ -1,5 +1,5 @@
 """The comparison's pictures: accuracy against step and bytes, and against projected
-time; a sync timeline with SelSync's significance statistic; replica divergence.
+time; a sync timeline with SelSync's significance statistic; replica divergence and correlation.
 
 Each takes the comparison's rows (`seed_grid.RowRuns`: a variant and its runs, one per
 seed) and draws the seed mean with the min-max over seeds as a band. Every label is the
@@ -171,10 +171,26 @@ def _plot_significance(ax, sig, rows) -> None:
     ax.legend(fontsize=7, loc="upper right")
 
 
+def plot_correlation(ax, rows) -> None:
+    """The replicas' mean pairwise Pearson correlation of parameters, over steps (the
+    divergence picture's second panel; a row of one replica has no pairs and no line)."""
+    for i, row in enumerate(rows):
+        traces = [[(x["step"], x["correlation"]) for x in r.records if x.get("correlation") is not None]
+                  for r in row.runs]
+        if traces[0]:
+            band(ax, [s for s, _ in traces[0]], [[c for _, c in t] for t in traces], color=f"C{i}")
+    for m in lr_milestones(rows[0]):
+        ax.axvline(m, ls=":", color="k", lw=1)
+    ax.set(xlabel="step", ylabel="replica correlation (mean pairwise Pearson r)")
+    ax.grid(alpha=0.3)
+
+
 def plot_divergence(rows, path: Path) -> None:
-    """Largest distance of a replica's parameters from the replica mean, over steps."""
+    """Largest distance of a replica's parameters from the replica mean, over steps; beside
+    it, their mean pairwise correlation (`plot_correlation`)."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, (ax, right) = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": (3, 2)})
+    plot_correlation(right, rows)
     for i, row in enumerate(rows):
         traces = [[(x["step"], x["divergence"]) for x in r.records if x.get("divergence") is not None]
                   for r in row.runs]
