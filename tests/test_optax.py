@@ -227,6 +227,7 @@ COVERED = {
     "diloco-topk": ("diloco", {"inner_steps": 2, "compress": "topk:0.5"}),
     "sparta-period": ("sparta", {"fraction": 0.2, "period": 2}),
     "localsgd-islands": ("localsgd", {"period": 2, "islands": 4}),
+    "diloco-sparta": ("diloco", {"inner_steps": 2, "sparta": 0.2}),
 }
 
 

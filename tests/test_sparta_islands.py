@@ -83,6 +83,28 @@ def test_islands_match_numpy_reference(size, devices):
     assert len({w[r].tobytes() for r in range(R)}) == R // size   # bit-identical within an island
 
 
+@pytest.mark.parametrize("devices", [8, 1], ids=lambda d: f"8-on-{d}")
+def test_sparta_between_diloco_outer_steps_matches_numpy_reference(devices):
+    """SPARTA + DiLoCo: p = 0.05 of the entries averaged after every inner step but the
+    outer step's (H = 3, Nesterov outer step); global and local weights at every step."""
+    from reference import outer
+
+    batches, grad_fn, p0 = problem()
+    strategy = jaxsel.DiLoCo(inner_steps=3, sparta=0.05, seed=2)
+    mesh = jaxsel.data_mesh(replicas=R, devices=devices)
+    _, hist = run(strategy, mesh, batches, params=softmax_params(D, C), opt=optax.sgd(LR))
+    k = sparse_count(0.05, P)
+    want, sent = sparta_ref.simulate_sparta_diloco(p0, grad_fn, R, T, 3, LR, outer.outer_optimizer("nesterov"),
+                                                   lambda t: np.asarray(draw_entries(2, t, P, k)))
+    assert_history(hist, [local for _, local in want])
+    for t, ((state, _), (glob, _)) in enumerate(zip(hist, want)):
+        for leaf, ref in zip(jax.tree.leaves(state.strategy_state.global_params), glob):
+            for r in range(R):
+                np.testing.assert_allclose(leaf[r], ref, rtol=2e-5, atol=2e-6, err_msg=f"global, step {t}")
+    assert [int(m["bytes_allreduced"]) for _, m in hist] == sent == [P * 4 if t % 3 == 2 else k * 4 for t in range(T)]
+    assert "SPARTA p=0.05" in strategy.describe()
+
+
 # ------------------------------------------------------------------- the shared draws
 
 def test_sparta_draws_exactly_round_p_times_P_distinct_entries_uniformly():
@@ -122,6 +144,8 @@ def test_islands_are_a_fresh_partition_of_the_replicas_at_each_sync(size):
     (lambda: SPARTA(period=0), "period must be an integer >= 1"),
     (lambda: SPARTA(compress="topk:0.1"), "error feedback"),
     (lambda: SPARTA(aggregator="median", compress="int8"), "cannot combine compressed payloads"),
+    (lambda: jaxsel.DiLoCo(sparta=2.0), r"sparta must be a number in \(0, 1\]"),
+    (lambda: jaxsel.DiLoCo(sparta=0.1, compress="int8"), "takes no compress"),
     (lambda: jaxsel.LocalSGD(islands=1), r"islands \(replicas per island\) must be an integer >= 2"),
     (lambda: jaxsel.LocalSGD(islands=2, aggregator="median"), "takes a plain mean within each island"),
     (lambda: jaxsel.FedAvg(islands=2, fraction=0.5), "takes a plain mean within each island"),
@@ -138,3 +162,28 @@ def test_bad_options_are_one_line(make, match):
 def test_islands_inside_a_two_level_method_are_refused():
     with pytest.raises(ValueError, match="draws groups of its own"):
         jaxsel.Hierarchical(inner="localsgd", outer="localsgd", groups=2, inner_options={"islands": 2})
+
+
+# ---------------------------------------------------------------------- the cost model
+
+def test_island_syncs_are_projected_as_all_reduces_among_k_over_the_inter_host_network():
+    """An island's members are drawn anywhere: its all-reduce among K runs over the network
+    between hosts even on a two-level cluster; SPARTA's every step is a barrier and a
+    k-entry all-reduce over all replicas."""
+    from jaxsel import costmodel as cm
+
+    strategy = build_strategy("localsgd", {"period": 2, "islands": 4}, replicas=R, seed=1)
+    timing = cm.strategy_timing(strategy)
+    assert timing.islands == 4 and timing.groups is None
+    step = {"step": 0, "synced": False, "bytes_allreduced": 1000, "vote_bytes": 0, "group_bytes": 1000,
+            "group_synced": True}
+    for network, cluster in (("10gbe", "10gbe"), ("10gbe", cm.Cluster("10gbe", "nvlink", 8))):
+        times, summary = cm.project_run([step], cluster, R, 0.1, **timing._asdict())
+        assert times[-1] == pytest.approx(0.1 + cm.allreduce_time(1000, 4, network))
+        assert summary["group_syncs"] == 1 and "random islands of 4 replicas" in summary["group_level"]
+    with pytest.raises(ValueError, match="islands must be an integer >= 2 that divides the replicas"):
+        cm.Projector("10gbe", R, 1, islands=3)
+    sparta = cm.strategy_timing(SPARTA(fraction=0.05))
+    times, _ = cm.project_run([{"step": 0, "synced": True, "bytes_allreduced": 20}], "10gbe", R, 0.1,
+                              **sparta._asdict())
+    assert sparta.islands is None and times[-1] == pytest.approx(0.1 + cm.allreduce_time(20, R, "10gbe"))

@@ -59,8 +59,9 @@ def sparse_average(params, decide, ctx, aggregate, fraction: float, seed: int, c
                     finish=lambda avg, p: put_entries(p, entries, avg.params))
 
 
-def _unless(decide, other):
-    """decide and not other (static where both are)."""
+def unless(decide, other):
+    """`decide` and not `other` (static where `other` is): the sparse sync where a full one
+    does not run."""
     if isinstance(other, (bool, int)):
         return False if other else decide
     return jnp.logical_and(decide, jnp.logical_not(other))
@@ -119,7 +120,7 @@ class SPARTA(Triggered):
         sparse, levels = self.level(st.sparse, stats, ctx), []
         if self.full is not None:
             levels = [self.full.level(st.full, stats, ctx)]
-            sparse = sparse._replace(decide=_unless(sparse.decide, levels[0].decide))
+            sparse = sparse._replace(decide=unless(sparse.decide, levels[0].decide))
         rs = around_update(rs, grads, ctx, [sparse, *levels])
         full = levels[0].next_state(ctx) if levels else None
         return rs.replace(strategy_state=SpartaState(sparse.next_state(ctx), full))
