@@ -105,6 +105,20 @@ def test_sparta_between_diloco_outer_steps_matches_numpy_reference(devices):
     assert "SPARTA p=0.05" in strategy.describe()
 
 
+def test_sparta_sends_its_entries_through_a_codec_or_within_islands(mesh):
+    """The sparse payload is an ordinary sync payload: bf16 halves its bytes; with the
+    `islands:2` aggregator each island averages its entries (a group-level sync)."""
+    batches = softmax_batches(2, b=B, d=D, c=C)
+    k = sparse_count(0.1, P)
+    _, hist = run(SPARTA(fraction=0.1, compress="bf16"), mesh, batches, params=softmax_params(D, C))
+    assert [int(m["bytes_allreduced"]) for _, m in hist] == [k * 2] * 2
+    _, hist = run(SPARTA(fraction=0.1, aggregator="islands:2"), mesh, batches, params=softmax_params(D, C))
+    assert [(bool(m["synced"]), bool(m["group_synced"]), int(m["group_bytes"])) for _, m in hist] == \
+        [(False, True, k * 4)] * 2
+    w = np.asarray(hist[-1][0].params["w"])
+    assert len({w[r].tobytes() for r in range(R)}) == R   # only k entries agree within an island
+
+
 # ------------------------------------------------------------------- the shared draws
 
 def test_sparta_draws_exactly_round_p_times_P_distinct_entries_uniformly():
