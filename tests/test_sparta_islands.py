@@ -135,6 +135,22 @@ def test_sparta_draws_exactly_round_p_times_P_distinct_entries_uniformly():
     np.testing.assert_array_equal(draw_entries(7, 0, 6, 6), np.arange(6))  # every entry
 
 
+@pytest.mark.parametrize("count, draws", [(70, None), (10, 10)], ids=["left-out-entries", "drawn-again"])
+def test_sparta_draw_above_half_and_when_the_draws_fall_short(monkeypatch, count, draws):
+    """Above half the entries the draw picks those left out; a draw whose m values show
+    fewer than k distinct ones is drawn again (m forced down to k here, so it happens)."""
+    from jaxsel.core import sparse
+
+    if draws is not None:
+        monkeypatch.setattr(sparse, "_draws", lambda total, count: draws)
+    got = np.asarray(jax.jit(jax.vmap(lambda t: draw_entries(3, t, 100, count)))(jnp.arange(2000)))
+    assert all(len(set(row)) == count and np.all(np.diff(row) > 0) for row in got)
+    p = count / 100
+    sd = np.sqrt(2000 * p * (1 - p))
+    counts = np.bincount(got.ravel(), minlength=100)
+    assert counts.min() > 2000 * p - 6 * sd and counts.max() < 2000 * p + 6 * sd, counts
+
+
 @pytest.mark.parametrize("size", [2, 4])
 def test_islands_are_a_fresh_partition_of_the_replicas_at_each_sync(size):
     agg = IslandMean(size, seed=5)
