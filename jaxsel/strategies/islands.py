@@ -26,6 +26,7 @@ class IslandAveraging(LocalSGD):
 
     islands: int | None = 2
     name: ClassVar[str] = "islands"
+    composable: ClassVar[bool] = False   # random islands cannot sit inside a two-level method's groups
     budget: ClassVar[Budget] = sweep("period", 4, 16) + sweep("islands", 4, period=4)
 
     def __post_init__(self):
