@@ -234,7 +234,9 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     assert "[entry 1 of 3] bsp, seed 1 (2 of 2)" in printed
     layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
     assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
-    assert "replicas' own acc" in printed and "proj s>tgt" in printed and "means over 2 seeds (0, 1)" in printed
+    assert "replicas' own" in printed and "acc (min-max)" in printed and "means over 2 seeds (0, 1)" in printed
+    table = printed[printed.index("\nstrategy "):printed.rindex("\nwrote ")]
+    assert max(len(line) for line in table.splitlines()) <= 120   # the table, its legend and notes wrapped
     assert "strategy options for every row that takes them: window=4" in printed
     sentence = [line for line in printed.splitlines() if "its budget-matched baseline localsgd (" in line]
     assert len(sentence) == 1 and sentence[0].startswith("selsync (delta=0.05)")
