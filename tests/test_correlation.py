@@ -75,3 +75,14 @@ def test_a_run_logs_correlation_beside_divergence_only_where_it_reads_its_replic
     final = json.loads((tmp_path / "run" / "final.json").read_text())
     np.testing.assert_allclose(final["mean_correlation"], np.mean([r["correlation"] for r in rows
                                                                    if "correlation" in r]), rtol=1e-12)
+
+
+def test_the_compare_table_notes_each_rows_correlation():
+    from jaxsel.analysis.compare_table import notes
+
+    rows = [{"strategy": "bsp", "mean_correlation": 1.0}, {"strategy": "sparta (fraction=0.05)",
+                                                           "mean_correlation": 0.97925},
+            {"strategy": "one replica", "mean_correlation": None}]
+    assert notes(rows)[0] == ("replica correlation (the replicas' mean pairwise Pearson r of their parameters, "
+                              "averaged over the logged steps): bsp 1.00; sparta (fraction=0.05) 0.979.")
+    assert notes([{"strategy": "bsp"}]) == []   # records from before the metric: no note

@@ -76,7 +76,7 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
     no other run has), and the run locks them.
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
-    with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
+    with StopSignals(checkpointing=cfg.checkpoint_root() is not None) as signals:   # a signal in start-up stops it too
         if run is None and not checked:
             check_config(cfg)
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
