@@ -50,6 +50,7 @@ def format_table(rows: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     lines += [f"{r['strategy']:<{w}}" + "".join(f" {fn(r):>{n}}" for _, n, fn in COLUMNS) for r in rows]
     lines += legend(rows)
+    lines += [f"note: {r['warmup_note']}" for r in rows if r.get("warmup_note")]
     lines += [f"note: {r['quiet_note']}" for r in rows if r.get("quiet_note")]
     pairs = matched_pairs(rows)
     lines += [f"note: {sync_note(m, a)}" for a, m in pairs]
