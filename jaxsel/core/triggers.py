@@ -25,9 +25,17 @@ from .sync import StepStats
 
 
 def ewma_weights(window: int, alpha: float) -> jnp.ndarray:
-    """Normalised weights (1-alpha)^k, k = 1 (newest) ... window (oldest)."""
+    """Normalised weights (1-alpha)^k, k = 1 (newest) ... window (oldest), computed on the
+    device in float32 (the smoothed statistic's: its results stay what they were)."""
     w = (1.0 - alpha) ** jnp.arange(1, window + 1, dtype=jnp.float32)
     return w / jnp.sum(w)
+
+
+def ewma_constant(window: int, alpha: float) -> np.ndarray:
+    """The same weights worked out on the host in float64 and rounded to float32 once: a
+    constant of the compiled step, which computes nothing for them (the raw statistic's)."""
+    w = (1.0 - alpha) ** np.arange(1, window + 1, dtype=np.float64)
+    return (w / w.sum()).astype(np.float32)
 
 
 def any_replica(vote, axis: str):
@@ -281,13 +289,14 @@ class Significance(Trigger):
     def local_vote(self, st, grad_norm):
         """The per-replica part: new window state, this replica's vote and Delta_bar (NaN
         on a forced step)."""
-        weights = ewma_weights(self.window, self.alpha)
         s = grad_norm.astype(jnp.float32)
         if self.statistic == "raw":
+            weights = ewma_constant(self.window, self.alpha)
             change = jnp.abs(s - st.s_prev) / jnp.maximum(st.s_prev, self.eps)
             d_hist = jnp.concatenate([change[None], st.d_hist[:-1]])
             new = RawSignificanceState(st.t + 1, s, d_hist)
         else:
+            weights = ewma_weights(self.window, self.alpha)
             s_hist = jnp.concatenate([s[None], st.s_hist[:-1]])
             g = jnp.dot(weights, s_hist)
             change = jnp.abs(g - st.g_prev) / jnp.maximum(st.g_prev, self.eps)
