@@ -47,7 +47,7 @@ import numpy as np
 
 
 #: jaxsel's default statistic (`jaxsel.SelSync().statistic`), which the references follow
-DEFAULT_STATISTIC = "smoothed"
+DEFAULT_STATISTIC = "raw"
 
 
 class EWMAMeter:
