@@ -31,7 +31,8 @@ from ..training.runlog import write_json
 from . import job
 from .cells import Cells
 from .progress import Progress
-from .significance_stats import FRACTIONS, decisions, fraction_deltas, summary, sync_fraction
+from .significance_stats import (FRACTIONS, decisions, fraction_deltas, recorded_grad_norms, summary,
+                                 sync_fraction)
 from .variants import parse_entry, row_config
 
 #: the probe's method (its runs are compare's cells of it)
@@ -54,11 +55,6 @@ class Significance:
         from ..core.triggers import Significance as Trigger
 
         Trigger(delta=self.delta, window=self.window, alpha=self.alpha, warmup=self.warmup)   # the trigger's checks
-
-
-def grad_norms(run) -> np.ndarray:
-    """A run's recorded s_t of every replica, [steps, replicas]."""
-    return np.asarray([r["grad_norm"] for r in run.records], dtype=np.float64).reshape(len(run.records), -1)
 
 
 def statistic_figures(traces: list[np.ndarray], seeds: list[int], sig: Significance, statistic: str) -> dict:
@@ -113,7 +109,7 @@ def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *
         runs = [cells.get(cfg, f"{PROBE}, seed {cfg.seed}") for cfg in configs]
         seed_list = [cfg.seed for cfg in configs]
         result = {"setting": setting_line(base, seed_list),
-                  **calibration([grad_norms(r) for r in runs], seed_list, sig)}
+                  **calibration([recorded_grad_norms(r.records) for r in runs], seed_list, sig)}
         write_json(out / FILES[0], result)
         plot_calibration(result, out / FILES[1])
     finally:

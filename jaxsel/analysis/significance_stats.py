@@ -27,6 +27,11 @@ from ..core.triggers import STATISTICS, significance_fill
 FRACTIONS = (0.05, 0.10, 0.25, 0.50)
 
 
+def recorded_grad_norms(records: list[dict]) -> np.ndarray:
+    """A run's recorded s_t of every replica (its `grad_norm` metric), [steps, replicas]."""
+    return np.asarray([r["grad_norm"] for r in records], dtype=np.float64).reshape(len(records), -1)
+
+
 def weights(window: int, alpha: float) -> np.ndarray:
     """EWMAMeter's normalised weights (1-alpha)^k, k = 1 (newest) ... W (oldest)."""
     w = (1.0 - alpha) ** np.arange(1, window + 1, dtype=np.float64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.budget import Budget, sweep
+from ..core.budget import Budget, fires, sweep
 from ..core.sync import STRATEGIES
 from ..core.checks import check_int
 from ..core.triggers import DEFAULT_STATISTIC, Capped, Significance
@@ -38,7 +38,9 @@ class SelSync(Triggered):
     max_local: int | None = None
     error_feedback: bool = True
     name: ClassVar[str] = "selsync"
-    budget: ClassVar[Budget] = sweep("delta", None, 0.1, 0.05) + sweep("max_local", 8, 32)
+    #: the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
+    budget: ClassVar[Budget] = (sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5)))
+                                + sweep("max_local", 8, 32))
 
     def __post_init__(self):
         if self.aggregate not in ("params", "grads"):
