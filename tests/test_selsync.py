@@ -82,6 +82,15 @@ def test_raw_statistic_packed_matches_eight_devices_and_the_reference():
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), params, eight[3])
 
 
+def test_the_default_is_the_raw_statistic_with_its_w_minus_1_warm_up():
+    """The reference follows the library's default (issue 42: the one delta = 0.3 fits)."""
+    from jaxsel.core.triggers import Significance
+
+    assert jaxsel.SelSync().statistic == Significance().statistic == ref.DEFAULT_STATISTIC == "raw"
+    assert jaxsel.SelSync().trigger.warmup_steps == 24 and jaxsel.SelSync(statistic="smoothed").trigger.warmup_steps == 49
+    assert jaxsel.SelSync(warmup=7).trigger.warmup_steps == 7
+
+
 def test_statistic_and_warmup_are_checked():
     with pytest.raises(ValueError, match=r"^statistic must be 'smoothed' or 'raw', got 'released'$"):
         jaxsel.SelSync(statistic="released")

@@ -8,7 +8,7 @@ from reference import triggers
 
 def test_significance_by_hand():
     """W = 1, alpha = 0: G_t = s_t, D_t = |s_t - s_{t-1}| / s_{t-1}; warm-up is step 0."""
-    sig = triggers.Significance(delta=0.3, window=1, alpha=0.0)
+    sig = triggers.Significance(delta=0.3, window=1, alpha=0.0, statistic="smoothed")
     out = [sig.step(s) for s in (1.0, 1.0, 2.0, 2.0, 1.0)]
     assert [v for v, _ in out] == [True, False, True, False, True]
     np.testing.assert_allclose([d for _, d in out[1:]], [0.0, 1.0, 0.0, 0.5])
@@ -16,14 +16,14 @@ def test_significance_by_hand():
 
 
 def test_significance_warmup_is_2w_minus_1_steps():
-    sig = triggers.Significance(delta=0.3, window=4, alpha=0.01)
+    sig = triggers.Significance(delta=0.3, window=4, alpha=0.01, statistic="smoothed")
     votes = [sig.step(1.0)[0] for _ in range(12)]
     assert votes == [True] * 7 + [False] * 5     # constant norms: no change after the warm-up
 
 
 def test_significance_window_2_by_hand():
     """W = 2, alpha = 0: weights (1/2, 1/2). G_1 = (s1+s0)/2; Delta from t = 2 on."""
-    sig = triggers.Significance(delta=0.1, window=2, alpha=0.0)
+    sig = triggers.Significance(delta=0.1, window=2, alpha=0.0, statistic="smoothed")
     s = [1.0, 3.0, 3.0, 5.0, 5.0]
     out = [sig.step(x) for x in s]
     # G: 0.5, 2, 3, 4, 5; Delta_2 = 1/2, Delta_3 = 1/3, Delta_4 = 1/4
@@ -89,7 +89,7 @@ def test_significance_validation():
 
 
 def test_any_replica_vote_syncs():
-    sel = triggers.SelSync(2, delta=0.3, window=1, alpha=0.0)
+    sel = triggers.SelSync(2, delta=0.3, window=1, alpha=0.0, statistic="smoothed")
     steps = [(1.0, 1.0), (1.0, 1.0), (1.0, 2.0), (1.0, 2.0)]
     assert triggers.run(sel, steps) == [True, False, True, False]
 
@@ -97,14 +97,14 @@ def test_any_replica_vote_syncs():
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_max_local_caps_runs_of_local_steps(k):
     """Constant norms: only the warm-up step votes; the cap then syncs every (k+1)-th step."""
-    sel = triggers.SelSync(1, max_local=k, delta=0.3, window=1, alpha=0.0)
+    sel = triggers.SelSync(1, max_local=k, delta=0.3, window=1, alpha=0.0, statistic="smoothed")
     decisions = triggers.run(sel, [(1.0,)] * 20)
     expected = [t % (k + 1) == 0 for t in range(20)]
     assert decisions == expected
 
 
 def test_max_local_counts_from_the_last_sync_of_any_kind():
-    sel = triggers.SelSync(1, max_local=3, delta=0.3, window=1, alpha=0.0)
+    sel = triggers.SelSync(1, max_local=3, delta=0.3, window=1, alpha=0.0, statistic="smoothed")
     norms = [1, 1, 1, 2, 2, 2, 2, 2, 2]          # step 3 votes (change 1.0)
     expected = [True, False, False, True, False, False, False, True, False]
     assert triggers.run(sel, [(x,) for x in norms]) == expected
