@@ -134,6 +134,21 @@ def format_calibration(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _plain_log_ticks(ax, ticker) -> None:
+    """Tick labels as plain numbers (0.02, 0.3); across more than a decade only the minor
+    ticks at 2, 3 and 5 x 10^k are labelled, so that they do not overlap."""
+    low, high = ax.get_xlim()
+    wide = high / low > 10
+
+    def minor(x, _):
+        mantissa = round(x / 10 ** np.floor(np.log10(x) + 1e-9))
+        return f"{x:g}" if not wide or mantissa in (2, 3, 5) else ""
+
+    ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(ticker.FuncFormatter(minor))
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+
+
 def _g(value) -> str:
     return "-" if value is None else f"{value:.3g}"
 
@@ -160,9 +175,7 @@ def plot_calibration(result: dict, path: Path) -> None:
                    label=f"delta = {result['delta']:g}: fires on {st['fraction_at_delta']:.1%}")
         ax.set(xscale="log", ylim=(0, 1.02), xlabel="delta (log)", ylabel="share of post-warm-up steps synced",
                title=f"statistic={name} (median {_g(st['median'])}, p90 {_g(st['p90'])}, max {_g(st['max'])})")
-        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-        ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
-        ax.tick_params(axis="x", which="minor", labelsize=7)
+        _plain_log_ticks(ax, ticker)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(f"Delta_bar on BSP's trajectory, W={result['window']}, alpha={result['alpha']:g}\n"
