@@ -83,6 +83,7 @@ VARIANTS = {
     "ssp-s2": ("ssp", {"staleness": 2}),
     "syncswitch-online": ("syncswitch", {"policy": "online", "staleness": 2}),
     "triggered-periodic-bf16": ("triggered", {"trigger": "periodic", "trigger.period": 3, "compress": "bf16"}),
+    "diloco-sparta": ("diloco", {"inner_steps": 3, "sparta": 0.2}),
     # the raw statistic (the default since issue 42): SelSync's defaults (W = 25: 10 forced
     # steps), a warm-up of 0 (Delta_bar 0 until its window fills) on gradients, a two-level run
     "selsync-defaults": ("selsync", {}),
@@ -108,6 +109,10 @@ PACKING_VARIANTS = {
                                               "inner.aggregator": "median", "outer": "selsync",
                                               "outer.window": 2, "outer.delta": 0.05, "outer.statistic": "smoothed",
                                               "outer.warmup": 3}),
+    # a shared draw of entries every step, a full average every 3rd (the sparse sync under a cond)
+    "sparta-period3": ("sparta", {"fraction": 0.2, "period": 3}),
+    # random islands of 4: members on one device and across devices, on every packing
+    "localsgd-islands4": ("localsgd", {"period": 2, "islands": 4}),
 }
 #: case -> (strategy, options, layouts)
 CASES = {**{name: (name, {}, EVERY_LAYOUT) for name in sorted(STRATEGIES)},
