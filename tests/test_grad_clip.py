@@ -84,7 +84,6 @@ def test_clip_at_is_checked():
     check_config(TrainConfig(clip_at="gradients", clip_norm=2.0))
 
 
-@pytest.mark.slow
 def test_a_run_clipping_its_gradients_reports_the_clipped_statistic(tmp_path):
     """`train` with clip_at="gradients": every replica's s_t over the MLP's 6 tensors is at
     most sqrt(6) x the clip (6 norms whose squares add up to at most the clip's square);
