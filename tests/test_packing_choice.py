@@ -204,17 +204,19 @@ def conv_primitives(fn, *args) -> list:
 def test_a_convolution_as_matrix_products_is_the_convolution(conv, shapes):
     """Forward and both gradients (the input's: a dilated convolution; the weights': one
     whose "kernel" is the whole output), per replica and vmapped over per-replica weights,
-    to float32 rounding; the vmapped program holds no convolution, only batched products."""
+    to float32 rounding; the vmapped program holds no convolution, only batched products.
+    (Each side runs jitted, as a step runs it: op by op, the six computations compiled
+    about 125 programs per case.)"""
     rng = np.random.default_rng(0)
     x, w = (jnp.asarray(rng.standard_normal(s), jnp.float32) for s in shapes)
     f = lambda x, w: lax.conv_general_dilated(x, w, **conv)
     grads = lambda x, w: jax.grad(lambda a, b: jnp.sum(jnp.sin(f(a, b))), argnums=(0, 1))(x, w)
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * float(jnp.max(jnp.abs(b))))
-    close(with_convs_as_matmuls(f)(x, w), f(x, w))
-    jax.tree.map(close, with_convs_as_matmuls(grads)(x, w), grads(x, w))
+    close(jax.jit(with_convs_as_matmuls(f))(x, w), jax.jit(f)(x, w))
+    jax.tree.map(close, jax.jit(with_convs_as_matmuls(grads))(x, w), jax.jit(grads)(x, w))
     xs, ws = jnp.stack([x, 2 * x, -x]), jnp.stack([w, -w, 0.5 * w])
     batched = jax.vmap(with_convs_as_matmuls(grads))
-    jax.tree.map(close, batched(xs, ws), jax.vmap(grads)(xs, ws))
+    jax.tree.map(close, jax.jit(batched)(xs, ws), jax.jit(jax.vmap(grads))(xs, ws))
     assert conv_primitives(jax.vmap(grads), xs, ws) and not conv_primitives(batched, xs, ws)
     assert any(e.primitive.name == "dot_general" and e.params["dimension_numbers"][1][0]
                for e in jax.make_jaxpr(batched)(xs, ws).eqns)
