@@ -74,6 +74,7 @@ VARIANTS = {
     "ssp-s2": ("ssp", {"staleness": 2}),
     "syncswitch-online": ("syncswitch", {"policy": "online", "staleness": 2}),
     "triggered-periodic-bf16": ("triggered", {"trigger": "periodic", "trigger.period": 3, "compress": "bf16"}),
+    "diloco-sparta": ("diloco", {"inner_steps": 3, "sparta": 0.2}),
 }
 #: the variants that also run on every layout: decisions taken on packed replicas' votes,
 #: order statistics, sampling and groups inside a device as well as across devices
@@ -89,6 +90,10 @@ PACKING_VARIANTS = {
     "hierarchical-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
                                               "inner.aggregator": "median", "outer": "selsync",
                                               "outer.window": 2, "outer.delta": 0.05}),
+    # a shared draw of entries every step, a full average every 3rd (the sparse sync under a cond)
+    "sparta-period3": ("sparta", {"fraction": 0.2, "period": 3}),
+    # random islands of 4: members on one device and across devices, on every packing
+    "localsgd-islands4": ("localsgd", {"period": 2, "islands": 4}),
 }
 #: case -> (strategy, options, layouts)
 CASES = {**{name: (name, {}, EVERY_LAYOUT) for name in sorted(STRATEGIES)},

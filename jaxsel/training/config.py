@@ -125,7 +125,8 @@ class TrainConfig:
     eval_every: int = option(50, help="steps between test evaluations")
     log_every: int = option(10, help="steps between metric reads (one host round-trip)")
     divergence_every: int | None = option(None, metavar="N", help="steps between reads of the replicas' "
-                                          "divergence, a model-sized reduction (default: --log-every)")
+                                          "divergence and correlation, model-sized reductions (default: "
+                                          "--log-every)")
     data_dir: str | None = option(None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     out_dir: str | None = option(None, flag="--out", commands=("train",),   # compare's --out: its own folder
                                  help="run directory (default runs/<strategy>-<time>); metrics.jsonl and "

@@ -240,6 +240,12 @@ def _plain(v):
     return v.item() if v.ndim == 0 else v.tolist()
 
 
+def _mean_of(records: list[dict], key: str) -> float | None:
+    """The mean of `key` over the records that logged it (None where none did)."""
+    values = [r[key] for r in records if r.get(key) is not None]
+    return float(np.mean(values)) if values else None
+
+
 class RunLog:
     """Metrics window, counters, evaluations, projection and the JSONL log of one run.
 
@@ -276,8 +282,10 @@ class RunLog:
     def add_step(self, t: int, metrics: dict) -> None:
         self.window.append((t, metrics))
 
-    def add_divergence(self, t: int, value) -> None:
-        self.divergences[t] = value
+    def add_replica_metrics(self, t: int, values: dict) -> None:
+        """Step t's reads of the replicas (`core.correlation.replica_metrics`: divergence,
+        correlation), unfetched: they travel with the window's metrics."""
+        self.divergences[t] = values
 
     def flush(self, t: int) -> dict | None:
         """Fetch, check, count, project and write the window; the record that must stop
@@ -299,7 +307,7 @@ class RunLog:
         c, bad = self.counters, None
         for i, rec in enumerate(new):
             if rec["step"] in divs:
-                rec["divergence"] = float(divs[rec["step"]])
+                rec.update({name: float(v) for name, v in divs[rec["step"]].items()})
             rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps)   # a skipped step leaves the optimizer be
             c.bytes_allreduced += int(rec["bytes_allreduced"])
             c.synced_steps += bool(rec["synced"])
@@ -355,6 +363,7 @@ class RunLog:
             "final_test_accuracy": self.evals[-1]["test_accuracy"],
             "final_test_loss": self.evals[-1]["test_loss"],
             "final_train_loss": float(np.mean([r["loss"] for r in tail])) if tail else float("nan"),
+            "mean_correlation": _mean_of(self.records, "correlation"),
             "sync_fraction": c.synced_steps / cfg.steps,
             "bytes_allreduced": c.bytes_allreduced,
             "wall_time_s": c.train_time_s,
