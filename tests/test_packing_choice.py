@@ -82,7 +82,17 @@ def test_ties_go_to_the_static_default_and_a_candidate_that_fails_is_not_chosen(
         packing.fastest({}, packing.LOOPS)
 
 
-def test_the_choice_is_cached_on_disk_and_keyed(tmp_path):
+def steps_not_run(auto, state, batch, time_step, rounds):
+    """`packing.measure_candidates` with every candidate's step a no-op: the measurement's
+    bookkeeping (round robin, the clock) without compiling the four loops (the real steps
+    run in test_auto_keeps_the_fastest_candidate_of_a_timing_table)."""
+    return packing.measure({loop: (lambda: None) for loop in auto.candidates}, rounds=rounds, time_step=time_step)
+
+
+def test_the_choice_is_cached_on_disk_and_keyed(tmp_path, monkeypatch):
+    """The choice is keyed by the per-replica program and the replicas per device (what the
+    candidates' steps would time is the fake clock's either way)."""
+    monkeypatch.setattr(packing, "measure_candidates", steps_not_run)
     step, state, batch = softmax_setup()
     first = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=1, unroll=2, map=3, matmul=4)),
                         directory=tmp_path, rounds=1)
