@@ -26,7 +26,7 @@ def totals(procs: list[dict]) -> dict:
     for p in procs:
         counts.update(p["counts"])
         secs.update(p["secs"])
-    return {"processes": len(procs), "misses": counts[MISSES], "hits": counts[HITS], "compiles": counts[COMPILE],
+    return {"processes": len(procs), "cpu": sum(p.get("cpu", 0) for p in procs), "misses": counts[MISSES], "hits": counts[HITS], "compiles": counts[COMPILE],
             "trace_s": secs[TRACE], "lower_s": secs[LOWER], "compile_s": secs[COMPILE]}
 
 
@@ -53,8 +53,18 @@ def main(argv=None) -> None:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
     procs = load(args.folder)
+    versions = collections.defaultdict(list)
+    for p in procs:
+        versions[(p.get("python"), p.get("jax"))].append(p)
+    if len(versions) > 1:   # e.g. both CI legs into one folder: each on its own, then together
+        for (python, jax), group in sorted(versions.items(), key=str):
+            t = totals(group)
+            print(f"Python {python}, JAX {jax}: {t['processes']} processes, {t['cpu']:.0f} CPU s; "
+                  f"{t['misses']} compiled, {t['hits']} repeats; tracing {t['trace_s']:.0f} s, lowering "
+                  f"{t['lower_s']:.0f} s, compiling {t['compile_s']:.0f} s")
+        print()
     t = totals(procs)
-    print(f"{t['processes']} processes; {t['misses']} programs compiled (cache misses), {t['hits']} repeats "
+    print(f"{t['processes']} processes ({t['cpu']:.0f} CPU s where recorded); {t['misses']} programs compiled (cache misses), {t['hits']} repeats "
           f"(cache hits), {t['compiles']} compile requests")
     print(f"seconds: tracing {t['trace_s']:.0f}, lowering {t['lower_s']:.0f}, XLA compiling (hits: loading) "
           f"{t['compile_s']:.0f}")

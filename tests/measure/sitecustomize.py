@@ -9,6 +9,7 @@ COMPILE_STATS_DIR/<pid>.json current (every 5 s and at exit):
   'cache_misses', '/jax/core/compile/jaxpr_trace_duration', 'jaxpr_to_mlir_module_duration',
   'backend_compile_duration': tracing, lowering and XLA's compiling, in seconds);
 - "tests": the same per test (PYTEST_CURRENT_TEST, inherited by a test's subprocesses);
+- "cpu": the process's own CPU seconds (user + sys) when the file was last written;
 - "programs": every persistent-cache look-up: [test, "hit" | "miss", module name, key]
   (read from JAX's own debug log line of each look-up, which nothing else prints).
 Nothing of jaxsel or the suite imports this; without COMPILE_STATS_DIR it does nothing."""
@@ -24,6 +25,7 @@ if _DIR:
     import json
     import logging
     import re
+    import resource
     import time
 
     _counts, _secs = collections.Counter(), collections.Counter()
@@ -88,7 +90,11 @@ if _DIR:
         path = os.path.join(_DIR, f"{os.getpid()}.json")
         try:
             with open(path + ".tmp", "w") as f:
-                json.dump({"argv": sys.argv[:6], "wall": time.time() - _t0, "counts": _counts, "secs": _secs,
+                usage = resource.getrusage(resource.RUSAGE_SELF)
+                jax = sys.modules.get("jax")
+                json.dump({"argv": sys.argv[:6], "python": sys.version.split()[0],
+                           "jax": getattr(jax, "__version__", None), "wall": time.time() - _t0,
+                           "cpu": usage.ru_utime + usage.ru_stime, "counts": _counts, "secs": _secs,
                            "tests": _tests, "programs": list(_programs)}, f)
             os.replace(path + ".tmp", path)
         except (OSError, RuntimeError):   # RuntimeError: a dict changed size while dumped; next time
