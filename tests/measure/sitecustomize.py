@@ -11,7 +11,7 @@ COMPILE_STATS_DIR/<pid>.json current (every 5 s and at exit):
 - "tests": the same per test (PYTEST_CURRENT_TEST, inherited by a test's subprocesses);
 - "cpu": the process's own CPU seconds (user + sys) when the file was last written;
 - "programs": every persistent-cache look-up: [test, "hit" | "miss", module name, key]
-  (read from JAX's own debug log line of each look-up, which nothing else prints).
+  (recorded by wrapping the two functions JAX calls to log a look-up).
 Nothing of jaxsel or the suite imports this; without COMPILE_STATS_DIR it does nothing."""
 import os
 import sys
@@ -23,8 +23,6 @@ if _DIR:
     import importlib.abc
     import importlib.util
     import json
-    import logging
-    import re
     import resource
     import time
 
@@ -44,37 +42,49 @@ if _DIR:
         _secs[name] += secs
         _tests[_test()][name + ":secs"] += secs
 
-    _LOOKUP = re.compile(r"^(Persistent compilation cache hit|PERSISTENT COMPILATION CACHE MISS) for '(.*)' with key '(.*)'$")
-
-    class _Lookups(logging.Handler):
-        def emit(self, record):
-            try:
-                m = _LOOKUP.match(record.getMessage())
-            except Exception:
-                return
-            if m:
-                _programs.append([_test(), "hit" if m[1].startswith("Persistent") else "miss", m[2], m[3]])
+    def _looked_up(kind):
+        def record(module_name, cache_key, *args, **kwargs):
+            _programs.append([_test(), kind, module_name, cache_key])
+        return record
 
     def _register(monitoring):
         monitoring.register_event_listener(_event)
         monitoring.register_event_duration_secs_listener(_duration)
-        log = logging.getLogger("jax._src.compiler")
-        log.addHandler(_Lookups(logging.DEBUG))
-        log.setLevel(logging.DEBUG)
+
+    def _wrap_lookups(compiler):
+        """Every persistent-cache look-up, from the functions JAX calls to log it (patched
+        rather than read from the log: a log level set here would reach the handlers of
+        processes that print debug logs, and tests that read their output)."""
+        for name, kind in (("log_persistent_cache_hit", "hit"), ("log_persistent_cache_miss", "miss")):
+            original = getattr(compiler, name, None)
+            if original is None:
+                continue
+
+            def wrapped(module_name, cache_key, *args, _original=original, _record=_looked_up(kind), **kwargs):
+                _record(module_name, cache_key)
+                return _original(module_name, cache_key, *args, **kwargs)
+            setattr(compiler, name, wrapped)
+
+    _HOOKS = {"jax._src.monitoring": _register, "jax._src.compiler": _wrap_lookups}
 
     class _Hook(importlib.abc.MetaPathFinder):
-        """Registers the listeners as jax._src.monitoring is first imported."""
+        """Runs _HOOKS[name] on module `name` as it is first imported."""
         def find_spec(self, name, path=None, target=None):
-            if name != "jax._src.monitoring":
+            if name not in _HOOKS or getattr(self, "_busy", False):
                 return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            run = spec.loader.exec_module
+            self._busy = True
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                self._busy = False
+            run, then = spec.loader.exec_module, _HOOKS.pop(name)
 
             def exec_module(module):
                 run(module)
-                _register(module)
+                then(module)
             spec.loader.exec_module = exec_module
+            if not _HOOKS:
+                sys.meta_path.remove(self)
             return spec
 
     sys.meta_path.insert(0, _Hook())
