@@ -146,12 +146,16 @@ def reference_islands(steps, size, period=2, seed=4):
     return history[-1], [False] * steps   # syncs within islands, never over all replicas
 
 
-SELSYNC = dict(window=2, delta=0.3, alpha=0.1)   # syncs 111..111..11 in 12 steps (margins >= 9%)
+#: syncs 111..111..11 in 12 steps (margins >= 9%); raw: 111011101110 (margins >= 7%)
+SELSYNC = dict(window=2, delta=0.3, alpha=0.1, statistic="smoothed")
+SELSYNC_RAW = dict(window=2, delta=0.3, alpha=0.1, statistic="raw")
 REFERENCES = {   # name -> (strategy, inner optimizer, steps, reference)
     "bsp": (lambda: jaxsel.BSP(), lambda: optax.sgd(LR, momentum=0.9), 4, reference_bsp),
     "localsgd": (lambda: jaxsel.LocalSGD(period=3), lambda: optax.sgd(LR), 6, reference_localsgd),
     "selsync": (lambda: jaxsel.SelSync(**SELSYNC), lambda: optax.sgd(LR), 12,
                 lambda steps: reference_selsync(steps, **SELSYNC)),
+    "selsync-raw": (lambda: jaxsel.SelSync(**SELSYNC_RAW), lambda: optax.sgd(LR), 12,
+                    lambda steps: reference_selsync(steps, **SELSYNC_RAW)),
     "diloco": (lambda: jaxsel.DiLoCo(inner_steps=2), lambda: optax.sgd(LR), 6, reference_diloco),
     "sparta": (lambda: SPARTA(fraction=0.5, seed=3), lambda: optax.sgd(LR, momentum=0.9), 4, reference_sparta),
     "sparta-period": (lambda: SPARTA(fraction=0.5, seed=3, period=3), lambda: optax.sgd(LR, momentum=0.9), 4,
@@ -177,7 +181,7 @@ def test_a_users_loop_matches_the_numpy_reference(name, layout):
                      history[-1][0], run("8x1")[-1][0])
     synced = [bool(jaxsel.sync_facts(opt)["synced"][0]) for _, opt in history]
     assert synced == [True] * steps if name == "bsp" else synced == decisions
-    if name == "selsync":
+    if name.startswith("selsync"):
         assert any(decisions[2 * SELSYNC["window"] - 1:]) and not all(decisions), "both decisions occur"
 
 
@@ -213,6 +217,8 @@ COVERED = {
     "syncswitch-online-s2": ("syncswitch", {"policy": "online", "staleness": 2}),
     "selsync-grads": ("selsync", {"aggregate": "grads", "window": 2, "delta": 0.05}),
     "selsync-max-local": ("selsync", {"window": 2, "delta": 1.0, "max_local": 1}),
+    "selsync-raw-w0": ("selsync", {"window": 2, "delta": 0.3, "statistic": "raw", "warmup": 0}),
+    "selsync-smoothed-w1": ("selsync", {"window": 2, "delta": 0.05, "statistic": "smoothed", "warmup": 1}),
     "fedavg-sampled": ("fedavg", {"period": 2, "fraction": 0.5}),
     "localsgd-desloc": ("localsgd", {"period": 2, "opt_state_period": 3}),
     **{f"superstep-{agg}": ("superstep", {"epochs": 0.5, "aggregator": agg}) for agg in AGGREGATORS},

@@ -129,7 +129,7 @@ def legend(rows: list[dict]) -> str:
 
 def notes(rows: list[dict]) -> list[str]:
     """The notes under the table, one sentence each (printed after "note: ", wrapped)."""
-    out = [r["quiet_note"] for r in rows if r.get("quiet_note")]
+    out = [r[key] for key in ("warmup_note", "quiet_note") for r in rows if r.get(key)]
     return [*correlation_note(rows), *out, *(sync_note(m, a) for a, m in matched_pairs(rows))]
 
 

@@ -229,14 +229,17 @@ def significance_panel(ax, rows) -> tuple[list, list[str]]:
         color = row_color(i)
         keep(band(ax, traces[0][0], [v for _, v in traces], color=color, lw=1),
              f"{label(row)}: Delta_bar (max over replicas)")
-        delta, window, alpha = significance_options(row.runs[0])
-        keep(ax.axhline(delta, color=color, ls="--", lw=1),
-             f"delta = {delta:g} (from a steady state: a {jump_needed(delta, window, alpha):.3g}x one-step jump "
-             f"of the gradient norm)")
-        keep(ax.axhline(fall_peak(window, alpha), color="gray", ls=":", lw=1),
-             f"peak of a sudden fall of the gradient norm to zero: {fall_peak(window, alpha):.3g}")
-        warm = 2 * window - 1
-        keep(ax.axvspan(0, warm, color=color, alpha=0.08), f"warm-up (t < 2W-1 = {warm}): always votes")
+        opts = significance_options(row.runs[0])
+        delta, window, alpha = opts.delta, opts.window, opts.alpha
+        reach = (f" (from a steady state: a {jump_needed(delta, window, alpha):.3g}x one-step jump of the gradient "
+                 f"norm)" if opts.statistic == "smoothed" else "")
+        keep(ax.axhline(delta, color=color, ls="--", lw=1), f"delta = {delta:g}{reach}")
+        if opts.statistic == "smoothed":
+            keep(ax.axhline(fall_peak(window, alpha), color="gray", ls=":", lw=1),
+                 f"peak of a sudden fall of the gradient norm to zero: {fall_peak(window, alpha):.3g}")
+        warm = opts.warmup_steps
+        if warm:
+            keep(ax.axvspan(0, warm, color=color, alpha=0.08), f"warm-up (t < {warm}): always votes")
     ax.set_ylabel("Delta_bar")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

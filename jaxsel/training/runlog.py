@@ -73,6 +73,7 @@ class Counters:
     projected_time_s: float = 0.0
     synced_steps: int = 0
     skipped_steps: int = 0
+    skipped_synced_steps: int = 0   # skipped steps that had synchronized (a sample-epochs clock never saw them)
 
     @classmethod
     def from_meta(cls, meta: dict) -> "Counters":
@@ -253,7 +254,7 @@ class RunLog:
     runs without a run directory). `history` is a checkpoint's meta (resuming)."""
 
     def __init__(self, cfg, timing: dict, out_dir: Path | None, start: int, history: dict,
-                 fetch: Callable = jax.device_get, bar=None, lead: bool = True):
+                 fetch: Callable = jax.device_get, bar=None, lead: bool = True, samples=None):
         self.cfg, self.fetch, self.bar, self.lead = cfg, fetch, bar, lead
         saved = history.get("counters", {})
         self.counters = Counters.from_meta(saved)
@@ -262,7 +263,7 @@ class RunLog:
         self.window: list[tuple[int, dict]] = []
         self.divergences: dict[int, Any] = {}
         self.skip_run = 0
-        self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length)
+        self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length, samples)
         file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
         self.records: list[dict] = list(file.earlier) if file else []
         self.writers: list[MetricWriter] = [file] if file else []
@@ -308,12 +309,14 @@ class RunLog:
         for i, rec in enumerate(new):
             if rec["step"] in divs:
                 rec.update({name: float(v) for name, v in divs[rec["step"]].items()})
-            rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps)   # a skipped step leaves the optimizer be
+            # a skipped step leaves the optimizer be (its sample clock too)
+            rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps, c.synced_steps - c.skipped_synced_steps)
             c.bytes_allreduced += int(rec["bytes_allreduced"])
             c.synced_steps += bool(rec["synced"])
             if self.cfg.nonfinite == "skip":
                 self.skip_run = self.skip_run + 1 if rec["nonfinite"] else 0
                 c.skipped_steps += bool(rec["nonfinite"])
+                c.skipped_synced_steps += bool(rec["nonfinite"]) and bool(rec["synced"])
                 if self.skip_run >= MAX_CONSECUTIVE_SKIPS and bad is None:
                     bad = i
             elif bad is None and describe_nonfinite(rec):

@@ -101,7 +101,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
     ckpt, start, state, history = _restore(cfg, run, lead)
     out_dir = _open_run_dir(cfg, run) if cfg.out_dir and lead else None   # one writer: process 0
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
-                 _progress(cfg, start) if lead else None, lead)
+                 _progress(cfg, start) if lead else None, lead, samples=run.samples)
     step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
     try:
         t0 = time.perf_counter()
