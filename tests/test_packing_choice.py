@@ -82,7 +82,17 @@ def test_ties_go_to_the_static_default_and_a_candidate_that_fails_is_not_chosen(
         packing.fastest({}, packing.LOOPS)
 
 
-def test_the_choice_is_cached_on_disk_and_keyed(tmp_path):
+def steps_not_run(auto, state, batch, time_step, rounds):
+    """`packing.measure_candidates` with every candidate's step a no-op: the measurement's
+    bookkeeping (round robin, the clock) without compiling the four loops (the real steps
+    run in test_auto_keeps_the_fastest_candidate_of_a_timing_table)."""
+    return packing.measure({loop: (lambda: None) for loop in auto.candidates}, rounds=rounds, time_step=time_step)
+
+
+def test_the_choice_is_cached_on_disk_and_keyed(tmp_path, monkeypatch):
+    """The choice is keyed by the per-replica program and the replicas per device (what the
+    candidates' steps would time is the fake clock's either way)."""
+    monkeypatch.setattr(packing, "measure_candidates", steps_not_run)
     step, state, batch = softmax_setup()
     first = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=1, unroll=2, map=3, matmul=4)),
                         directory=tmp_path, rounds=1)
@@ -204,17 +214,19 @@ def conv_primitives(fn, *args) -> list:
 def test_a_convolution_as_matrix_products_is_the_convolution(conv, shapes):
     """Forward and both gradients (the input's: a dilated convolution; the weights': one
     whose "kernel" is the whole output), per replica and vmapped over per-replica weights,
-    to float32 rounding; the vmapped program holds no convolution, only batched products."""
+    to float32 rounding; the vmapped program holds no convolution, only batched products.
+    (Each side runs jitted, as a step runs it: op by op, the six computations compiled
+    about 125 programs per case.)"""
     rng = np.random.default_rng(0)
     x, w = (jnp.asarray(rng.standard_normal(s), jnp.float32) for s in shapes)
     f = lambda x, w: lax.conv_general_dilated(x, w, **conv)
     grads = lambda x, w: jax.grad(lambda a, b: jnp.sum(jnp.sin(f(a, b))), argnums=(0, 1))(x, w)
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * float(jnp.max(jnp.abs(b))))
-    close(with_convs_as_matmuls(f)(x, w), f(x, w))
-    jax.tree.map(close, with_convs_as_matmuls(grads)(x, w), grads(x, w))
+    close(jax.jit(with_convs_as_matmuls(f))(x, w), jax.jit(f)(x, w))
+    jax.tree.map(close, jax.jit(with_convs_as_matmuls(grads))(x, w), jax.jit(grads)(x, w))
     xs, ws = jnp.stack([x, 2 * x, -x]), jnp.stack([w, -w, 0.5 * w])
     batched = jax.vmap(with_convs_as_matmuls(grads))
-    jax.tree.map(close, batched(xs, ws), jax.vmap(grads)(xs, ws))
+    jax.tree.map(close, jax.jit(batched)(xs, ws), jax.jit(jax.vmap(grads))(xs, ws))
     assert conv_primitives(jax.vmap(grads), xs, ws) and not conv_primitives(batched, xs, ws)
     assert any(e.primitive.name == "dot_general" and e.params["dimension_numbers"][1][0]
                for e in jax.make_jaxpr(batched)(xs, ws).eqns)
