@@ -128,3 +128,23 @@ def test_claiming_a_default_name_is_atomic(tmp_path):
     expected = ["compare-20300101-000000"] + [f"compare-20300101-000000-{i}" for i in range(2, 9)]
     assert sorted(Path(n).name for n in names) == sorted(expected)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(expected)
+
+
+def test_a_resume_with_nothing_to_resume_from_never_replaces_a_finished_runs_records(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 1: a finished run made with --no-checkpoint, or whose checkpoints were
+    deleted, resumed (with another strategy, even): one line, exit 2, nothing touched."""
+    monkeypatch.chdir(tmp_path)
+    assert cli_main([*RUN, "--steps", "4", "--out", "r1", "--no-checkpoint"]) == 0
+    assert cli_main([*RUN, "--steps", "4", "--out", "r2"]) == 0
+    shutil.rmtree(recorded_root(tmp_path / "r2"))   # its checkpoints deleted (or moved away)
+    before = {name: digest(tmp_path / name) for name in ("r1", "r2")}
+    capsys.readouterr()
+    for name in ("r1", "r2"):
+        argv = [a if a != "bsp" else "localsgd" for a in RUN]   # another strategy, even
+        code = cli_main([*argv, "--steps", "2", "--out", name, "--resume"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1, err
+        assert f"run directory {name!r} holds a run (metrics.jsonl, evals.json, final.json) but there is no " \
+               f"checkpoint to continue it from" in err[0] and "nothing was touched" in err[0], err[0]
+        assert digest(tmp_path / name) == before[name]
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())

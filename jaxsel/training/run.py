@@ -31,7 +31,7 @@ from ..models import FunctionalModel, build_model
 from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
-from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source
+from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source, records
 from .config import ConfigError, TrainConfig, check_config
 from .evaluation import make_eval_fn
 from .lr_schedule import never_fires_warning
@@ -205,9 +205,14 @@ def check_paths(cfg: TrainConfig) -> None:
                               f"--checkpoint-dir")
     owner = foreign_owner(root, cfg.out_dir) if root is not None and cfg.resume else None
     if owner is not None:   # named with --checkpoint-dir (a recorded folder of another run is forked)
+        forks = records(cfg.out_dir, root)   # only a run directory that records the folder forks it
         raise ConfigError(f"checkpoint dir {str(root)!r} belongs to run directory {owner!r}, not to "
-                          f"{str(cfg.out_dir)!r}; resume without --checkpoint-dir to fork its newest checkpoint "
-                          f"into a folder of this run's own, or resume {owner!r} itself")
+                          f"{str(cfg.out_dir)!r}; " + (
+                              "resume without --checkpoint-dir to fork its newest checkpoint into a folder of "
+                              "this run's own" if forks else
+                              "give this run a --checkpoint-dir of its own (or none)") + f", or resume {owner!r} itself")
+    if cfg.out_dir and cfg.resume:
+        refuse_restart(cfg)
     if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
         spec = KNOWN.get(cfg.dataset)
         if spec is None or spec.builder is None:
@@ -226,6 +231,26 @@ RUN_RECORDS = ("metrics.jsonl", "evals.json", "final.json")
 
 def _nonempty(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
+
+
+def refuse_restart(cfg: TrainConfig) -> None:
+    """A resume finds the step to continue from in the checkpoints; where there are none (a
+    run made with --no-checkpoint, stopped before its first save, or whose folder was
+    deleted or moved) it starts from step 0 and writes its records afresh. In a run
+    directory that holds a run's records, that would cut its rows and replace its final
+    figures and settings (by another strategy's, even): ConfigError, before anything is
+    touched. A copied run directory counts the checkpoints it forks from."""
+    held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
+    root = cfg.checkpoint_root()
+    if not held or existing_steps(root):
+        return
+    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
+    if source is not None and existing_steps(source):
+        return
+    raise ConfigError(f"run directory {str(cfg.out_dir)!r} holds a run ({', '.join(held)}) but there is no "
+                      f"checkpoint to continue it from ({str(root)!r} holds none); a resume would start it over "
+                      f"and replace its records, so nothing was touched: give --checkpoint-dir where its "
+                      f"checkpoints are, or choose another --out")
 
 
 def resumed_settings(cfg: TrainConfig) -> TrainConfig:
