@@ -204,3 +204,69 @@ def test_resume_needs_a_job_to_continue(tmp_path, capsys):
     assert "holds no compare job to continue" in err and not empty.exists()
     assert main(["frontier", "--resume", "--methods", "bsp", "--out", str(empty)]) == 2
     assert "holds no frontier job to continue" in capsys.readouterr().err and not empty.exists()
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_train_never_writes_into_a_jobs_cell_and_an_edited_cell_is_refused(finished, tmp_path, capsys):
+    """Issue 48 item 2: `jaxsel train --resume` into a comparison's cell (its config.json as
+    --config) or a new directory inside the job: one line, nothing touched; a cell's figure
+    file edited by hand: `report` and `--resume` refuse it naming the cell and the file."""
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    before = snapshot(copy)
+    cell = copy / "selsync_delta=0.05" / "seed1"
+    for target, extra in ((cell, ["--config", str(cell / "config.json"), "--resume", "--steps", "6"]),
+                          (copy / "bsp" / "seed0", ["--steps", "2", "--no-checkpoint"])):
+        assert main(["train", "--no-progress", "--out", str(target), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"lies inside the job in {str(copy)!r} (job.json)" in err[0], err
+        assert "never writes into a job's cells" in err[0]
+        assert snapshot(copy) == before
+
+    final = json.loads((cell / "final.json").read_text())
+    (cell / "final.json").write_text(json.dumps({**final, "final_test_accuracy": 0.99}))
+    edited = snapshot(copy)
+    for command in (["report", str(copy)], [*argv, "--out", str(copy), "--resume"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"cell selsync_delta=0.05/seed1 of {str(copy)!r}: its final.json is not the one " \
+                                 f"its run wrote" in err[0], err
+        assert snapshot(copy) == edited
+
+
+DAMAGE = {
+    "metrics.jsonl missing": (lambda cell: (cell / "metrics.jsonl").unlink(), "its metrics.jsonl is missing"),
+    "evals.json missing": (lambda cell: (cell / "evals.json").unlink(), "its evals.json is missing"),
+    "metrics.jsonl []": (lambda cell: (cell / "metrics.jsonl").write_text("[]\n"),
+                         "its metrics.jsonl entry 1 is not what a run writes (not a JSON object)"),
+    "final.json cut": (lambda cell: (cell / "final.json").write_text((cell / "final.json").read_text()[:40]),
+                       "its final.json is not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("kind", ["recorded", "legacy"])
+def test_report_on_a_damaged_cell_is_one_line_naming_the_cell(finished, tmp_path, capsys, damage, kind):
+    """Issue 48 item 5: a cell's file missing, [] or cut short is one line naming the cell
+    and the file, for cells recorded with their files' digests and for cells recorded
+    before (read as they are: each file's content is checked as it is read)."""
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    cell = copy / "selsync_delta=0.05" / "seed1"
+    if kind == "legacy":
+        record = json.loads((cell / "cell.json").read_text())
+        record.pop("files")
+        (cell / "cell.json").write_text(json.dumps(record))
+    spoil, legacy_says = DAMAGE[damage]
+    spoil(cell)
+    assert main(["report", str(copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cell selsync_delta=0.05/seed1 of {str(copy)!r}: " in err[0], err
+    assert "remove the cell's directory and resume the job" in err[0] and "Traceback" not in err[0]
+    expected = legacy_says if kind == "legacy" or "missing" in damage else "is not the one its run wrote"
+    assert expected in err[0], err[0]

@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
+from ..training.run_kinds import JOB_FILE
 from ..training.runlog import jsonable, write_json
 
-JOB_FILE = "job.json"
 #: the job's compiled programs (JAX's persistent cache), kept until the job has finished
 CACHE_DIR = ".xla-cache"
 #: a run's settings that change neither its trajectory nor its figures: where and how it

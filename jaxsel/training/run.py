@@ -37,7 +37,7 @@ from .evaluation import make_eval_fn
 from .lr_schedule import never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
-from .run_kinds import refuse_comparison
+from .run_kinds import refuse_comparison, refuse_job_cell
 from .runlock import check_unlocked
 from .sync_horizon import warn_if_never_syncs
 
@@ -179,9 +179,10 @@ def evaluation_weights(state, strategy) -> tuple[Any, Any]:
     return consensus(state, strategy), consensus_model_state(state)
 
 
-def check_paths(cfg: TrainConfig) -> None:
+def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     """The filesystem side, checked before any data is read: a run directory that holds
-    another run (when not resuming: nothing is overwritten) or a comparison (ever: run_kinds.py),
+    another run (when not resuming: nothing is overwritten), a comparison or lies inside a
+    long job's directory (ever, unless `job_cell`: the job trains its own cell; run_kinds.py),
     a checkpoint dir that already holds another run's checkpoints (when not resuming) or,
     named for a resume, belongs to another run directory (checkpoint_owner.py), an explicit
     data_dir that does not exist (an error for a dataset that must be prepared there;
@@ -191,6 +192,8 @@ def check_paths(cfg: TrainConfig) -> None:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
     if cfg.out_dir:
         refuse_comparison(cfg.out_dir)   # resumed or not: a comparison is no run to continue
+        if not job_cell:
+            refuse_job_cell(cfg.out_dir)   # its records are a job's: only the job writes them
     if cfg.out_dir and not cfg.resume:
         held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
         if held:

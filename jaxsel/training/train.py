@@ -29,6 +29,7 @@ from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, Training
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
+from .run_kinds import STRATEGY_FILE
 from .runlock import check_unlocked, lock_run
 from .runlog import RunLog, write_json
 
@@ -56,7 +57,7 @@ class Due(NamedTuple):
 
 
 def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
-          make_dirs: Callable[[TrainConfig], TrainConfig] | None = None) -> RunResult:
+          make_dirs: Callable[[TrainConfig], TrainConfig] | None = None, job_cell: bool = False) -> RunResult:
     """Train per `cfg`; returns per-step records, evaluations and final figures.
 
     With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
@@ -73,7 +74,8 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
     Every check, the building of the run included (its memory and disk estimates), comes
     before anything is created: then `make_dirs(cfg)` (the command line's) creates the run's
     directories and returns `cfg` with their final names (a default run directory gets one
-    no other run has), and the run locks them.
+    no other run has), and the run locks them. `job_cell`: the run is a cell of the long job
+    whose directory holds `cfg.out_dir` (analysis/cells.py), which no other run may write.
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
     with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
@@ -83,13 +85,13 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
         lead = jax.process_index() == 0
         if run is None:
             check_unlocked(cfg.out_dir, cfg.checkpoint_root())   # a run in progress is named as such
-            check_paths(cfg)
+            check_paths(cfg, job_cell=job_cell)
             run = assemble_run(cfg)   # its last checks (memory, disk): nothing is created before them
         if make_dirs is not None:
             cfg = make_dirs(cfg)
             run = dataclasses.replace(run, cfg=cfg)
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
-            check_paths(cfg)   # under the lock: a run that wrote there since is refused, not mixed in
+            check_paths(cfg, job_cell=job_cell)   # under the lock: a run that wrote there since is refused
             if lead:
                 claim_checkpoints(cfg)   # the folder is this run directory's; a copied one forks its own
             return _train(cfg, run, signals)
@@ -232,7 +234,7 @@ def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
     write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
                                      "checkpoint_root": str(root.absolute()) if root is not None else None})
     write_json(out / "environment.json", environment(run.layout, run.loader.describe(), run.packing))
-    write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
+    write_json(out / STRATEGY_FILE, {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})
     return out
 
