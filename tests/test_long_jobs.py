@@ -270,3 +270,32 @@ def test_report_on_a_damaged_cell_is_one_line_naming_the_cell(finished, tmp_path
     assert "remove the cell's directory and resume the job" in err[0] and "Traceback" not in err[0]
     expected = legacy_says if kind == "legacy" or "missing" in damage else "is not the one its run wrote"
     assert expected in err[0], err[0]
+
+
+def test_a_resumed_job_runs_the_packing_loop_its_first_cell_ran(tmp_path, monkeypatch):
+    """Issue 48 item 3: a comparison whose first cell measured its packing loop (vmap here,
+    a fake measurement) and was stopped during its second cell resumes without measuring
+    (a CPU's static unroll): its later cells run vmap too, and results.json's layout is
+    what every seed ran."""
+    from jaxsel.core import packing
+
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(packing.MEASURE_ENV, "1")
+    monkeypatch.setattr(packing, "measure_candidates", lambda *a, **k: ({"vmap": 1.0, "unroll": 2.0}, {}))
+    packing.forget_in_memory()
+    argv = ["compare", "--strategies", "bsp", "--replicas", "4", "--devices", "1", "--steps", "4", "--eval-every",
+            "4", "--seeds", "2", "--no-match-budget", "--no-progress", "--out", str(tmp_path / "cm")]
+    assert run_main(argv)[0] == 0
+    stopped = tmp_path / "cm" / "bsp" / "seed1"
+    (stopped / "cell.json").unlink()   # as if killed during cell 2
+    (tmp_path / "cm" / "results.json").unlink()
+    monkeypatch.delenv(packing.MEASURE_ENV)
+    packing.forget_in_memory()
+    code, printed = run_main([*argv, "--resume"])
+    assert code == 0, printed
+    loops = [json.loads((tmp_path / "cm" / "bsp" / f"seed{s}" / "config.json").read_text())["packing"]["loop"]
+             for s in (0, 1)]
+    assert loops == ["vmap", "vmap"]
+    rows = json.loads((tmp_path / "cm" / "results.json").read_text())
+    assert "packed by vmap" in rows[0]["layout"]
+    packing.forget_in_memory()

@@ -41,7 +41,7 @@ def test_a_copied_run_dir_forks_the_newest_checkpoint_and_never_touches_the_orig
 
     assert cli_main([*RUN, "--steps", "20", "--out", "b", "--resume"]) == 0
     err = capsys.readouterr().err
-    assert "forked" in err and "step 12" in err, err
+    assert "forked its checkpoints (steps 8, 12)" in err, err
     assert digest(original) == before and digest(tmp_path / "a") == run_before   # byte-identical
     fork = recorded_root(tmp_path / "b")
     assert fork != original and fork.parent == original.parent
@@ -148,3 +148,32 @@ def test_a_resume_with_nothing_to_resume_from_never_replaces_a_finished_runs_rec
                f"checkpoint to continue it from" in err[0] and "nothing was touched" in err[0], err[0]
         assert digest(tmp_path / name) == before[name]
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+
+
+def test_a_fork_of_a_folder_whose_newest_checkpoint_is_corrupt_continues_from_the_newest_good_one(tmp_path, monkeypatch,
+                                                                                                   capsys):
+    """Issue 48 item 4 (and item 10's half copy of a fork killed by SIGKILL, cleared on the
+    next resume): b, a copy of a whose newest checkpoint has a flipped byte, falls back to
+    the step before, as a does, and a is only read."""
+    from run_hooks import flip_a_byte
+
+    monkeypatch.chdir(tmp_path)
+    assert cli_main([*RUN, "--steps", "8", "--out", "a"]) == 0
+    original = recorded_root(tmp_path / "a")
+    flip_a_byte(original / "8")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    before = digest(original)
+    capsys.readouterr()
+    assert cli_main([*RUN, "--steps", "12", "--out", "b", "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "forked its checkpoints (steps 4, 8)" in err and "/8 is unreadable" in err, err
+    assert "falling back to step 4" in err and "resuming from the checkpoint of step 4" in err, err
+    assert digest(original) == before
+    assert cli_main([*RUN, "--steps", "12", "--out", "ref"]) == 0
+    assert rows(tmp_path / "b") == rows(tmp_path / "ref")
+
+    fork = recorded_root(tmp_path / "b")
+    (fork / ".fork-12-999999").mkdir()   # what a fork killed mid-copy leaves
+    (fork / ".fork-12-999999" / "half").write_text("x")
+    assert cli_main([*RUN, "--steps", "12", "--out", "b", "--resume"]) == 0
+    assert not (fork / ".fork-12-999999").exists()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from run_hooks import signal_at, trees_equal
+from run_hooks import flip_a_byte, signal_at, trees_equal
 
 from jaxsel.cli import main as cli_main
 from jaxsel.training.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
@@ -111,15 +111,6 @@ def test_rows_past_the_checkpoint_are_cut_on_resume(tmp_path):
 
 
 # 3. verified checkpoints -----------------------------------------------------------------
-
-def flip_a_byte(step_dir: Path) -> Path:
-    """One byte in the middle of the biggest array file of a checkpoint."""
-    biggest = max((p for p in (step_dir / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
-    data = bytearray(biggest.read_bytes())
-    data[len(data) // 2] ^= 0x10
-    biggest.write_bytes(bytes(data))
-    return biggest
-
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_flipped_byte_falls_back_with_one_warning_and_all_bad_exits_2(tmp_path, capsys):

@@ -5,9 +5,9 @@ copy of it (`cp -r a b`) records a's folder too. Resuming the copy there would c
 from a's state and then write into a's folder, and `--keep` would delete a's newest steps:
 two runs silently sharing one history. So each checkpoint folder names its owner, the run
 directory (resolved) that wrote it, in `OWNER_FILE`, and a resumed run directory whose
-recorded folder is owned, and still recorded, by another run directory *forks*: the newest
-checkpoint is copied into a folder of the run's own, beside the original (`fork_root`),
-and the run continues there. A folder whose owner no longer records it (the run directory
+recorded folder is owned, and still recorded, by another run directory *forks*: the
+checkpoints are copied into a folder of the run's own, beside the original (`fork_root`),
+and the run continues there from the newest that reads back intact. A folder whose owner no longer records it (the run directory
 was moved, or the folder is itself a copy) is nobody else's: the run claims it.
 The original folder and run directory are only read. Forking, rather than refusing, is
 what the user of `cp -r a b; jaxsel train --out b --resume` asked for: b continues from
@@ -100,23 +100,45 @@ def fork_source(cfg: TrainConfig, recorded: str | None) -> Path | None:
     return Path(recorded) if foreign_owner(recorded, cfg.out_dir) is not None else None
 
 
+#: a step being copied by `fork`: .fork-<step>-<pid> (a rename makes it a checkpoint)
+PARTIAL = re.compile(r"\.fork-\d+-(\d+)")
+
+
 def fork(source: Path, target: Path, run_dir: str) -> None:
-    """Copy `source`'s newest checkpoint into `target` (empty of checkpoints; the caller holds
-    its lock), through a temporary name so that an interrupted copy is never a checkpoint;
-    say so in one line. `source` is only read."""
+    """Copy `source`'s checkpoints into `target` (empty of checkpoints; the caller holds its
+    lock), each through a temporary name so that an interrupted copy is never a checkpoint;
+    say so in one line. `source` is only read. Every step is copied, not only the newest:
+    the resume verifies them newest first (checkpoint.py) and falls back past one that is
+    unreadable or corrupt, as a resume of the original does, so a fork of a folder whose
+    newest checkpoint is damaged continues from the newest good one. The copies of a fork
+    killed mid-copy (SIGKILL: no handler ran) are removed first."""
+    clear_partial_forks(target)
     if existing_steps(target):
         return   # forked already (a resume of the copy that stopped before it wrote its config)
     steps = existing_steps(source)
     if not steps:
         return
-    newest = steps[-1]
-    partial = target / f".fork-{newest}-{os.getpid()}"
+    partial = {step: target / f".fork-{step}-{os.getpid()}" for step in steps}
     try:
-        shutil.copytree(source / str(newest), partial)
-        partial.rename(target / str(newest))
+        for step in steps:
+            shutil.copytree(source / str(step), partial[step])
     except BaseException:   # a full disk, a signal: no half copy left behind
-        shutil.rmtree(partial, ignore_errors=True)
+        for path in partial.values():
+            shutil.rmtree(path, ignore_errors=True)
         raise
+    for step in reversed(steps):   # all copied: the newest becomes a checkpoint first
+        partial[step].rename(target / str(step))
+    which = f"step {steps[0]}" if len(steps) == 1 else f"steps {', '.join(map(str, steps))}"
     print(f"jaxsel: run directory {run_dir!r} records the checkpoints of another run directory "
-          f"({source}); forked its newest checkpoint (step {newest}) into {target}, and {source} is left as "
+          f"({source}); forked its checkpoints ({which}) into {target}, and {source} is left as "
           f"it was", file=sys.stderr, flush=True)
+
+
+def clear_partial_forks(target: Path) -> None:
+    """Remove the half copies (`PARTIAL`) a killed fork left in `target` (the caller holds
+    its lock, so no fork is copying there now)."""
+    if not target.is_dir():
+        return
+    for path in target.iterdir():
+        if PARTIAL.fullmatch(path.name):
+            shutil.rmtree(path, ignore_errors=True)

@@ -31,7 +31,7 @@ from ..models import FunctionalModel, build_model
 from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
-from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source, records
+from .checkpoint_owner import claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, records
 from .config import ConfigError, TrainConfig, check_config
 from .evaluation import make_eval_fn
 from .lr_schedule import never_fires_warning
@@ -211,7 +211,7 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
         forks = records(cfg.out_dir, root)   # only a run directory that records the folder forks it
         raise ConfigError(f"checkpoint dir {str(root)!r} belongs to run directory {owner!r}, not to "
                           f"{str(cfg.out_dir)!r}; " + (
-                              "resume without --checkpoint-dir to fork its newest checkpoint into a folder of "
+                              "resume without --checkpoint-dir to fork its checkpoints into a folder of "
                               "this run's own" if forks else
                               "give this run a --checkpoint-dir of its own (or none)") + f", or resume {owner!r} itself")
     if cfg.out_dir and cfg.resume:
@@ -282,11 +282,12 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
 
 def claim_checkpoints(cfg: TrainConfig) -> None:
     """Under the run's lock, before it restores: claim its checkpoint folder for its run
-    directory, and fill a copied run directory's own folder with the newest checkpoint of
-    the folder its config.json records (checkpoint_owner.py)."""
+    directory, and fill a copied run directory's own folder with the checkpoints of the
+    folder its config.json records (checkpoint_owner.py)."""
     root = cfg.checkpoint_root()
     if root is None or not cfg.out_dir:
         return
+    clear_partial_forks(root)   # a fork killed mid-copy (SIGKILL) left its half copies
     source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
     if source is not None and root.absolute() == fork_root(source, cfg).absolute():   # `resumed_settings` forked
         fork(source, root, cfg.out_dir)
