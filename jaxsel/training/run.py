@@ -114,9 +114,13 @@ def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.L
     batch = parallel.global_batch(data.loader.batch(0), layout.mesh)
     if data.device_transform is not None:   # the step sees the transformed batch
         batch = jax.jit(data.device_transform)(batch, state.step)
-    choice = train_step.decide(state, batch)
-    if choice.how == "measured" and jax.process_index() == 0:
-        print(f"jaxsel: {choice.describe()}; kept in {packing.cache_dir()}", file=sys.stderr, flush=True)
+    try:
+        choice = train_step.decide(state, batch)
+    except ValueError as err:   # $JAXSEL_PACKING_MEASURE set to neither 1 nor 0
+        raise ConfigError(str(err)) from None
+    if choice.how == "measured" and jax.process_index() == 0:   # where it was not kept, `store` said so
+        kept = f"; kept in {choice.kept.parent}" if choice.kept is not None else ""
+        print(f"jaxsel: {choice.describe()}{kept}", file=sys.stderr, flush=True)
     return choice
 
 
