@@ -43,6 +43,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 import jax
+import numpy as np
 
 from .parallel import CPU_MAX_INFLIGHT
 
@@ -79,6 +80,17 @@ def _token(outputs: Any) -> jax.Array | None:
         if isinstance(leaf, jax.Array):
             return None if isinstance(leaf, jax.core.Tracer) else leaf
     return None
+
+
+def _check_outputs(outputs: Any) -> None:
+    """TypeError unless every leaf of `outputs` is array-like (a jax.Array, a NumPy array or
+    a number): what a step returns. Text or another object is no step's outputs (a mistaken
+    argument), and pacing it would silently wait on nothing."""
+    for leaf in jax.tree.leaves(outputs):
+        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic, int, float, complex)):
+            shown = f"{type(leaf).__name__} {leaf!r}"[:80] if isinstance(leaf, str) else type(leaf).__name__
+            raise TypeError(f"jaxsel.pace takes a step's outputs (a jax.Array, or its metrics: a pytree of arrays), "
+                            f"got {shown}: nothing a step returns, and nothing to wait on")
 
 
 @functools.cache
@@ -124,6 +136,7 @@ class Pacer:
         recorded steps are unfinished. Returns `outputs`."""
         token = _token(outputs)
         if token is None:
+            _check_outputs(outputs)
             return outputs
         devices = token.sharding.device_set
         limit = self.limit(next(iter(devices)).platform)
