@@ -25,7 +25,7 @@ from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
 from .config import TrainConfig, agreed_settings, check_config
 from .environment import environment
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
-    describe_nonfinite, guard_nonfinite
+    describe_nonfinite, guard_nonfinite, stop_plan
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
@@ -78,7 +78,8 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
     whose directory holds `cfg.out_dir` (analysis/cells.py), which no other run may write.
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
-    with StopSignals() as signals:   # from the start: a signal during start-up stops the run too
+    plan = stop_plan(cfg.checkpoint_root() is not None, job_cell)
+    with StopSignals(plan) as signals:   # from the start: a signal during start-up stops the run too
         if run is None and not checked:
             check_config(cfg)
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
@@ -110,7 +111,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
         compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
         compile_time = time.perf_counter() - t0
         if signals.signum is not None and not distributed.is_multiprocess():
-            _halt(signals.signum, start, ckpt if start else None)   # stopped during start-up
+            _halt(signals, start, ckpt if start else None)   # stopped during start-up
         if not log.evals:
             _evaluate(run, state, log, start)
         log.tick()
@@ -133,7 +134,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
                                              **log.checkpoint_meta()})
                 log.tick()
             if due.halt:
-                _halt(signals.signum, t + 1, ckpt)
+                _halt(signals, t + 1, ckpt)
         if start >= cfg.steps and (not log.evals or log.evals[-1]["step"] != cfg.steps):
             _evaluate(run, state, log, cfg.steps)   # resumed a finished run
     finally:
@@ -239,10 +240,11 @@ def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
     return out
 
 
-def _halt(signum: int | None, step: int, ckpt) -> None:
+def _halt(signals: StopSignals, step: int, ckpt) -> None:
     if ckpt is not None:
         ckpt.wait()
-    raise TrainingInterrupted(signum or signal.SIGTERM, step, str(ckpt.directory) if ckpt is not None else None)
+    raise TrainingInterrupted(signals.signum or signal.SIGTERM, step, str(ckpt.directory) if ckpt is not None else None,
+                              signals.plan.unsaved)
 
 
 def _nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
