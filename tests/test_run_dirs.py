@@ -177,3 +177,30 @@ def test_a_fork_of_a_folder_whose_newest_checkpoint_is_corrupt_continues_from_th
     (fork / ".fork-12-999999" / "half").write_text("x")
     assert cli_main([*RUN, "--steps", "12", "--out", "b", "--resume"]) == 0
     assert not (fork / ".fork-12-999999").exists()
+
+
+def test_a_checkpoint_folder_follows_its_run_directory_not_its_path(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 10: after `mv r8 r8old`, a new `--out r8 --resume` continued r8old's
+    checkpoints (and its --keep would prune them); now the folder is refused to it, with
+    and without --resume, and r8old continues its own. --checkpoint-dir naming a folder this
+    run directory does not record is refused without advice to fork (nothing would fork)."""
+    monkeypatch.chdir(tmp_path)
+    assert cli_main([*RUN, "--steps", "4", "--out", "r8"]) == 0
+    folder = recorded_root(tmp_path / "r8")
+    (tmp_path / "r8").rename(tmp_path / "r8old")
+    before = digest(folder)
+    capsys.readouterr()
+    for extra in (["--resume"], []):
+        assert cli_main([*RUN, "--steps", "8", "--out", "r8", *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "the run directory that was at" in err[0] and "before (moved or replaced" in err[0]
+        assert "give this run a --checkpoint-dir of its own" in err[0] and "fork" not in err[0], err[0]
+        assert digest(folder) == before
+    assert cli_main([*RUN, "--steps", "8", "--out", "r8old", "--resume"]) == 0
+    assert "resuming from the checkpoint of step 4" in capsys.readouterr().err
+    assert recorded_root(tmp_path / "r8old") == folder
+
+    assert cli_main([*RUN, "--steps", "8", "--out", "fresh", "--resume", "--checkpoint-dir", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"belongs to run directory {str(tmp_path / 'r8old')!r}" in err[0], err
+    assert "give this run a --checkpoint-dir of its own (or none)" in err[0] and "fork" not in err[0], err[0]

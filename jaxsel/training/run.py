@@ -204,20 +204,20 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
             raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
                               f"continue it with --resume, or choose another --out (nothing is overwritten)")
     root = cfg.checkpoint_root()
+    owner = foreign_owner(root, cfg.out_dir) if root is not None else None
     if root is not None and not cfg.resume:
         steps = existing_steps(root)
         if steps:
             raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
-                              f"{max(steps)}); continue that run with --resume, or choose another "
-                              f"--checkpoint-dir")
-    owner = foreign_owner(root, cfg.out_dir) if root is not None and cfg.resume else None
-    if owner is not None:   # named with --checkpoint-dir (a recorded folder of another run is forked)
+                              f"{max(steps)}" + (f", of {owner}); give this run a --checkpoint-dir of its own, or "
+                                                 f"choose another --out" if owner is not None else
+                                                 "); continue that run with --resume, or choose another "
+                                                 "--checkpoint-dir"))
+    if owner is not None and cfg.resume:   # named with --checkpoint-dir (a recorded folder of another run forks)
         forks = records(cfg.out_dir, root)   # only a run directory that records the folder forks it
-        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to run directory {owner!r}, not to "
-                          f"{str(cfg.out_dir)!r}; " + (
-                              "resume without --checkpoint-dir to fork its checkpoints into a folder of "
-                              "this run's own" if forks else
-                              "give this run a --checkpoint-dir of its own (or none)") + f", or resume {owner!r} itself")
+        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to {owner}, not to {str(cfg.out_dir)!r}; " + (
+            "resume without --checkpoint-dir to fork its checkpoints into a folder of this run's own" if forks else
+            "give this run a --checkpoint-dir of its own (or none)") + ", or resume that run directory itself")
     if cfg.out_dir and cfg.resume:
         refuse_restart(cfg)
     if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
@@ -284,7 +284,7 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
-def claim_checkpoints(cfg: TrainConfig) -> None:
+def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
     """Under the run's lock, before it restores: claim its checkpoint folder for its run
     directory, and fill a copied run directory's own folder with the checkpoints of the
     folder its config.json records (checkpoint_owner.py)."""
@@ -295,7 +295,7 @@ def claim_checkpoints(cfg: TrainConfig) -> None:
     source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
     if source is not None and root.absolute() == fork_root(source, cfg).absolute():   # `resumed_settings` forked
         fork(source, root, cfg.out_dir)
-    claim(root, cfg.out_dir)
+    claim(root, cfg.out_dir, run_id)
 
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:

@@ -29,7 +29,8 @@ from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, Training
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
-from .run_kinds import STRATEGY_FILE
+from .checkpoint_owner import new_run_id, run_id_of
+from .run_kinds import CONFIG_FILE, STRATEGY_FILE
 from .runlock import check_unlocked, lock_run
 from .runlog import RunLog, write_json
 
@@ -93,16 +94,17 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
             run = dataclasses.replace(run, cfg=cfg)
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
             check_paths(cfg, job_cell=job_cell)   # under the lock: a run that wrote there since is refused
+            run_id = (run_id_of(cfg.out_dir) or new_run_id()) if lead else None   # the run directory's identity
             if lead:
-                claim_checkpoints(cfg)   # the folder is this run directory's; a copied one forks its own
-            return _train(cfg, run, signals)
+                claim_checkpoints(cfg, run_id)   # the folder is this run directory's; a copied one forks its own
+            return _train(cfg, run, signals, run_id)
 
 
-def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
+def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None) -> RunResult:
     lead = jax.process_index() == 0
     distributed.barrier("train-start")   # every process has its data before the first collective
     ckpt, start, state, history = _restore(cfg, run, lead)
-    out_dir = _open_run_dir(cfg, run) if cfg.out_dir and lead else None   # one writer: process 0
+    out_dir = _open_run_dir(cfg, run, run_id) if cfg.out_dir and lead else None   # one writer: process 0
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead)
     step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
@@ -225,15 +227,17 @@ def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
                                  f"build the run with lr_schedule_steps={recorded}")
 
 
-def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
+def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     """The run directory with what the run is: its settings, where its checkpoints go (a
-    resumed run finds them there, whatever the working directory), its strategy as built
+    resumed run finds them there, whatever the working directory), its identity (which its
+    checkpoint folder's owner file records too: checkpoint_owner.py), its strategy as built
     and what it runs on (environment.py)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
-    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
-                                     "checkpoint_root": str(root.absolute()) if root is not None else None})
+    write_json(out / CONFIG_FILE, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
+                                   "checkpoint_root": str(root.absolute()) if root is not None else None,
+                                   "run_id": run_id})
     write_json(out / "environment.json", environment(run.layout, run.loader.describe(), run.packing))
     write_json(out / STRATEGY_FILE, {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})
