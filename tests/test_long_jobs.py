@@ -299,3 +299,37 @@ def test_a_resumed_job_runs_the_packing_loop_its_first_cell_ran(tmp_path, monkey
     rows = json.loads((tmp_path / "cm" / "results.json").read_text())
     assert "packed by vmap" in rows[0]["layout"]
     packing.forget_in_memory()
+
+
+def test_a_jobs_compilation_cache_is_loaded_only_where_this_user_made_it(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 10: a job directory handed over with an .xla-cache of compiled code
+    (another user's, another machine's: no valid seal) has it removed, not loaded; the
+    cache a stopped job of this user left is kept for its resume."""
+    import jax
+
+    from jaxsel.analysis.job import CACHE_SEAL, kept_compilations, trusted_cache
+
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "home-cache"))
+    folder = tmp_path / "job" / ".xla-cache"
+    trusted_cache(folder)   # a job of this user starts: its cache is sealed
+    (folder / "compiled-entry").write_bytes(b"native code")
+    trusted_cache(folder)   # its resume keeps it
+    assert (folder / "compiled-entry").is_file() and capsys.readouterr().err == ""
+    for seal in ("0" * 64, None):   # someone else's seal, or none
+        (folder / "compiled-entry").write_bytes(b"foreign code")
+        if seal is None:
+            (folder / CACHE_SEAL).unlink()
+        else:
+            (folder / CACHE_SEAL).write_text(seal)
+        trusted_cache(folder)
+        assert not (folder / "compiled-entry").exists() and (folder / CACHE_SEAL).is_file()
+        assert "was not made by this user on this machine" in capsys.readouterr().err
+    saved = jax.config.jax_compilation_cache_dir   # the suite sets one; a job's own is used without
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        (folder / "compiled-entry").write_bytes(b"foreign code")
+        (folder / CACHE_SEAL).write_text("0" * 64)
+        with kept_compilations(tmp_path / "job"):
+            assert not (folder / "compiled-entry").exists()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved)
