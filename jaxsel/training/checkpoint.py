@@ -261,6 +261,8 @@ class Checkpointer:
             problem = write_problem(err)
             if problem is None:
                 raise
+            if write_problem(err, named=True) is None:   # the OS error did not say which file: where, then
+                problem += f": a file under {self.directory}"
             if self._failed is not None:   # the same failure again (waiting after the failed save)
                 raise self._failed from None
             failed = self._writing if self._writing is not None else step
@@ -357,9 +359,10 @@ class Checkpointer:
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
-def write_problem(err: BaseException | str) -> str | None:
+def write_problem(err: BaseException | str, named: bool = False) -> str | None:
     """"No space left on device: FILE" for a failed write the user can fix (Orbax reports the
-    OS error inside tensorstore's message), else None (a bug: its traceback stays)."""
+    OS error inside tensorstore's message), else None (a bug: its traceback stays); with
+    `named`, None too where the error does not name the file."""
     text = str(err)
     code = getattr(err, "errno", None)
     found = re.search(r"os_error_code='(\d+)'", text) or re.search(r"\[Errno (\d+)\]", text)
@@ -369,6 +372,8 @@ def write_problem(err: BaseException | str) -> str | None:
         return None
     where = re.search(r'(?:Failed writing|local file): "([^"]+)"', text)
     path = getattr(err, "filename", None) or (where.group(1) if where else None)
+    if named and not path:
+        return None
     return os.strerror(code) + (f": {path}" if path else "")
 
 
