@@ -32,6 +32,7 @@ XLA's abort.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import dataclasses
 import functools
@@ -199,11 +200,24 @@ class Pacer:
                 print(line, file=sys.stderr if self.stream is None else self.stream, flush=True)
 
     def close(self) -> None:
-        """Stop the watch thread (the process-wide pacer's runs as long as the process)."""
+        """Stop the watch thread and wait for it (the process-wide pacer's runs as long as
+        the process: `_stop_at_exit`)."""
         self._closed.set()
+        watch = self._watch
+        if watch is not None and watch is not threading.current_thread():
+            watch.join(timeout=self.poll_s + 5.0)
 
 
 _PACER = Pacer()
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """The watch thread is a daemon that calls into jaxlib every `poll_s`: stopped and joined
+    before the interpreter finalizes, so it is never caught there mid-call (Python 3.11 ends
+    a daemon thread that wakes during finalization with pthread_exit, whose unwinding
+    through C++ frames aborts the process: a finished run's exit status -6)."""
+    _PACER.close()
 
 
 def pace(outputs: T) -> T:

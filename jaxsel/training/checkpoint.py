@@ -348,11 +348,23 @@ class Checkpointer:
         self._writing = None
 
     def close(self) -> None:
-        try:
-            self.manager.close()
-        except Exception as err:  # noqa: BLE001 - a failed write already reported (or being reported)
-            if write_problem(err) is None:
-                raise
+        """Close the manager: wait for its saves, then close its checkpointer, metadata
+        stores and deleter. Orbax raises a failed save once per waiting call and then goes
+        on, but its `close` stops at that raise and leaves the rest open (threads and
+        storage writes still running when the interpreter exits, where Python 3.11 kills a
+        thread that calls back into it and the process aborts): so a close that raised
+        the write failure (reported already, `_write_errors`) is repeated until it is done."""
+        for _ in range(CLOSE_TRIES):
+            try:
+                self.manager.close()
+                return
+            except Exception as err:  # noqa: BLE001 - a failed write already reported (or being reported)
+                if write_problem(err) is None:
+                    raise
+
+
+#: a manager's close raises each stored write failure once (its save's, its checkpointer's)
+CLOSE_TRIES = 4
 
 
 #: failures of a write the user can fix: a full disk, a quota, a read-only or forbidden directory
