@@ -234,15 +234,18 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     assert "[entry 1 of 3] bsp, seed 1 (2 of 2)" in printed
     layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
     assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
-    assert "replicas' own acc" in printed and "proj s>tgt" in printed and "means over 2 seeds (0, 1)" in printed
+    assert "replicas' own" in printed and "acc (min-max)" in printed and "means over 2 seeds (0, 1)" in printed
+    table = printed[printed.index("\nstrategy "):printed.rindex("\nwrote ")]
+    assert max(len(line) for line in table.splitlines()) <= 120   # the table, its legend and notes wrapped
     assert "strategy options for every row that takes them: window=4" in printed
     sentence = [line for line in printed.splitlines() if "its budget-matched baseline localsgd (" in line]
     assert len(sentence) == 1 and sentence[0].startswith("selsync (delta=0.05)")
     syncs = by_entry(rows)["selsync:delta=0.05"]["syncs"]
+    flat = " ".join(printed.split())   # notes are wrapped to 100 columns
     assert f"exactly {matched_syncs(syncs)} syncs in every seed, selsync (delta=0.05)'s {syncs:.4g} (mean over " \
-        f"seeds) rounded" in printed
+        f"seeds) rounded" in flat
     assert "[cell 1 of 8 · 0 done" in printed and "about" in printed and "left]" in printed   # progress, ETA
-    assert "the difference of the two mean accuracies exceeds the sum of their standard deviations" in printed
+    assert "the difference of the two mean accuracies exceeds the sum of their standard deviations" in flat
     by = by_entry(rows)
     assert by["bsp"]["sync_fraction"] == 1.0 and by["bsp"]["speedup_vs_bsp"] == 1.0
     assert by["bsp"]["target_accuracy"] == pytest.approx(0.99 * by["bsp"]["final_test_accuracy"])

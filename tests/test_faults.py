@@ -77,24 +77,6 @@ def test_sigint_saves_and_reports_exit_code_130(tmp_path):
     assert signal.getsignal(signal.SIGINT) is before   # the handler is put back
 
 
-@pytest.mark.parametrize("cell", [False, True], ids=["no-checkpoints", "job-cell"])
-def test_a_stop_of_a_run_without_checkpoints_says_what_is_kept(tmp_path, capsys, cell):
-    """Issue 48 item 10: a run that writes no checkpoints (a compare or frontier cell among
-    them) said "saving a checkpoint", then "no checkpoint saved"."""
-    cfg = config(tmp_path, steps=8, checkpoint_dir=None, checkpoint_every=None)
-    with pytest.raises(TrainingInterrupted) as info:
-        train(cfg, run=signal_at(build_run(cfg), 3), job_cell=cell)
-    said = capsys.readouterr().err
-    assert "saving a checkpoint" not in said
-    if cell:
-        assert "finishing the step in flight and stopping the job (its finished cells are kept" in said, said
-        assert "no checkpoint saved (a job's cell keeps none): the job's finished cells are kept, and its --resume " \
-               "runs this cell again" in str(info.value)
-    else:
-        assert "finishing the step in flight and stopping without a checkpoint (this run writes none)" in said, said
-        assert str(info.value).endswith("no checkpoint saved (this run writes none)")
-
-
 @pytest.mark.slow
 def test_sigterm_from_outside_saves_exits_143_and_resumes(tmp_path):
     """The CLI end to end: SIGTERM mid-run -> checkpoint, exit 143 (128 + SIGTERM, as a shell
@@ -150,3 +132,16 @@ def test_ctrl_c_early_in_start_up_is_one_line_and_exit_130(tmp_path, after):
             assert list(tmp_path.iterdir()) == []
     log = tmp_path / "run" / "metrics.jsonl"
     assert not log.exists() or log.read_text() == ""   # not one step trained
+
+
+def test_the_stop_line_promises_a_checkpoint_only_where_the_run_saves_one(capsys):
+    """A run without checkpoints (--no-checkpoint, a comparison's cells) does not say it is
+    saving one when Ctrl-C arrives."""
+    import signal
+
+    from jaxsel.training.faults import StopSignals
+
+    for checkpointing, then in ((True, "and saving a checkpoint"), (False, "(this run saves no checkpoints)")):
+        StopSignals(checkpointing)._handle(signal.SIGINT, None)
+        line = capsys.readouterr().err.strip()
+        assert line == f"jaxsel: received SIGINT; finishing the step in flight {then} (Ctrl-C again aborts)"

@@ -27,6 +27,7 @@ import json
 import math
 import re
 import statistics
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -270,9 +271,17 @@ def _runners(work: _Workload, layout: Layout, packed: Layout | None) -> list[_Ru
     return runners
 
 
-def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict[str, _Runner]:
-    for r in runners:
+def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int,
+                      say: Callable[[str], None] = lambda text: None) -> dict[str, _Runner]:
+    """Warm every variant up (its first step compiles it), then time them round-robin. `say`
+    gets a line before each variant's warm-up and before the timing: compiling a variant
+    takes minutes on a loaded CPU, and a bench silent for them looks hung."""
+    began = time.perf_counter()
+    for i, r in enumerate(runners, 1):
+        say(f"bench: [variant {i} of {len(runners)} · {_clock(time.perf_counter() - began)} elapsed] "
+            f"{_LABELS.get(r.name, r.name)}: compiling, {warmup} warm-up steps")
         r.warm(warmup)
+    say(f"bench: timing {repeats} rounds of the {len(runners)} variants, one step each in turn")
     for _ in range(repeats):
         for r in runners:
             r.timed_step()
@@ -283,6 +292,11 @@ def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict
     if not all(bool(s) for s in jax.device_get(by["selsync_sync"].synced)):
         raise RuntimeError("the SelSync 'sync' variant skipped a sync during timing; its ratio would be invalid")
     return by
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}:{s:02d}"
 
 
 def _dispatch_rates(bsp: _Runner, cfg: dict) -> dict:
@@ -360,6 +374,8 @@ def run_bench(
         device); 0 leaves the row out.
     local_replicas: how jaxsel's steps compute a device's replicas (`make_train_step`); "vmap"
         with one replica per device is a GPU's path ("auto" there), on a CPU too.
+    verbose: print the table, and on stderr a line before each variant compiles and before
+        each timed phase (`--model cnn` on 8 CPU devices compiles for minutes).
     hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
         and list what each adds over its reference (`extra_ops`, `COMPARED`).
 
@@ -378,13 +394,17 @@ def run_bench(
     device = layout.devices[0]
     check_local_replicas(local_replicas)
     work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"], local_replicas)
-    by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
+    by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"], say)
+    say(f"bench: asynchronous dispatch, {cfg['dispatch_repeats']} x {cfg['dispatch_steps']} BSP steps read every "
+        f"{cfg['log_every']} and every step")
     sps = _dispatch_rates(by["bsp"], cfg)
     med = {name: r.median_s() for name, r in by.items()}
     result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": queue_limit(device.platform) or 0, "size": size}
     if hlo:
+        say(f"bench: compiled op counts: compiling the {len(by)} variants once more")
         texts = {name: r.compiled_text() for name, r in by.items()}
         result["hlo"] = {name: hlo_counts(text) for name, text in texts.items()}
         result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED.items()}

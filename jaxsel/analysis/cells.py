@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..training.config import ConfigError, TrainConfig
+from ..training.faults import TrainingInterrupted
 from ..training.run_kinds import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
     STRATEGY_FILE
 from ..training.runlog import write_json
@@ -53,6 +54,15 @@ class FailedCell:
     config: TrainConfig
     error: str
     step: int | None
+
+
+class JobInterrupted(TrainingInterrupted):
+    """A job stopped on a signal in one of its cells: the cell in flight is dropped (it runs
+    again from its first step), the finished ones are kept for --resume."""
+
+    def __init__(self, stop: TrainingInterrupted, message: str):
+        super().__init__(stop.signum, stop.step, None)
+        self.args = (message,)
 
 
 def state_digest(state) -> str:
@@ -187,6 +197,8 @@ class Cells:
         started = time.perf_counter()
         try:
             run = train(self.pinned(cfg), checked=True, job_cell=True)
+        except TrainingInterrupted as stop:
+            raise self.interrupted(stop, cfg, what) from None
         except Exception as err:
             if not (self.tolerate_faults and _is_fault(err)):
                 raise
@@ -219,6 +231,17 @@ class Cells:
                               f"{ran}, cell {first} by {loop}: one job's cells run one packing loop; remove "
                               f"{self.name(directory)} (and the cells after it that ran {ran}) and resume the "
                               f"job: they run {loop}")
+
+    def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, what: str) -> JobInterrupted:
+        """What a signal in cell `what` did to the job, and how to continue it."""
+        import signal
+
+        done = self.progress.done
+        return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in cell {done + 1} of "
+                                    f"{self.progress.total} ({what}) at step {stop.step} of {cfg.steps}, which runs "
+                                    f"again from its start on resume; the {done} finished cell{'s' * (done != 1)} "
+                                    f"{'are' if done != 1 else 'is'} kept in {self.out}: run the same command with "
+                                    f"--out {self.out} --resume to continue")
 
     def record(self, cfg: TrainConfig, run: RunResult, seconds: float) -> dict:
         directory = Path(cfg.out_dir)

@@ -138,7 +138,9 @@ def as_optax(strategy: Strategy, inner, *, axis_name: Any = "data") -> optax.Gra
                              f"tx.update(grads, opt_state, params)")
         _refuse_chained(grads, strategy)
         axes = resolve_axes(names, grads)
-        check_per_replica(grads, axes)
+        leftover = averaged_already(grads, axes)
+        if leftover:   # raised here, not deeper: the user's traceback ends at tx.update
+            raise ValueError(leftover)
         new_params, new_state = _step(strategy, inner, axes, grads, state, params, loss, weight)
         updates = jax.tree.map(lambda new, old: (new - old).astype(jnp.result_type(old)), new_params, params)
         _remember_returned(updates)
@@ -254,19 +256,20 @@ def resolve_axes(names: tuple[str, ...], like: Any) -> ReplicaAxes:
     return ReplicaAxes(None if not mesh else mesh[0] if len(mesh) == 1 else tuple(mesh), local[0] if local else None)
 
 
-def check_per_replica(grads, axes: ReplicaAxes) -> None:
-    """ValueError when every gradient is provably the same on all replicas (a `lax.pmean`
-    left in the loop): the method decides when replicas average, so it takes each
-    replica's own gradients. Read from the types: shard_map's varying axes (where it
-    tracks them) and the vmap's batching."""
+def averaged_already(grads, axes: ReplicaAxes) -> str | None:
+    """The one-line error when every gradient is provably the same on all replicas (a
+    `lax.pmean` left in the loop): the method decides when replicas average, so it takes
+    each replica's own gradients; None otherwise. Read from the types: shard_map's varying
+    axes (where it tracks them) and the vmap's batching."""
     leaves = jax.tree.leaves(grads)
     mesh = set(mesh_axes(axes))
     if not leaves or (mesh and not mesh <= varying_axes(lax.axis_index(axes.mesh))):
-        return   # no gradients, or a shard_map with check_vma=False: nothing to read
-    if not any(mesh & varying_axes(g) or varies_across_local_replicas(g) for g in leaves):
-        raise ValueError(f"the gradients reach tx.update already the same on every replica (a lax.pmean over "
-                         f"{axes.mesh or axes.local!r} left in the loop?): the method decides when the replicas "
-                         f"average, so it takes each replica's own gradients")
+        return None   # no gradients, or a shard_map with check_vma=False: nothing to read
+    if any(mesh & varying_axes(g) or varies_across_local_replicas(g) for g in leaves):
+        return None
+    return (f"the gradients reach tx.update already the same on every replica (a lax.pmean over "
+            f"{axes.mesh or axes.local!r} left in the loop?): the method decides when the replicas average, so it "
+            f"takes each replica's own gradients; remove the pmean")
 
 
 def _initial_facts(strategy, inner, params, inner_state, own) -> SyncFacts:

@@ -28,7 +28,7 @@ import math
 import signal
 import sys
 import threading
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -50,36 +50,16 @@ class NonFiniteError(FloatingPointError):
 class TrainingInterrupted(Exception):
     """Stopped on a signal after `step` steps; `checkpoint` is where it was saved (or None)."""
 
-    def __init__(self, signum: int, step: int, checkpoint: str | None, unsaved: str = "no checkpoint saved"):
+    def __init__(self, signum: int, step: int, checkpoint: str | None):
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
         name = signal.Signals(signum).name
         saved = (f"saved checkpoint at step {step} in {checkpoint}; continue with --resume"
-                 if checkpoint else unsaved)
+                 if checkpoint else "no checkpoint saved")
         super().__init__(f"received {name}: stopped after step {step}, {saved}")
 
     @property
     def exit_code(self) -> int:
         return 128 + int(self.signum)
-
-
-class StopPlan(NamedTuple):
-    """What a stopped run says it does (on the signal) and did (when it has stopped)."""
-
-    doing: str     # "... finishing the step in flight and <doing>"
-    unsaved: str   # TrainingInterrupted's words where no checkpoint was saved
-
-
-def stop_plan(checkpointing: bool, job_cell: bool) -> StopPlan:
-    """The words of a stop: a run that checkpoints saves one; a job's cell keeps none (its
-    job keeps the finished cells and runs this one again on --resume); any other run
-    writes none."""
-    if job_cell:
-        return StopPlan("stopping the job (its finished cells are kept; a job's cell keeps no checkpoint)",
-                        "no checkpoint saved (a job's cell keeps none): the job's finished cells are kept, and "
-                        "its --resume runs this cell again")
-    if checkpointing:
-        return StopPlan("saving a checkpoint", "no checkpoint saved")
-    return StopPlan("stopping without a checkpoint (this run writes none)", "no checkpoint saved (this run writes none)")
 
 
 def describe_nonfinite(rec: dict) -> str | None:
@@ -120,9 +100,9 @@ class StopSignals:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, plan: StopPlan | None = None):
+    def __init__(self, checkpointing: bool = True):
         self.signum: int | None = None
-        self.plan = plan or stop_plan(True, False)
+        self.checkpointing = checkpointing   # what the first signal's line promises
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum, frame):
@@ -130,8 +110,9 @@ class StopSignals:
             raise KeyboardInterrupt  # second Ctrl-C: abort without saving
         if self.signum is None:
             self.signum = signum
-            print(f"\njaxsel: received {signal.Signals(signum).name}; finishing the step in flight "
-                  f"and {self.plan.doing} (Ctrl-C again aborts)", file=sys.stderr, flush=True)
+            then = "and saving a checkpoint" if self.checkpointing else "(this run saves no checkpoints)"
+            print(f"\njaxsel: received {signal.Signals(signum).name}; finishing the step in flight {then} "
+                  f"(Ctrl-C again aborts)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> "StopSignals":
         self.signum = early_stop.pending()   # received while the command started up: stop at once

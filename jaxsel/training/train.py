@@ -22,14 +22,14 @@ from ..core.pacing import pace
 from ..core.state import divergence
 from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
+from .checkpoint_owner import new_run_id, run_id_of
 from .config import TrainConfig, agreed_settings, check_config
 from .environment import environment
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
-    describe_nonfinite, guard_nonfinite, stop_plan
+    describe_nonfinite, guard_nonfinite
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
-from .checkpoint_owner import new_run_id, run_id_of
 from .run_kinds import CONFIG_FILE, STRATEGY_FILE
 from .runlock import check_unlocked, lock_run
 from .runlog import RunLog, write_json
@@ -79,8 +79,7 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
     whose directory holds `cfg.out_dir` (analysis/cells.py), which no other run may write.
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
-    plan = stop_plan(cfg.checkpoint_root() is not None, job_cell)
-    with StopSignals(plan) as signals:   # from the start: a signal during start-up stops the run too
+    with StopSignals(checkpointing=cfg.checkpoint_root() is not None) as signals:   # a signal in start-up stops it too
         if run is None and not checked:
             check_config(cfg)
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
@@ -113,7 +112,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
         compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
         compile_time = time.perf_counter() - t0
         if signals.signum is not None and not distributed.is_multiprocess():
-            _halt(signals, start, ckpt if start else None)   # stopped during start-up
+            _halt(signals.signum, start, ckpt if start else None)   # stopped during start-up
         if not log.evals:
             _evaluate(run, state, log, start)
         log.tick()
@@ -136,7 +135,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
                                              **log.checkpoint_meta()})
                 log.tick()
             if due.halt:
-                _halt(signals, t + 1, ckpt)
+                _halt(signals.signum, t + 1, ckpt)
         if start >= cfg.steps and (not log.evals or log.evals[-1]["step"] != cfg.steps):
             _evaluate(run, state, log, cfg.steps)   # resumed a finished run
     finally:
@@ -244,11 +243,10 @@ def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     return out
 
 
-def _halt(signals: StopSignals, step: int, ckpt) -> None:
+def _halt(signum: int | None, step: int, ckpt) -> None:
     if ckpt is not None:
         ckpt.wait()
-    raise TrainingInterrupted(signals.signum or signal.SIGTERM, step, str(ckpt.directory) if ckpt is not None else None,
-                              signals.plan.unsaved)
+    raise TrainingInterrupted(signum or signal.SIGTERM, step, str(ckpt.directory) if ckpt is not None else None)
 
 
 def _nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
