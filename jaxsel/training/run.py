@@ -257,7 +257,7 @@ def refuse_restart(cfg: TrainConfig) -> None:
     raise ConfigError(f"run directory {str(cfg.out_dir)!r} holds a run ({', '.join(held)}) but there is no "
                       f"checkpoint to continue it from ({str(root)!r} holds none); a resume would start it over "
                       f"and replace its records, so nothing was touched: give --checkpoint-dir where its "
-                      f"checkpoints are, or choose another --out")
+                      f"checkpoints are, choose another --out, or remove the run directory to start over there")
 
 
 def resumed_settings(cfg: TrainConfig) -> TrainConfig:
