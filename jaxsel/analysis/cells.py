@@ -89,8 +89,9 @@ def read_cell(directory: Path) -> dict | None:
         record = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path} is not valid JSON ({err}); remove that cell's directory and resume") from None
-    if not (isinstance(record, dict) and isinstance(record.get("settings"), dict) and isinstance(record.get("code"), dict)
-            and isinstance(record.get("files", {}), dict)):
+    fields = ("settings", "code", "files")
+    if not (isinstance(record, dict) and "settings" in record and "code" in record
+            and all(isinstance(record.get(k, {}), dict) for k in fields)):
         raise ConfigError(f"{path} is not a cell record; remove that cell's directory and resume")
     return record
 

@@ -7,8 +7,9 @@ two runs silently sharing one history. So each checkpoint folder names its owner
 directory (resolved) that wrote it, in `OWNER_FILE`, and a resumed run directory whose
 recorded folder is owned, and still recorded, by another run directory *forks*: the
 checkpoints are copied into a folder of the run's own, beside the original (`fork_root`),
-and the run continues there from the newest that reads back intact. A folder whose owner no longer records it (the run directory
-was moved, or the folder is itself a copy) is nobody else's: the run claims it.
+and the run continues there from the newest that reads back intact. A folder whose owner
+no longer records it (the run directory was moved, or the folder is itself a copy) is
+nobody else's: the run claims it.
 The original folder and run directory are only read. Forking, rather than refusing, is
 what the user of `cp -r a b; jaxsel train --out b --resume` asked for: b continues from
 a's newest state, a can still be resumed from its own. A folder named explicitly with

@@ -199,7 +199,7 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
         if not job_cell:
             refuse_job_cell(cfg.out_dir)   # its records are a job's: only the job writes them
     if cfg.out_dir and not cfg.resume:
-        held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
+        held = held_records(cfg.out_dir)
         if held:
             raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
                               f"continue it with --resume, or choose another --out (nothing is overwritten)")
@@ -208,11 +208,11 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     if root is not None and not cfg.resume:
         steps = existing_steps(root)
         if steps:
+            advice = (f", of {owner}); give this run a --checkpoint-dir of its own, or choose another --out"
+                      if owner is not None else
+                      "); continue that run with --resume, or choose another --checkpoint-dir")
             raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
-                              f"{max(steps)}" + (f", of {owner}); give this run a --checkpoint-dir of its own, or "
-                                                 f"choose another --out" if owner is not None else
-                                                 "); continue that run with --resume, or choose another "
-                                                 "--checkpoint-dir"))
+                              f"{max(steps)}{advice}")
     if owner is not None and cfg.resume:   # named with --checkpoint-dir (a recorded folder of another run forks)
         forks = records(cfg.out_dir, root)   # only a run directory that records the folder forks it
         raise ConfigError(f"checkpoint dir {str(root)!r} belongs to {owner}, not to {str(cfg.out_dir)!r}; " + (
@@ -236,6 +236,11 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
 RUN_RECORDS = ("metrics.jsonl", "evals.json", "final.json")
 
 
+def held_records(out_dir: str | os.PathLike) -> list[str]:
+    """The `RUN_RECORDS` run directory `out_dir` holds (not empty)."""
+    return [name for name in RUN_RECORDS if _nonempty(Path(out_dir) / name)]
+
+
 def _nonempty(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
@@ -247,7 +252,7 @@ def refuse_restart(cfg: TrainConfig) -> None:
     directory that holds a run's records, that would cut its rows and replace its final
     figures and settings (by another strategy's, even): ConfigError, before anything is
     touched. A copied run directory counts the checkpoints it forks from."""
-    held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
+    held = held_records(cfg.out_dir)
     root = cfg.checkpoint_root()
     if not held or existing_steps(root):
         return
