@@ -41,3 +41,14 @@ def poison_at(run, step):
         return {**b, "label": labels}
 
     return on_batch(run, step, poison)
+
+
+def flip_a_byte(step_dir) -> "Path":
+    """One byte in the middle of the biggest array file of a checkpoint."""
+    from pathlib import Path
+
+    biggest = max((p for p in (Path(step_dir) / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data = bytearray(biggest.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    biggest.write_bytes(bytes(data))
+    return biggest

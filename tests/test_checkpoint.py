@@ -111,7 +111,10 @@ def test_checkpoint_of_another_run_is_a_clear_error(tmp_path, change):
 def test_fresh_run_refuses_a_used_checkpoint_dir(tmp_path):
     cfg = config(tmp_path, "bsp", steps=4)
     train(cfg)
-    with pytest.raises(ValueError, match="already holds checkpoints.*--resume"):
+    with pytest.raises(ValueError, match="already holds checkpoints.*continue that run with --resume"):
+        check_paths(dataclasses.replace(cfg, out_dir=None))   # no run directory: nobody else's folder
+    with pytest.raises(ValueError, match=r"already holds checkpoints \(newest: step 4, of run directory '.*out'\); "
+                                         r"give this run a --checkpoint-dir of its own"):   # (issue 48 item 10)
         check_paths(dataclasses.replace(cfg, out_dir=str(tmp_path / "another-run")))
 
 

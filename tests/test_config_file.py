@@ -124,7 +124,7 @@ def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeyp
     evals = [json.loads((d / "evals.json").read_text()) for d in (a, b)]
     assert without_times(evals[0]) == without_times(evals[1])
     configs = [json.loads((d / "config.json").read_text()) for d in (a, b)]
-    where = {"out_dir": None, "checkpoint_root": None}   # each run in its own folders
+    where = {"out_dir": None, "checkpoint_root": None, "run_id": None}   # each run in its own folders, itself
     assert {**configs[0], **where} == {**configs[1], **where}
     assert configs[0]["checkpoint_root"] != configs[1]["checkpoint_root"]
     settings = load_settings(a / "config.json")

@@ -206,6 +206,135 @@ def test_resume_needs_a_job_to_continue(tmp_path, capsys):
     assert "holds no frontier job to continue" in capsys.readouterr().err and not empty.exists()
 
 
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_train_never_writes_into_a_jobs_cell_and_an_edited_cell_is_refused(finished, tmp_path, capsys):
+    """Issue 48 item 2: `jaxsel train --resume` into a comparison's cell (its config.json as
+    --config) or a new directory inside the job: one line, nothing touched; a cell's figure
+    file edited by hand: `report` and `--resume` refuse it naming the cell and the file."""
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    before = snapshot(copy)
+    cell = copy / "selsync_delta=0.05" / "seed1"
+    for target, extra in ((cell, ["--config", str(cell / "config.json"), "--resume", "--steps", "6"]),
+                          (copy / "bsp" / "seed0", ["--steps", "2", "--no-checkpoint"])):
+        assert main(["train", "--no-progress", "--out", str(target), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"lies inside the job in {str(copy)!r} (job.json)" in err[0], err
+        assert "never writes into a job's cells" in err[0]
+        assert snapshot(copy) == before
+
+    final = json.loads((cell / "final.json").read_text())
+    (cell / "final.json").write_text(json.dumps({**final, "final_test_accuracy": 0.99}))
+    edited = snapshot(copy)
+    for command in (["report", str(copy)], [*argv, "--out", str(copy), "--resume"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"cell selsync_delta=0.05/seed1 of {str(copy)!r}: its final.json is not the one " \
+                                 f"its run wrote" in err[0], err
+        assert snapshot(copy) == edited
+
+
+DAMAGE = {
+    "metrics.jsonl missing": (lambda cell: (cell / "metrics.jsonl").unlink(), "its metrics.jsonl is missing"),
+    "evals.json missing": (lambda cell: (cell / "evals.json").unlink(), "its evals.json is missing"),
+    "metrics.jsonl []": (lambda cell: (cell / "metrics.jsonl").write_text("[]\n"),
+                         "its metrics.jsonl entry 1 is not what a run writes (not a JSON object)"),
+    "final.json cut": (lambda cell: (cell / "final.json").write_text((cell / "final.json").read_text()[:40]),
+                       "its final.json is not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("kind", ["recorded", "legacy"])
+def test_report_on_a_damaged_cell_is_one_line_naming_the_cell(finished, tmp_path, capsys, damage, kind):
+    """Issue 48 item 5: a cell's file missing, [] or cut short is one line naming the cell
+    and the file, for cells recorded with their files' digests and for cells recorded
+    before (read as they are: each file's content is checked as it is read)."""
+    argv, out = finished
+    copy = tmp_path / "cmp"
+    shutil.copytree(out, copy)
+    cell = copy / "selsync_delta=0.05" / "seed1"
+    if kind == "legacy":
+        record = json.loads((cell / "cell.json").read_text())
+        record.pop("files")
+        (cell / "cell.json").write_text(json.dumps(record))
+    spoil, legacy_says = DAMAGE[damage]
+    spoil(cell)
+    assert main(["report", str(copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cell selsync_delta=0.05/seed1 of {str(copy)!r}: " in err[0], err
+    assert "remove the cell's directory and resume the job" in err[0] and "Traceback" not in err[0]
+    expected = legacy_says if kind == "legacy" or "missing" in damage else "is not the one its run wrote"
+    assert expected in err[0], err[0]
+
+
+def test_a_resumed_job_runs_the_packing_loop_its_first_cell_ran(tmp_path, monkeypatch):
+    """Issue 48 item 3: a comparison whose first cell measured its packing loop (vmap here,
+    a fake measurement) and was stopped during its second cell resumes without measuring
+    (a CPU's static unroll): its later cells run vmap too, and results.json's layout is
+    what every seed ran."""
+    from jaxsel.core import packing
+
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(packing.MEASURE_ENV, "1")
+    monkeypatch.setattr(packing, "measure_candidates", lambda *a, **k: ({"vmap": 1.0, "unroll": 2.0}, {}))
+    packing.forget_in_memory()
+    argv = ["compare", "--strategies", "bsp", "--replicas", "4", "--devices", "1", "--steps", "4", "--eval-every",
+            "4", "--seeds", "2", "--no-match-budget", "--no-progress", "--out", str(tmp_path / "cm")]
+    assert run_main(argv)[0] == 0
+    stopped = tmp_path / "cm" / "bsp" / "seed1"
+    (stopped / "cell.json").unlink()   # as if killed during cell 2
+    (tmp_path / "cm" / "results.json").unlink()
+    monkeypatch.delenv(packing.MEASURE_ENV)
+    packing.forget_in_memory()
+    code, printed = run_main([*argv, "--resume"])
+    assert code == 0, printed
+    loops = [json.loads((tmp_path / "cm" / "bsp" / f"seed{s}" / "config.json").read_text())["packing"]["loop"]
+             for s in (0, 1)]
+    assert loops == ["vmap", "vmap"]
+    rows = json.loads((tmp_path / "cm" / "results.json").read_text())
+    assert "packed by vmap" in rows[0]["layout"]
+    packing.forget_in_memory()
+
+
+def test_a_jobs_compilation_cache_is_loaded_only_where_this_user_made_it(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 10: a job directory handed over with an .xla-cache of compiled code
+    (another user's, another machine's: no valid seal) has it removed, not loaded; the
+    cache a stopped job of this user left is kept for its resume."""
+    import jax
+
+    from jaxsel.analysis.job import CACHE_SEAL, kept_compilations, trusted_cache
+
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "home-cache"))
+    folder = tmp_path / "job" / ".xla-cache"
+    trusted_cache(folder)   # a job of this user starts: its cache is sealed
+    (folder / "compiled-entry").write_bytes(b"native code")
+    trusted_cache(folder)   # its resume keeps it
+    assert (folder / "compiled-entry").is_file() and capsys.readouterr().err == ""
+    for seal in ("0" * 64, None):   # someone else's seal, or none
+        (folder / "compiled-entry").write_bytes(b"foreign code")
+        if seal is None:
+            (folder / CACHE_SEAL).unlink()
+        else:
+            (folder / CACHE_SEAL).write_text(seal)
+        trusted_cache(folder)
+        assert not (folder / "compiled-entry").exists() and (folder / CACHE_SEAL).is_file()
+        assert "was not made by this user on this machine" in capsys.readouterr().err
+    saved = jax.config.jax_compilation_cache_dir   # the suite sets one; a job's own is used without
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        (folder / "compiled-entry").write_bytes(b"foreign code")
+        (folder / CACHE_SEAL).write_text("0" * 64)
+        with kept_compilations(tmp_path / "job"):
+            assert not (folder / "compiled-entry").exists()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved)
+
+
 def test_ctrl_c_in_a_cell_says_what_the_job_keeps_and_how_to_continue(tmp_path, monkeypatch):
     """A signal in a comparison's cell stops the job (exit 130 for Ctrl-C): the line says
     which cell stopped at which step, that it runs again from its start, how many finished

@@ -170,3 +170,92 @@ def test_bench_input_shape_that_cannot_exist_is_one_line(shape, capsys):
     code = cli_main(["bench", f"--input-shape={shape}", "--size", "tiny"])
     line = one_line(capsys.readouterr().err, "bench")
     assert code == 2 and f"--input-shape {shape!r}" in line and "integer >= 1" in line, line
+
+
+# ---------------------------------------------------------------- decompression bombs (issue 48 items 7, 8)
+
+def png_header_only(path, width: int, height: int) -> None:
+    """A PNG whose header announces width x height RGB pixels, with one tiny IDAT chunk."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+                     + chunk(b"IEND", b""))
+
+
+def test_a_png_decompression_bomb_in_an_image_folder_is_one_line(tmp_path):
+    rng = np.random.default_rng(0)
+    bomb = tmp_path / "cars" / "train" / "Ram C-V Cargo Van Minivan 2012" / "bomb.png"
+    png_header_only(bomb, 70000, 70000)
+    write_image(tmp_path / "cars" / "test" / "AM General Hummer SUV 2000" / "a.jpg", rng)
+    line = prepare_error(tmp_path, "cars196", tmp_path / "cars")
+    assert str(bomb) in line and "too large an image to prepare" in line and "4900000000 pixels" in line, line
+
+
+def peak_bytes(fn) -> tuple[int, Exception | None]:
+    """The most memory Python allocated while `fn()` ran (tracemalloc), and what it raised."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        raised = None
+    except Exception as err:  # noqa: BLE001
+        raised = err
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak, raised
+
+
+BOMB = 64 << 20   # inflated bytes: a 64 MiB member compresses to about 64 KB
+
+
+@pytest.mark.parametrize("packing", ["tar.gz", "folder"])
+def test_a_cifar_member_larger_than_the_format_allows_is_refused_before_it_is_read(packing, tmp_path):
+    """A batches.meta that declares 64 MiB (a CIFAR meta file holds ten class names): one
+    line naming the file, read with far less memory than the member would take."""
+    import io
+
+    from jaxsel.data.formats import FormatError
+    from jaxsel.data.formats.cifar import CIFAR10, read_cifar
+
+    if packing == "tar.gz":
+        source = tmp_path / "cifar-10-python.tar.gz"
+        with tarfile.open(source, "w:gz") as tar:
+            info = tarfile.TarInfo("cifar-10-batches-py/batches.meta")
+            info.size = BOMB
+            tar.addfile(info, io.BytesIO(bytes(BOMB)))
+        named = f"{source}:cifar-10-batches-py/batches.meta"
+    else:
+        source = tmp_path / "cifar-10-batches-py"
+        source.mkdir()
+        with open(source / "batches.meta", "wb") as f:
+            f.truncate(BOMB)   # sparse: the size is declared, not written
+        named = str(source / "batches.meta")
+    peak, raised = peak_bytes(lambda: read_cifar(source, CIFAR10))
+    assert isinstance(raised, FormatError) and peak < BOMB // 8, (peak, raised)
+    assert f"{named} declares {BOMB} bytes, more than the" in str(raised), raised
+    line = prepare_error(tmp_path, "cifar10", source)
+    assert named in line and "declares" in line, line
+
+
+@pytest.mark.parametrize("header", ["honest", "huge"])
+def test_a_gzip_idx_file_is_inflated_only_as_far_as_its_header_says(header, tmp_path):
+    """An IDX file announcing 10 images followed by 64 MiB of zeros (or announcing 2**31
+    images), gzip-compressed: one line naming the file, read with far less memory."""
+    from jaxsel.data.formats import FormatError
+    from jaxsel.data.formats.idx import read_idx
+
+    n = 10 if header == "honest" else 2 ** 31
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    path.write_bytes(gzip.compress(bytes([0, 0, 8, 3]) + np.array([n, 28, 28], ">u4").tobytes() + bytes(BOMB),
+                                   compresslevel=1))
+    peak, raised = peak_bytes(lambda: read_idx(path))
+    assert isinstance(raised, FormatError) and peak < BOMB // 8, (peak, raised)
+    said = "holds more data than that" if header == "honest" else "more than the 268435456 bytes an IDX file"
+    assert str(path) in str(raised) and said in str(raised), raised

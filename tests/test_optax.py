@@ -347,6 +347,16 @@ def test_a_chained_transformation_and_its_facts():
     assert [bool(jaxsel.sync_facts(o)["synced"][0]) for _, o in mine] == [False, True, False, True]
 
 
+def test_two_chained_methods_are_refused():
+    """Issue 48 item 9: the second took the first's parameter step for its gradients and
+    both synchronized."""
+    first, second = (jaxsel.as_optax(s, optax.sgd(0.5)) for s in (jaxsel.LocalSGD(period=2), jaxsel.BSP()))
+    for tx in (optax.chain(first, second), optax.chain(first, first)):
+        with pytest.raises(ValueError, match=r"its gradients are the updates of another jaxsel.as_optax transformation "
+                                             r"\(two chained"):
+            user_loop(tx, softmax_params(), softmax_batches(1, seed=6), "vmap", loss_fn=softmax_loss)
+
+
 @dataclasses.dataclass(frozen=True)
 class LossAbove(jaxsel.triggers.Trigger):
     def __call__(self, tstate, stats, axis):

@@ -79,6 +79,9 @@ def test_pace_returns_its_argument_and_does_nothing_under_tracing_or_off_cpu():
     assert jaxsel.pace(out) is out
     assert float(jax.jit(lambda x: jaxsel.pace(x) * 2)(1.5)) == 3.0
     assert jaxsel.pace(3) == 3   # no array: nothing to wait on
+    for wrong, named in (("hello", "str 'hello'"), ({"loss": object()}, "object")):   # issue 48 item 9
+        with pytest.raises(TypeError, match=f"jaxsel.pace takes a step's outputs .*, got {named}: nothing a step"):
+            jaxsel.pace(wrong)
     assert pacing.queue_limit("cpu") == CPU_MAX_INFLIGHT   # one process here
     assert pacing.queue_limit("gpu") is None and pacing.queue_limit("tpu") is None
 

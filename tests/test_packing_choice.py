@@ -267,3 +267,50 @@ def test_a_run_measures_once_records_the_choice_and_the_next_run_reads_it(tmp_pa
     again = json.loads((tmp_path / "b" / "environment.json").read_text())["packing"]
     assert (again["how"], again["loop"], again["key"]) == ("cached", env["packing"]["loop"], env["packing"]["key"])
     assert len(list((tmp_path / "cache" / "packing").glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("spoil", [{"ms_per_step": "abc"}, {"ms_per_step": {"unroll": "fast"}}, {"failed": [1, 2]},
+                                   {"ms_per_step": {"unroll": True}}, {"failed": {"vmap": 3}}, {"loop": ["vmap"]},
+                                   {"ms_per_step": {"warp": 1.0}}],
+                         ids=["ms-text", "ms-value-text", "failed-list", "ms-bool", "failed-number", "loop-list",
+                              "ms-unknown-loop"])
+def test_a_cache_entry_with_fields_of_the_wrong_type_is_a_miss_and_measured_again(tmp_path, monkeypatch, spoil):
+    """Issue 48 item 6: such an entry crashed every run on its key until the file was
+    deleted. (The candidates' timings are a fake table: nothing runs but the program's
+    lowering, which keys the cache.)"""
+    tables = iter([{"vmap": 1.0, "unroll": 2.0}, {"vmap": 2.0, "unroll": 1.0}])
+    monkeypatch.setattr(packing, "measure_candidates", lambda *a, **k: (next(tables), {}))
+    step, state, batch = softmax_setup()
+    first = step.decide(state, batch, measure=True, directory=tmp_path)
+    path = tmp_path / f"{first.key.digest()}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **spoil}))
+    packing.forget_in_memory()
+    assert packing.load(first.key, tmp_path) is None
+    again, state, batch = softmax_setup()
+    choice = again.decide(state, batch, measure=True, directory=tmp_path)
+    assert (choice.how, choice.loop) == ("measured", "unroll") and choice.describe().startswith("packed by unroll")
+    assert packing.load(first.key, tmp_path)["loop"] == "unroll"   # overwritten by the new measurement
+
+
+def test_a_bad_measure_setting_is_one_line_and_an_unwritable_cache_is_not_said_to_keep_the_choice(tmp_path, monkeypatch,
+                                                                                                 capsys):
+    """Issue 48 items 6 and 10: JAXSEL_PACKING_MEASURE=yes was a traceback; a choice the
+    cache could not keep was reported both as kept for this process only and kept in it."""
+    from jaxsel.cli import main
+
+    argv = ["train", "--strategy", "bsp", "--replicas", "2", "--devices", "1", "--steps", "2", "--no-progress",
+            "--no-checkpoint", "--out", str(tmp_path / "run")]
+    monkeypatch.setenv(packing.MEASURE_ENV, "yes")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "JAXSEL_PACKING_MEASURE must be 1 (measure everywhere) or 0 (never), got 'yes'" in err[0]
+    assert not (tmp_path / "run").exists()
+
+    monkeypatch.setenv(packing.MEASURE_ENV, "1")
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "a-file"))   # its packing/ cannot be made
+    monkeypatch.setattr(packing, "measure_candidates", lambda *a, **k: ({"vmap": 1.0, "unroll": 2.0}, {}))
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "kept for this process only" in err and "kept in" not in err, err
+    assert "jaxsel: packed by vmap (measured per step: vmap 1 ms, unroll 2 ms)" in err, err

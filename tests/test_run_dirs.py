@@ -41,7 +41,7 @@ def test_a_copied_run_dir_forks_the_newest_checkpoint_and_never_touches_the_orig
 
     assert cli_main([*RUN, "--steps", "20", "--out", "b", "--resume"]) == 0
     err = capsys.readouterr().err
-    assert "forked" in err and "step 12" in err, err
+    assert "forked its checkpoints (steps 8, 12)" in err, err
     assert digest(original) == before and digest(tmp_path / "a") == run_before   # byte-identical
     fork = recorded_root(tmp_path / "b")
     assert fork != original and fork.parent == original.parent
@@ -128,3 +128,79 @@ def test_claiming_a_default_name_is_atomic(tmp_path):
     expected = ["compare-20300101-000000"] + [f"compare-20300101-000000-{i}" for i in range(2, 9)]
     assert sorted(Path(n).name for n in names) == sorted(expected)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(expected)
+
+
+def test_a_resume_with_nothing_to_resume_from_never_replaces_a_finished_runs_records(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 1: a finished run made with --no-checkpoint, or whose checkpoints were
+    deleted, resumed (with another strategy, even): one line, exit 2, nothing touched."""
+    monkeypatch.chdir(tmp_path)
+    assert cli_main([*RUN, "--steps", "4", "--out", "r1", "--no-checkpoint"]) == 0
+    assert cli_main([*RUN, "--steps", "4", "--out", "r2"]) == 0
+    shutil.rmtree(recorded_root(tmp_path / "r2"))   # its checkpoints deleted (or moved away)
+    before = {name: digest(tmp_path / name) for name in ("r1", "r2")}
+    capsys.readouterr()
+    for name in ("r1", "r2"):
+        argv = [a if a != "bsp" else "localsgd" for a in RUN]   # another strategy, even
+        code = cli_main([*argv, "--steps", "2", "--out", name, "--resume"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1, err
+        assert f"run directory {name!r} holds a run (metrics.jsonl, evals.json, final.json) but there is no " \
+               f"checkpoint to continue it from" in err[0] and "nothing was touched" in err[0], err[0]
+        assert digest(tmp_path / name) == before[name]
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+
+
+def test_a_fork_of_a_folder_whose_newest_checkpoint_is_corrupt_continues_from_the_newest_good_one(tmp_path, monkeypatch,
+                                                                                                   capsys):
+    """Issue 48 item 4 (and item 10's half copy of a fork killed by SIGKILL, cleared on the
+    next resume): b, a copy of a whose newest checkpoint has a flipped byte, falls back to
+    the step before, as a does, and a is only read."""
+    from run_hooks import flip_a_byte
+
+    monkeypatch.chdir(tmp_path)
+    assert cli_main([*RUN, "--steps", "8", "--out", "a"]) == 0
+    original = recorded_root(tmp_path / "a")
+    flip_a_byte(original / "8")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    before = digest(original)
+    capsys.readouterr()
+    assert cli_main([*RUN, "--steps", "12", "--out", "b", "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "forked its checkpoints (steps 4, 8)" in err and "/8 is unreadable" in err, err
+    assert "falling back to step 4" in err and "resuming from the checkpoint of step 4" in err, err
+    assert digest(original) == before
+    assert cli_main([*RUN, "--steps", "12", "--out", "ref"]) == 0
+    assert rows(tmp_path / "b") == rows(tmp_path / "ref")
+
+    fork = recorded_root(tmp_path / "b")
+    (fork / ".fork-12-999999").mkdir()   # what a fork killed mid-copy leaves
+    (fork / ".fork-12-999999" / "half").write_text("x")
+    assert cli_main([*RUN, "--steps", "12", "--out", "b", "--resume"]) == 0
+    assert not (fork / ".fork-12-999999").exists()
+
+
+def test_a_checkpoint_folder_follows_its_run_directory_not_its_path(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 10: after `mv r8 r8old`, a new `--out r8 --resume` continued r8old's
+    checkpoints (and its --keep would prune them); now the folder is refused to it, with
+    and without --resume, and r8old continues its own. --checkpoint-dir naming a folder this
+    run directory does not record is refused without advice to fork (nothing would fork)."""
+    monkeypatch.chdir(tmp_path)
+    assert cli_main([*RUN, "--steps", "4", "--out", "r8"]) == 0
+    folder = recorded_root(tmp_path / "r8")
+    (tmp_path / "r8").rename(tmp_path / "r8old")
+    before = digest(folder)
+    capsys.readouterr()
+    for extra in (["--resume"], []):
+        assert cli_main([*RUN, "--steps", "8", "--out", "r8", *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "the run directory that was at" in err[0] and "before (moved or replaced" in err[0]
+        assert "give this run a --checkpoint-dir of its own" in err[0] and "fork" not in err[0], err[0]
+        assert digest(folder) == before
+    assert cli_main([*RUN, "--steps", "8", "--out", "r8old", "--resume"]) == 0
+    assert "resuming from the checkpoint of step 4" in capsys.readouterr().err
+    assert recorded_root(tmp_path / "r8old") == folder
+
+    assert cli_main([*RUN, "--steps", "8", "--out", "fresh", "--resume", "--checkpoint-dir", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"belongs to run directory {str(tmp_path / 'r8old')!r}" in err[0], err
+    assert "give this run a --checkpoint-dir of its own (or none)" in err[0] and "fork" not in err[0], err[0]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from run_hooks import signal_at, trees_equal
+from run_hooks import flip_a_byte, signal_at, trees_equal
 
 from jaxsel.cli import main as cli_main
 from jaxsel.training.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
@@ -139,15 +139,6 @@ def test_rows_past_the_checkpoint_are_cut_on_resume(tmp_path):
 
 # 3. verified checkpoints -----------------------------------------------------------------
 
-def flip_a_byte(step_dir: Path) -> Path:
-    """One byte in the middle of the biggest array file of a checkpoint."""
-    biggest = max((p for p in (step_dir / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
-    data = bytearray(biggest.read_bytes())
-    data[len(data) // 2] ^= 0x10
-    biggest.write_bytes(bytes(data))
-    return biggest
-
-
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_flipped_byte_falls_back_with_one_warning_and_all_bad_exits_2(tmp_path, capsys):
     cfg = config(tmp_path, steps=8)
@@ -187,13 +178,16 @@ def test_resume_with_steps_below_the_checkpoint_is_refused(tmp_path):
 
 # 6. disk full, unusable --out ------------------------------------------------------------
 
-def test_disk_full_is_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("full", ["metrics.jsonl", ".evals.json.tmp"])
+def test_disk_full_is_one_line_naming_the_file(tmp_path, capsys, full):
+    """(issue 48 item 10: a JSON record's failed write named no file)"""
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "metrics.jsonl").symlink_to("/dev/full")   # every write: ENOSPC
+    (tmp_path / "out" / full).symlink_to("/dev/full")   # every write: ENOSPC
     code = cli_main(["train", "--strategy", "bsp", "--steps", "4", "--log-every", "2", "--no-progress",
                      "--out", str(tmp_path / "out"), "--no-checkpoint"])
     line = one_error_line(capsys.readouterr().err)
-    assert code == 2 and "No space left on device" in line
+    named = tmp_path / "out" / full.strip(".").removesuffix(".tmp")
+    assert code == 2 and line.endswith(f"No space left on device: {named}"), line
 
 
 #: fills the checkpoint disk once the checkpoint of step 4 is on it (the loader builds step
@@ -242,12 +236,12 @@ def test_a_disk_that_fills_during_an_async_save_is_one_line_and_keeps_the_last_c
     assert done.returncode == 2, done.stderr[-3000:]
     said = [x for x in done.stderr.splitlines() if "building the embedded dataset" not in x]   # a fresh data dir
     line = one_error_line("\n".join(said))
-    found = re.search(r"the checkpoint of step (\d+) could not be written \(No space left on device(?:: (\S+))?\); "
-                      r"the checkpoint of step (\d+) in (\S+) is intact; make room", line)
-    assert found, line   # the file is named when the failing write knows it (a write on an open file may not)
-    failed, kept = int(found[1]), int(found[3])
-    assert kept < failed and kept >= 4 and f"{disk}/ck" in found[4]
-    assert found[2] is None or "orbax-checkpoint-tmp" in found[2]   # the file, where the failed write knew it
+    found = re.search(r"the checkpoint of step (\d+) could not be written \(No space left on device: (a file under )?"
+                      r"(\S+)\); the checkpoint of step (\d+) in (\S+) is intact; make room", line)
+    assert found, line   # the file, or where it was, when the failing write did not say (a write on an open file)
+    failed, kept = int(found[1]), int(found[4])
+    assert kept < failed and kept >= 4 and f"{disk}/ck" in found[5]
+    assert ("orbax-checkpoint-tmp" in found[3]) if found[2] is None else found[3] == f"{disk}/ck"
 
 
 def test_an_out_path_that_is_not_utf8_is_one_line(tmp_path, capsys):

@@ -164,6 +164,28 @@ def test_a_state_used_with_another_strategy_or_optimizer_is_named_at_trace_time(
         jaxsel.consensus(None, jaxsel.BSP())
 
 
+def test_a_state_of_other_options_or_parameters_is_named_at_trace_time(mesh):
+    """Issue 48 item 9: the layouts agree but the leaves do not (SelSync's window sizes its
+    state; parameters replaced by others that no longer match the optimizer state, or that
+    lost the replica axis): one TypeError naming the leaf, not an error from inside the step."""
+    sgd = optax.sgd(0.1, momentum=0.9)
+    batch = softmax_batches(1)[0]
+    wide = jaxsel.init_state(softmax_params(), sgd, jaxsel.SelSync(window=25), mesh, replicas=R)
+    with pytest.raises(TypeError, match=r"the train step: the state was built for other options or parameters than "
+                                        r"selsync \(delta=0.3, W=10, raw\) runs with \(strategy_state.trigger.d_hist is "
+                                        r"float32\(25,\) per replica where float32\(10,\) is expected\)"):
+        jaxsel.make_train_step(softmax_loss, sgd, jaxsel.SelSync(window=10), mesh)(wide, batch)
+    state = jaxsel.init_state(softmax_params(), sgd, jaxsel.BSP(), mesh, replicas=R)
+    step = jaxsel.make_train_step(softmax_loss, sgd, jaxsel.BSP(), mesh)
+    other = jaxsel.init_state(softmax_params(d=6), sgd, jaxsel.BSP(), mesh, replicas=R).params
+    with pytest.raises(TypeError, match=r"parameters and optimizer state do not belong together \(opt_state\[0\]"
+                                        r".trace\['w'\] is float32\(5, 3\) per replica where float32\(6, 3\)"):
+        step(state.replace(params=other), batch)
+    with pytest.raises(TypeError, match=r"state.params\['w'\] has shape \(5, 3\), but every leaf of a TrainState but "
+                                        r"its step starts with the replica axis \(3 replicas in its first parameter\)"):
+        step(state.replace(params=softmax_params()), batch)   # one replica's parameters, no replica axis
+
+
 @pytest.mark.parametrize("strategy, named", [
     ("selsync", r"got str 'selsync'; build one by name with jaxsel.build_strategy\('selsync'\)"),
     (jaxsel.SelSync, r"got the class SelSync; pass an instance, e.g. SelSync\(\)"),

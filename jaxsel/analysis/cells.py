@@ -5,10 +5,17 @@ again from the records alone.
 A cell lives in OUT/<row>/seed<S>/, beside its run's own files (metrics.jsonl, evals.json,
 final.json, config.json, strategy.json). When the run has finished, `cell.json` is written
 last and atomically: the code that ran it (`job.code_identity`), its settings (the run's
-TrainConfig less where and how it was shown, `job.settings_of`), and a SHA-256 of its final
-state, which says bit for bit whether two runs ended alike. A cell directory without
-cell.json was stopped mid-run: the job clears it and runs it again. A cell.json whose
-code or settings differ from the job's is refused, never mixed into one table.
+TrainConfig less where and how it was shown, `job.settings_of`), a SHA-256 of its final
+state, which says bit for bit whether two runs ended alike, and a SHA-256 of each of the
+run's files, which the job's tables are made of. A cell directory without cell.json was
+stopped mid-run: the job clears it and runs it again. A cell.json whose code or settings
+differ from the job's is refused, never mixed into one table, and so is a cell whose files
+are not the ones its run wrote (edited, replaced by another run, cut short or missing).
+
+All cells of a job compute their packed replicas one way: the loop the first cell ran
+(`local_replicas="auto"` chooses it there, by measuring where it measures) is the loop of
+every later cell, in this process or after a resume, whatever the measurement setting or
+the packing cache says by then; a finished cell that ran another loop is refused.
 
 Every cell's figures are read back from its files, the one just trained too, so a table
 made in one go and one made after a resume (or by `jaxsel report`) come from the same
@@ -29,12 +36,15 @@ import numpy as np
 
 from ..training.config import ConfigError, TrainConfig
 from ..training.faults import TrainingInterrupted
+from ..training.run_kinds import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
+    STRATEGY_FILE
 from ..training.runlog import write_json
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
 from .progress import Progress
 
-CELL_FILE = "cell.json"
+#: the run's files a cell's figures are read from, each digested in cell.json
+FIGURE_FILES = (*RUN_FILES, STRATEGY_FILE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,20 +89,75 @@ def read_cell(directory: Path) -> dict | None:
         record = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path} is not valid JSON ({err}); remove that cell's directory and resume") from None
-    if not isinstance(record, dict) or "settings" not in record or "code" not in record:
+    fields = ("settings", "code", "files")
+    if not (isinstance(record, dict) and "settings" in record and "code" in record
+            and all(isinstance(record.get(k, {}), dict) for k in fields)):
         raise ConfigError(f"{path} is not a cell record; remove that cell's directory and resume")
     return record
 
 
-def load_run(cfg: TrainConfig, directory: Path) -> RunResult:
-    """The finished run of `cfg` as its files hold it (figures as written: non-finite -> None)."""
-    def read(name: str):
-        return json.loads((directory / name).read_text())
+class DamagedCell(ValueError):
+    """A cell's file is missing or not what its run writes (the message names the file)."""
 
-    records = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    strategy = read("strategy.json")
-    return RunResult(cfg, records, read("evals.json"), read("final.json"), None, cfg.strategy,
-                     dict(strategy.get("timing", {})))
+
+def file_digests(directory: Path) -> dict[str, str]:
+    """SHA-256 of each of the cell's `FIGURE_FILES` that is there."""
+    return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+            for name in FIGURE_FILES if (directory / name).is_file()}
+
+
+def _read_json(path: Path, kind: type):
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DamagedCell(f"its {path.name} is missing") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DamagedCell(f"its {path.name} is not valid JSON ({err})") from None
+    if not isinstance(value, kind):
+        raise DamagedCell(f"its {path.name} holds a JSON {type(value).__name__}, not the {kind.__name__} a run "
+                          f"writes there")
+    return value
+
+
+#: what the job's tables read of a cell's final.json: (field, what it must be)
+FINAL_FIELDS = {"final_test_accuracy": (int, float), "bytes_allreduced": (int, float), "sync_fraction": (int, float),
+                "wall_time_s": (int, float), "steps": int, "strategy": str}
+
+
+def _entries(values: list, name: str, fields: dict) -> list[dict]:
+    for i, entry in enumerate(values, 1):
+        wrong = None if isinstance(entry, dict) else "not a JSON object"
+        for key, kind in fields.items() if wrong is None else ():
+            if isinstance(entry.get(key), bool) or not isinstance(entry.get(key), kind):
+                wrong = f"its {key} is {entry.get(key)!r}"
+                break
+        if wrong is not None:
+            raise DamagedCell(f"its {name} entry {i} is not what a run writes ({wrong})")
+    return values
+
+
+def load_run(cfg: TrainConfig, directory: Path) -> RunResult:
+    """The finished run of `cfg` as its files hold it (figures as written: non-finite ->
+    None); a missing or malformed file is a DamagedCell naming it."""
+    metrics = directory / METRICS_FILE
+    try:
+        lines = metrics.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DamagedCell(f"its {metrics.name} is missing") from None
+    except UnicodeDecodeError as err:
+        raise DamagedCell(f"its {metrics.name} is not UTF-8 text ({err.reason})") from None
+    try:
+        records = [json.loads(line) for line in lines if line.strip()]
+    except ValueError as err:
+        raise DamagedCell(f"its {metrics.name} has a line that is not JSON ({err})") from None
+    _entries(records, metrics.name, {"step": int})
+    if not records:
+        raise DamagedCell(f"its {metrics.name} holds no step")
+    evals = _entries(_read_json(directory / EVALS_FILE, list), EVALS_FILE, {"step": int})
+    final = _read_json(directory / FINAL_FILE, dict)
+    _entries([final], FINAL_FILE, FINAL_FIELDS)
+    timing = _read_json(directory / STRATEGY_FILE, dict).get("timing", {})
+    return RunResult(cfg, records, evals, final, None, cfg.strategy, dict(timing) if isinstance(timing, dict) else {})
 
 
 class Cells:
@@ -106,25 +171,33 @@ class Cells:
                  load_only: bool = False, code: dict | None = None):
         self.out, self.progress, self.code = out, progress, code or code_identity()
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
+        self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
+
+    def name(self, directory: Path) -> str:
+        return directory.relative_to(self.out).as_posix()
 
     def get(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell:
         """Cell `cfg` (its out_dir is the cell's directory): loaded when its record is there
         and agrees, else trained (a stopped run's leftovers cleared first)."""
         directory = Path(cfg.out_dir)
-        record = read_cell(directory)
-        if record is not None:
-            self.check(record, cfg, directory)
-            self.progress.loaded(what, directory.relative_to(self.out).as_posix())
-            return self.load(record, cfg, directory)
+        try:
+            record = read_cell(directory)
+            if record is not None:
+                self.check(record, cfg, directory)
+                self.progress.loaded(what, self.name(directory))
+                return self.load(record, cfg, directory)
+        except DamagedCell as err:
+            raise ConfigError(f"cell {self.name(directory)} of {str(self.out)!r}: {err}; restore it, or remove "
+                              f"the cell's directory and resume the job to run it again") from None
         if self.load_only:
-            raise ConfigError(f"cell {directory.relative_to(self.out).as_posix()} of {str(self.out)!r} has not "
+            raise ConfigError(f"cell {self.name(directory)} of {str(self.out)!r} has not "
                               f"finished; finish the job with --resume first")
         if directory.exists():   # stopped mid-run: its rows would mix with the new run's
             shutil.rmtree(directory)
         self.progress.started(what)
         started = time.perf_counter()
         try:
-            run = train(cfg, checked=True)
+            run = train(self.pinned(cfg), checked=True, job_cell=True)
         except TrainingInterrupted as stop:
             raise self.interrupted(stop, cfg, what) from None
         except Exception as err:
@@ -134,8 +207,31 @@ class Cells:
             return self.record_failure(cfg, directory, err)
         write_json(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
         self.progress.finished(time.perf_counter() - started)
+        self.check_packing(directory)
         loaded = load_run(cfg, directory)
         return dataclasses.replace(loaded, state=run.state) if self.keep_states else loaded
+
+    def pinned(self, cfg: TrainConfig) -> TrainConfig:
+        """`cfg` running the job's packing loop (`local_replicas="auto"` chooses it in the
+        job's first cell only: see the module docstring)."""
+        if self.packing is None or cfg.local_replicas != "auto" or self.packing[0] == "single":
+            return cfg
+        return dataclasses.replace(cfg, local_replicas=self.packing[0])
+
+    def check_packing(self, directory: Path) -> None:
+        """The loop the cell in `directory` ran (its config.json) is the job's: the first
+        cell's sets it, a later one that ran another is refused."""
+        ran = ran_loop(directory)
+        if ran is None:   # a cell that stopped before its run wrote config.json
+            return
+        if self.packing is None:
+            self.packing = (ran, self.name(directory))
+        elif ran != self.packing[0]:
+            loop, first = self.packing
+            raise ConfigError(f"cell {self.name(directory)} of {str(self.out)!r} computed its packed replicas by "
+                              f"{ran}, cell {first} by {loop}: one job's cells run one packing loop; remove "
+                              f"{self.name(directory)} (and the cells after it that ran {ran}) and resume the "
+                              f"job: they run {loop}")
 
     def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, what: str) -> JobInterrupted:
         """What a signal in cell `what` did to the job, and how to continue it."""
@@ -149,9 +245,10 @@ class Cells:
                                     f"--out {self.out} --resume to continue")
 
     def record(self, cfg: TrainConfig, run: RunResult, seconds: float) -> dict:
+        directory = Path(cfg.out_dir)
         return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed, "strategy": cfg.strategy,
                 "options": cfg.strategy_options, "state_sha256": state_digest(run.state), "seconds": seconds,
-                "failed": None}
+                "files": file_digests(directory), "failed": None}
 
     def record_failure(self, cfg: TrainConfig, directory: Path, err: Exception) -> FailedCell:
         step = getattr(err, "step", None)
@@ -159,6 +256,7 @@ class Cells:
         write_json(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
                                            "strategy": cfg.strategy, "options": cfg.strategy_options,
                                            "state_sha256": None, "failed": str(err), "failed_step": step})
+        self.check_packing(directory)
         return FailedCell(cfg, str(err), step)
 
     def load(self, record: dict, cfg: TrainConfig, directory: Path) -> RunResult | FailedCell:
@@ -167,7 +265,8 @@ class Cells:
         return load_run(cfg, directory)
 
     def check(self, record: dict, cfg: TrainConfig, directory: Path) -> None:
-        """Refuse a cell computed by other code or with other settings than this job's."""
+        """Refuse a cell computed by other code or with other settings than this job's,
+        whose files are not those its run wrote, or that ran another packing loop."""
         where = directory / CELL_FILE
         if not same_code(record["code"], self.code):
             raise ConfigError(f"{where} was computed by other jaxsel code ({describe_code(record['code'])}) than "
@@ -177,6 +276,33 @@ class Cells:
         if diff is not None:
             raise ConfigError(f"{where} was computed with {diff}; cells of other settings are not mixed: resume "
                               f"with the job's settings, or start afresh in another --out")
+        check_files(record, directory)
+        self.check_packing(directory)
+
+
+def check_files(record: dict, directory: Path) -> None:
+    """DamagedCell unless each file `record` digests is there, as its run wrote it (cells
+    recorded before files were digested are read as they are)."""
+    found = file_digests(directory)
+    for name, digest in record.get("files", {}).items():
+        if name not in found:
+            raise DamagedCell(f"its {name} is missing")
+        if found[name] != digest:
+            raise DamagedCell(f"its {name} is not the one its run wrote ({CELL_FILE} holds the SHA-256 of each of "
+                              f"its files: edited, or written by another run since)")
+
+
+def ran_loop(directory: Path) -> str | None:
+    """How the run in `directory` computed its packed replicas, as its config.json records
+    it: a loop, "single" (one replica per device), or None when it does not say."""
+    try:
+        recorded = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    packing = recorded.get("packing", "?") if isinstance(recorded, dict) else "?"
+    if packing is None:
+        return "single"
+    return packing.get("loop") if isinstance(packing, dict) and isinstance(packing.get("loop"), str) else None
 
 
 def _is_fault(err: Exception) -> bool:

@@ -16,16 +16,19 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import hmac
 import json
+import os
+import secrets
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
+from ..training.run_kinds import JOB_FILE
 from ..training.runlog import jsonable, write_json
 
-JOB_FILE = "job.json"
 #: the job's compiled programs (JAX's persistent cache), kept until the job has finished
 CACHE_DIR = ".xla-cache"
 #: a run's settings that change neither its trajectory nor its figures: where and how it
@@ -152,10 +155,68 @@ def check_job(job: dict, out: Path, kind: str, settings: dict) -> None:
 def kept_compilations(out: str | Path):
     """`seed_grid.reuse_compilations` in OUT/.xla-cache: a resumed job loads the programs
     the stopped one compiled. Removed once the job has finished (nothing reads it then);
-    a cache the user set (JAX_COMPILATION_CACHE_DIR) is used instead and left alone."""
+    a cache the user set (JAX_COMPILATION_CACHE_DIR) is used instead and left alone. The
+    cache holds native code that this process would run, so only a cache this user made
+    on this machine is loaded (`trusted_cache`)."""
+    import jax
+
     from .seed_grid import reuse_compilations
 
     folder = Path(out) / CACHE_DIR
+    if not jax.config.jax_compilation_cache_dir:
+        trusted_cache(folder)
     with reuse_compilations(folder):
         yield
     shutil.rmtree(folder, ignore_errors=True)
+
+
+#: in a job's .xla-cache: the HMAC that says this user made it on this machine
+CACHE_SEAL = ".jaxsel-seal"
+
+
+def trusted_cache(folder: Path) -> None:
+    """Leave in `folder` only a compilation cache this user made on this machine: a job
+    directory handed over by someone else (copied from another machine, or another user's)
+    may hold compiled code that is not what its programs compile to, and loading it runs it.
+    A cache is sealed with an HMAC under a key only this user can read (`_seal_key`, kept
+    beside jaxsel's other caches); one without a valid seal is removed, in one line, and
+    compiled again."""
+    seal = folder / CACHE_SEAL
+    key = _seal_key()
+    expected = hmac.new(key, b"jaxsel job compilation cache", hashlib.sha256).hexdigest() if key else None
+    if folder.exists():
+        try:
+            found = seal.read_text().strip()
+        except OSError:
+            found = None
+        if expected is not None and found is not None and hmac.compare_digest(found, expected):
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"jaxsel: {folder} was not made by this user on this machine (or cannot be checked): its compiled "
+              f"programs are not loaded, they are compiled again", file=sys.stderr, flush=True)
+    if expected is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            seal.write_text(expected)
+        except OSError:
+            pass   # an unwritable job directory: the job reports that itself
+
+
+def _seal_key() -> bytes | None:
+    """This user's key for sealing compilation caches: 32 random bytes in jaxsel's cache
+    folder, readable by this user only, made on first use (None where it cannot be)."""
+    from ..core.packing import cache_dir
+
+    path = cache_dir().parent / "compilation-seal.key"
+    try:
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+        key = path.read_bytes()
+    except FileExistsError:   # made by another process just now
+        key = path.read_bytes()
+    except OSError:
+        return None
+    return key if len(key) == 32 else None

@@ -65,6 +65,8 @@ def _user_errors() -> tuple[type, ...]:
 FS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
                        errno.EISDIR, errno.ENAMETOOLONG})
 REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line and the traceback above"
+#: the commands that build training steps (and read their environment: $JAXSEL_PACKING_MEASURE)
+TRAINING_COMMANDS = ("train", "compare", "frontier", "bench")
 
 
 def _run_faults() -> tuple[type, ...]:
@@ -623,6 +625,10 @@ def run(argv: list[str] | None, startup) -> int:
         args = parser.parse_args(argv)
         if args.command != "train":
             startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
+        if args.command in TRAINING_COMMANDS:
+            from ..core.packing import measure_setting
+
+            measure_setting()   # read only once a run has started: a bad value is one line now
         check()
     except ValueError as err:
         print(f"jaxsel: error: {one_line(err)}", file=sys.stderr)

@@ -32,6 +32,7 @@ XLA's abort.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import dataclasses
 import functools
@@ -43,6 +44,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 import jax
+import numpy as np
 
 from .parallel import CPU_MAX_INFLIGHT
 
@@ -79,6 +81,17 @@ def _token(outputs: Any) -> jax.Array | None:
         if isinstance(leaf, jax.Array):
             return None if isinstance(leaf, jax.core.Tracer) else leaf
     return None
+
+
+def _check_outputs(outputs: Any) -> None:
+    """TypeError unless every leaf of `outputs` is array-like (a jax.Array, a NumPy array or
+    a number): what a step returns. Text or another object is no step's outputs (a mistaken
+    argument), and pacing it would silently wait on nothing."""
+    for leaf in jax.tree.leaves(outputs):
+        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic, int, float, complex)):
+            shown = f"{type(leaf).__name__} {leaf!r}"[:80] if isinstance(leaf, str) else type(leaf).__name__
+            raise TypeError(f"jaxsel.pace takes a step's outputs (a jax.Array, or its metrics: a pytree of arrays), "
+                            f"got {shown}: nothing a step returns, and nothing to wait on")
 
 
 @functools.cache
@@ -124,6 +137,7 @@ class Pacer:
         recorded steps are unfinished. Returns `outputs`."""
         token = _token(outputs)
         if token is None:
+            _check_outputs(outputs)
             return outputs
         devices = token.sharding.device_set
         limit = self.limit(next(iter(devices)).platform)
@@ -186,11 +200,24 @@ class Pacer:
                 print(line, file=sys.stderr if self.stream is None else self.stream, flush=True)
 
     def close(self) -> None:
-        """Stop the watch thread (the process-wide pacer's runs as long as the process)."""
+        """Stop the watch thread and wait for it (the process-wide pacer's runs as long as
+        the process: `_stop_at_exit`)."""
         self._closed.set()
+        watch = self._watch
+        if watch is not None and watch is not threading.current_thread():
+            watch.join(timeout=self.poll_s + 5.0)
 
 
 _PACER = Pacer()
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """The watch thread is a daemon that calls into jaxlib every `poll_s`: stopped and joined
+    before the interpreter finalizes, so it is never caught there mid-call (Python 3.11 ends
+    a daemon thread that wakes during finalization with pthread_exit, whose unwinding
+    through C++ frames aborts the process: a finished run's exit status -6)."""
+    _PACER.close()
 
 
 def pace(outputs: T) -> T:

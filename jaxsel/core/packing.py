@@ -52,12 +52,20 @@ MEASURE_ENV = "JAXSEL_PACKING_MEASURE"
 def measures_on(platform: str) -> bool:
     """Whether "auto" measures on `platform`: $JAXSEL_PACKING_MEASURE if set ("1" / "0"),
     else on accelerators only."""
+    value = measure_setting()
+    return platform != "cpu" if value is None else value
+
+
+def measure_setting() -> bool | None:
+    """$JAXSEL_PACKING_MEASURE: True ("1"), False ("0") or None (unset); any other value is
+    a ValueError naming it (the command line checks it before a run starts)."""
     value = os.environ.get(MEASURE_ENV, "").strip()
     if value in ("1", "0"):
         return value == "1"
     if value:
-        raise ValueError(f"{MEASURE_ENV} must be 1 (measure everywhere) or 0 (never), got {value!r}")
-    return platform != "cpu"
+        raise ValueError(f"{MEASURE_ENV} must be 1 (measure everywhere) or 0 (never), got {value!r}; set it so, "
+                         f"or unset it (measure on accelerators only)")
+    return None
 
 
 def cache_dir() -> Path:
@@ -113,6 +121,7 @@ class Choice:
     failed: dict = dataclasses.field(default_factory=dict)    # candidate -> why it did not run
     key: PackingKey | None = None
     note: str = ""
+    kept: Path | None = None   # the cache file that holds a measured choice (None: this process only)
 
     def describe(self) -> str:
         """The layout line's clause, e.g. "packed by unroll (measured: unroll 10.1 ms, ...)"."""
@@ -149,10 +158,23 @@ def load(key: PackingKey, directory: Path | None = None) -> dict | None:
         entry = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("key") != dataclasses.asdict(key) or entry.get("loop") not in LOOPS:
+    if not well_formed(entry, key):
         return None
     _MEMORY[(str(folder), key.digest())] = entry
     return entry
+
+
+def well_formed(entry, key: PackingKey) -> bool:
+    """Whether a cache file's `entry` is one `store` writes for `key`: its key, a loop of
+    `LOOPS`, median milliseconds per candidate (finite numbers >= 0) and each failed
+    candidate's reason (text). Anything else, field types included, is a miss: measured
+    again and overwritten, never a crash of every run on that key."""
+    if not isinstance(entry, dict) or entry.get("key") != dataclasses.asdict(key) or entry.get("loop") not in LOOPS:
+        return False
+    ms, failed = entry.get("ms_per_step", {}), entry.get("failed", {})
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+    return (isinstance(ms, dict) and all(k in LOOPS and number(v) for k, v in ms.items())
+            and isinstance(failed, dict) and all(k in LOOPS and isinstance(v, str) for k, v in failed.items()))
 
 
 def store(key: PackingKey, entry: dict, directory: Path | None = None) -> Path | None:
@@ -317,17 +339,17 @@ class AutoLoop:
             entry = agreed_entry(entry)
         if entry is not None:
             return Choice(entry["loop"], "cached", dict(entry.get("ms_per_step", {})), dict(entry.get("failed", {})),
-                          key)
+                          key, kept=(directory or cache_dir()) / f"{key.digest()}.json")
         if not concrete:
             return Choice(STATIC, "static", key=key, note="static default: first traced inside another jit, before "
                                                           "step.decide(state, batch) measured")
         ms, failed = measure_candidates(self, state, batch, time_step, rounds)
         ms = agree(ms, self.candidates)
         best = fastest(ms, self.candidates)
-        store(key, {"key": dataclasses.asdict(key), "loop": best, "ms_per_step": ms, "failed": failed,
-                    "rounds": rounds, "measured": datetime.datetime.now(datetime.timezone.utc).isoformat()},
-              directory)
-        return Choice(best, "measured", ms, failed, key)
+        kept = store(key, {"key": dataclasses.asdict(key), "loop": best, "ms_per_step": ms, "failed": failed,
+                           "rounds": rounds, "measured": datetime.datetime.now(datetime.timezone.utc).isoformat()},
+                     directory)
+        return Choice(best, "measured", ms, failed, key, kept=kept)
 
     def _for(self, state, batch):
         """The jitted step of `state`'s layout, choosing first where not chosen yet."""

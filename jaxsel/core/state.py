@@ -53,26 +53,80 @@ def check_strategy(strategy, where: str) -> None:
 
 def check_strategy_state(state: TrainState, strategy, where: str, optimizer=None) -> None:
     """TypeError when `state` was built for another strategy (or, given `optimizer`, another
-    optimizer) than the one it is used with: their state layouts differ. At trace time or
-    before, never a confusing AttributeError deep inside a strategy."""
+    optimizer) than the one it is used with, or for other options of it (SelSync's window
+    sizes its state), or when its parameters no longer match its optimizer state: their
+    layouts or leaf shapes differ. At trace time or before, never a confusing error from
+    deep inside a strategy or shard_map. Every leaf but the step carries the replica axis."""
     check_strategy(strategy, where)
+    leaves = jax.tree.leaves(state.params)
+    if not leaves:   # no parameters: nothing a strategy could keep per parameter
+        return
+    n = _replica_axis(state, where)
     one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype), tree)
     params = one(state.params)
     if optimizer is not None:
         expected = jax.eval_shape(optimizer.init, params)
         if jax.tree.structure(expected) != jax.tree.structure(one(state.opt_state)):
             raise TypeError(f"{where}: the state's optimizer state is {_layout(state.opt_state)}, but this "
-                            f"optimizer keeps {_layout(expected)}: build the state with init_state(params, "
-                            f"optimizer, ...) for the same optimizer")
-    leaves = jax.tree.leaves(state.params)
-    if not leaves:   # no parameters: nothing a strategy could keep per parameter
-        return
-    n = int(np.shape(leaves[0])[0])
+                            f"optimizer keeps {_layout(expected)} for these parameters"
+                            f"{_paths_unlike(expected, state.opt_state, 'opt_state')}: build the state with "
+                            f"init_state(params, optimizer, ...) for the same optimizer and parameters")
+        wrong = _first_unlike(expected, one(state.opt_state), "opt_state")
+        if wrong is not None:
+            raise TypeError(f"{where}: the state's parameters and optimizer state do not belong together ({wrong} "
+                            f"for these parameters): build the state with init_state(params, optimizer, ...) from "
+                            f"the parameters it trains")
     expected = jax.eval_shape(lambda p, o: strategy.init(p, o, n), params, one(state.opt_state))
     if jax.tree.structure(expected) != jax.tree.structure(one(state.strategy_state)):
         raise TypeError(f"{where}: the state's strategy state is {_layout(state.strategy_state)}, but "
-                        f"{type(strategy).__name__} keeps {_layout(expected)}: build the state with "
+                        f"{type(strategy).__name__} keeps {_layout(expected)}"
+                        f"{_paths_unlike(expected, state.strategy_state, 'strategy_state')}: build the state with "
                         f"init_state(..., strategy) for the strategy it runs with")
+    wrong = _first_unlike(expected, one(state.strategy_state), "strategy_state")
+    if wrong is not None:
+        raise TypeError(f"{where}: the state was built for other options or parameters than {strategy.describe()} "
+                        f"runs with ({wrong}): build the state with init_state(..., strategy) for the strategy it "
+                        f"runs with")
+
+
+def _replica_axis(state: TrainState, where: str) -> int:
+    """N, the leading axis of the state's first parameter, which every other leaf of its
+    parameters, optimizer, model and strategy states must share (TypeError naming the
+    first that does not)."""
+    parts = {name: getattr(state, name) for name in ("params", "opt_state", "model_state", "strategy_state")}
+    first = jax.tree.leaves(state.params)[0]
+    n = np.shape(first)[0] if np.ndim(first) else None
+    for name, tree in parts.items():
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+            if n is None or not np.ndim(leaf) or np.shape(leaf)[0] != n:
+                raise TypeError(f"{where}: state.{name}{jax.tree_util.keystr(path)} has shape {np.shape(leaf)}, "
+                                f"but every leaf of a TrainState but its step starts with the replica axis "
+                                f"({'no axis' if n is None else f'{n} replicas'} in its first parameter): build the "
+                                f"state with jaxsel.init_state, and replace its leaves by ones of the same layout")
+    return int(n)
+
+
+def _paths_unlike(expected, actual, name: str) -> str:
+    """" (opt_state[0].trace['extra'] is not expected)" for the first leaf path that only
+    one of two trees of differing structure has, where their leaf paths differ at all."""
+    paths = lambda tree: [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    want, got = paths(expected), paths(actual)
+    extra = next((p for p in got if p not in want), None)
+    if extra is not None:
+        return f" ({name}{extra} is not expected)"
+    missing = next((p for p in want if p not in got), None)
+    return f" ({name}{missing} is missing)" if missing is not None else ""
+
+
+def _first_unlike(expected, actual, name: str) -> str | None:
+    """"strategy_state.trigger.window is float32(25, 3) where float32(10, 3) is expected"
+    for the first leaf (one replica's) whose shape or dtype differs, else None."""
+    pairs = zip(jax.tree_util.tree_flatten_with_path(expected)[0], jax.tree.leaves(actual))
+    for (path, want), got in pairs:
+        if tuple(want.shape) != tuple(got.shape) or want.dtype != got.dtype:
+            return (f"{name}{jax.tree_util.keystr(path)} is {got.dtype}{tuple(got.shape)} per replica where "
+                    f"{want.dtype}{tuple(want.shape)} is expected")
+    return None
 
 
 def _kind(x) -> str:
@@ -110,7 +164,7 @@ def num_replicas(state: TrainState) -> int:
     leaves = jax.tree.leaves(state.params)
     if not leaves:
         raise ValueError("num_replicas: the state holds no parameters, so no replica axis")
-    return int(np.shape(leaves[0])[0])
+    return _replica_axis(state, "num_replicas")
 
 
 def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None, *,

@@ -30,6 +30,7 @@ statistics (`sync_model_state` averages them where the step synchronized).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, NamedTuple
 
 import jax
@@ -139,15 +140,42 @@ def as_optax(strategy: Strategy, inner, *, axis_name: Any = "data") -> optax.Gra
         if params is None:
             raise ValueError(f"jaxsel.as_optax({strategy.name}): update needs the parameters, "
                              f"tx.update(grads, opt_state, params)")
+        _refuse_chained(grads, strategy)
         axes = resolve_axes(names, grads)
         leftover = averaged_already(grads, axes)
         if leftover:   # raised here, not deeper: the user's traceback ends at tx.update
             raise ValueError(leftover)
         new_params, new_state = _step(strategy, inner, axes, grads, state, params, loss, weight)
         updates = jax.tree.map(lambda new, old: (new - old).astype(jnp.result_type(old)), new_params, params)
+        _remember_returned(updates)
         return updates, new_state
 
     return optax.GradientTransformationExtraArgs(init, update)
+
+
+#: the first leaf of the updates the latest `as_optax` update returned (weakly: never kept alive)
+_RETURNED: list = [None]
+
+
+def _remember_returned(updates) -> None:
+    leaves = jax.tree.leaves(updates)
+    try:
+        _RETURNED[0] = weakref.ref(leaves[0]) if leaves else None
+    except TypeError:   # a leaf type without weak references
+        _RETURNED[0] = None
+
+
+def _refuse_chained(grads, strategy: Strategy) -> None:
+    """ValueError when `grads` are the very updates another `as_optax` update just returned:
+    two jaxsel methods chained (`optax.chain(as_optax(A, ...), as_optax(B, ...))`), where the
+    second would take the first's parameter step for gradients and both would synchronize."""
+    leaves = jax.tree.leaves(grads)
+    returned = _RETURNED[0]() if _RETURNED[0] is not None else None
+    if leaves and returned is not None and leaves[0] is returned:
+        raise ValueError(f"jaxsel.as_optax({strategy.name}): its gradients are the updates of another jaxsel.as_optax "
+                         f"transformation (two chained, e.g. optax.chain(as_optax(A, opt), as_optax(B, opt))): each "
+                         f"is a whole method around its own optimizer; use one, with the other optax transformations "
+                         f"as its inner optimizer (as_optax(A, optax.chain(...)))")
 
 
 def _checked_inner(strategy: Strategy, inner):

@@ -263,6 +263,8 @@ class Checkpointer:
             problem = write_problem(err)
             if problem is None:
                 raise
+            if write_problem(err, named=True) is None:   # the OS error did not say which file: where, then
+                problem += f": a file under {self.directory}"
             if self._failed is not None:   # the same failure again (waiting after the failed save)
                 raise self._failed from None
             failed = self._writing if self._writing is not None else step
@@ -348,20 +350,33 @@ class Checkpointer:
         self._writing = None
 
     def close(self) -> None:
-        try:
-            self.manager.close()
-        except Exception as err:  # noqa: BLE001 - a failed write already reported (or being reported)
-            if write_problem(err) is None:
-                raise
+        """Close the manager: wait for its saves, then close its checkpointer, metadata
+        stores and deleter. Orbax raises a failed save once per waiting call and then goes
+        on, but its `close` stops at that raise and leaves the rest open (threads and
+        storage writes still running when the interpreter exits, where Python 3.11 kills a
+        thread that calls back into it and the process aborts): so a close that raised
+        the write failure (reported already, `_write_errors`) is repeated until it is done."""
+        for _ in range(CLOSE_TRIES):
+            try:
+                self.manager.close()
+                return
+            except Exception as err:  # noqa: BLE001 - a failed write already reported (or being reported)
+                if write_problem(err) is None:
+                    raise
+
+
+#: a manager's close raises each stored write failure once (its save's, its checkpointer's)
+CLOSE_TRIES = 4
 
 
 #: failures of a write the user can fix: a full disk, a quota, a read-only or forbidden directory
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
-def write_problem(err: BaseException | str) -> str | None:
+def write_problem(err: BaseException | str, named: bool = False) -> str | None:
     """"No space left on device: FILE" for a failed write the user can fix (Orbax reports the
-    OS error inside tensorstore's message), else None (a bug: its traceback stays)."""
+    OS error inside tensorstore's message), else None (a bug: its traceback stays); with
+    `named`, None too where the error does not name the file."""
     text = str(err)
     code = getattr(err, "errno", None)
     found = re.search(r"os_error_code='(\d+)'", text) or re.search(r"\[Errno (\d+)\]", text)
@@ -371,6 +386,8 @@ def write_problem(err: BaseException | str) -> str | None:
         return None
     where = re.search(r'(?:Failed writing|local file): "([^"]+)"', text)
     path = getattr(err, "filename", None) or (where.group(1) if where else None)
+    if named and not path:
+        return None
     return os.strerror(code) + (f": {path}" if path else "")
 
 

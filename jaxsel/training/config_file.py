@@ -35,8 +35,8 @@ from .config import ConfigError, TrainConfig
 from .declare import Flag, declarations
 
 #: what a run directory's config.json records beside the settings (not settings): where the
-#: replicas ran, how packed ones were computed and where its checkpoints went
-RECORDED = frozenset({"layout", "packing", "checkpoint_root"})
+#: replicas ran, how packed ones were computed, where its checkpoints went and its identity
+RECORDED = frozenset({"layout", "packing", "checkpoint_root", "run_id"})
 #: where a recorded run lived: a reproduction does not take these
 RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
 

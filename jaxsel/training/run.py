@@ -31,14 +31,14 @@ from ..models import FunctionalModel, build_model
 from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
-from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source
+from .checkpoint_owner import claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, records
 from .config import ConfigError, TrainConfig, check_config
 from .evaluation import make_eval_fn
 from .grad_clip import with_clipped_gradients
 from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
-from .run_kinds import refuse_comparison
+from .run_kinds import refuse_comparison, refuse_job_cell
 from .runlock import check_unlocked
 from .sync_horizon import warn_if_never_syncs
 
@@ -119,9 +119,13 @@ def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.L
     batch = parallel.global_batch(data.loader.batch(0), layout.mesh)
     if data.device_transform is not None:   # the step sees the transformed batch
         batch = jax.jit(data.device_transform)(batch, state.step)
-    choice = train_step.decide(state, batch)
-    if choice.how == "measured" and jax.process_index() == 0:
-        print(f"jaxsel: {choice.describe()}; kept in {packing.cache_dir()}", file=sys.stderr, flush=True)
+    try:
+        choice = train_step.decide(state, batch)
+    except ValueError as err:   # $JAXSEL_PACKING_MEASURE set to neither 1 nor 0
+        raise ConfigError(str(err)) from None
+    if choice.how == "measured" and jax.process_index() == 0:   # where it was not kept, `store` said so
+        kept = f"; kept in {choice.kept.parent}" if choice.kept is not None else ""
+        print(f"jaxsel: {choice.describe()}{kept}", file=sys.stderr, flush=True)
     return choice
 
 
@@ -185,9 +189,10 @@ def evaluation_weights(state, strategy) -> tuple[Any, Any]:
     return consensus(state, strategy), consensus_model_state(state)
 
 
-def check_paths(cfg: TrainConfig) -> None:
+def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     """The filesystem side, checked before any data is read: a run directory that holds
-    another run (when not resuming: nothing is overwritten) or a comparison (ever: run_kinds.py),
+    another run (when not resuming: nothing is overwritten), a comparison or lies inside a
+    long job's directory (ever, unless `job_cell`: the job trains its own cell; run_kinds.py),
     a checkpoint dir that already holds another run's checkpoints (when not resuming) or,
     named for a resume, belongs to another run directory (checkpoint_owner.py), an explicit
     data_dir that does not exist (an error for a dataset that must be prepared there;
@@ -197,23 +202,30 @@ def check_paths(cfg: TrainConfig) -> None:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
     if cfg.out_dir:
         refuse_comparison(cfg.out_dir)   # resumed or not: a comparison is no run to continue
+        if not job_cell:
+            refuse_job_cell(cfg.out_dir)   # its records are a job's: only the job writes them
     if cfg.out_dir and not cfg.resume:
-        held = [name for name in RUN_RECORDS if _nonempty(Path(cfg.out_dir) / name)]
+        held = held_records(cfg.out_dir)
         if held:
             raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
                               f"continue it with --resume, or choose another --out (nothing is overwritten)")
     root = cfg.checkpoint_root()
+    owner = foreign_owner(root, cfg.out_dir) if root is not None else None
     if root is not None and not cfg.resume:
         steps = existing_steps(root)
         if steps:
+            advice = (f", of {owner}); give this run a --checkpoint-dir of its own, or choose another --out"
+                      if owner is not None else
+                      "); continue that run with --resume, or choose another --checkpoint-dir")
             raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
-                              f"{max(steps)}); continue that run with --resume, or choose another "
-                              f"--checkpoint-dir")
-    owner = foreign_owner(root, cfg.out_dir) if root is not None and cfg.resume else None
-    if owner is not None:   # named with --checkpoint-dir (a recorded folder of another run is forked)
-        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to run directory {owner!r}, not to "
-                          f"{str(cfg.out_dir)!r}; resume without --checkpoint-dir to fork its newest checkpoint "
-                          f"into a folder of this run's own, or resume {owner!r} itself")
+                              f"{max(steps)}{advice}")
+    if owner is not None and cfg.resume:   # named with --checkpoint-dir (a recorded folder of another run forks)
+        forks = records(cfg.out_dir, root)   # only a run directory that records the folder forks it
+        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to {owner}, not to {str(cfg.out_dir)!r}; " + (
+            "resume without --checkpoint-dir to fork its checkpoints into a folder of this run's own" if forks else
+            "give this run a --checkpoint-dir of its own (or none)") + ", or resume that run directory itself")
+    if cfg.out_dir and cfg.resume:
+        refuse_restart(cfg)
     if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
         spec = KNOWN.get(cfg.dataset)
         if spec is None or spec.builder is None:
@@ -230,8 +242,33 @@ def check_paths(cfg: TrainConfig) -> None:
 RUN_RECORDS = ("metrics.jsonl", "evals.json", "final.json")
 
 
+def held_records(out_dir: str | os.PathLike) -> list[str]:
+    """The `RUN_RECORDS` run directory `out_dir` holds (not empty)."""
+    return [name for name in RUN_RECORDS if _nonempty(Path(out_dir) / name)]
+
+
 def _nonempty(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
+
+
+def refuse_restart(cfg: TrainConfig) -> None:
+    """A resume finds the step to continue from in the checkpoints; where there are none (a
+    run made with --no-checkpoint, stopped before its first save, or whose folder was
+    deleted or moved) it starts from step 0 and writes its records afresh. In a run
+    directory that holds a run's records, that would cut its rows and replace its final
+    figures and settings (by another strategy's, even): ConfigError, before anything is
+    touched. A copied run directory counts the checkpoints it forks from."""
+    held = held_records(cfg.out_dir)
+    root = cfg.checkpoint_root()
+    if not held or existing_steps(root):
+        return
+    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
+    if source is not None and existing_steps(source):
+        return
+    raise ConfigError(f"run directory {str(cfg.out_dir)!r} holds a run ({', '.join(held)}) but there is no "
+                      f"checkpoint to continue it from ({str(root)!r} holds none); a resume would start it over "
+                      f"and replace its records, so nothing was touched: give --checkpoint-dir where its "
+                      f"checkpoints are, choose another --out, or remove the run directory to start over there")
 
 
 def resumed_settings(cfg: TrainConfig) -> TrainConfig:
@@ -258,17 +295,18 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
-def claim_checkpoints(cfg: TrainConfig) -> None:
+def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
     """Under the run's lock, before it restores: claim its checkpoint folder for its run
-    directory, and fill a copied run directory's own folder with the newest checkpoint of
-    the folder its config.json records (checkpoint_owner.py)."""
+    directory, and fill a copied run directory's own folder with the checkpoints of the
+    folder its config.json records (checkpoint_owner.py)."""
     root = cfg.checkpoint_root()
     if root is None or not cfg.out_dir:
         return
+    clear_partial_forks(root)   # a fork killed mid-copy (SIGKILL) left its half copies
     source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
     if source is not None and root.absolute() == fork_root(source, cfg).absolute():   # `resumed_settings` forked
         fork(source, root, cfg.out_dir)
-    claim(root, cfg.out_dir)
+    claim(root, cfg.out_dir, run_id)
 
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:

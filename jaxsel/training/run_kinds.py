@@ -7,6 +7,13 @@ a directory that holds the other kind: a run written into a comparison hid the c
 from `jaxsel report` (which reads the top-level run first), and a comparison written into
 a run's directory mixed the two. Whether a directory holding the same kind may be
 continued is each command's own rule (`run.check_paths`, `compare.check_fresh`).
+
+A long job (`jaxsel compare`, `jaxsel frontier`) records itself in its directory's
+`JOB_FILE` and each finished cell, a run of its own in OUT/<row>/seed<S>/, in `CELL_FILE`
+(analysis/job.py, analysis/cells.py). A `jaxsel train` into a cell would replace the
+records the job's tables are made of, so `train` refuses any directory inside a job's
+(`refuse_job_cell`), as it refuses the job's directory itself; only the job trains its
+cells.
 """
 from __future__ import annotations
 
@@ -17,7 +24,14 @@ from .config import ConfigError
 
 #: what a `jaxsel train` run writes at the top of its directory (config.json alone: a run
 #: stopped before its first step)
-RUN_FILES = ("metrics.jsonl", "evals.json", "final.json", "config.json")
+METRICS_FILE, EVALS_FILE, FINAL_FILE, CONFIG_FILE = "metrics.jsonl", "evals.json", "final.json", "config.json"
+RUN_FILES = (METRICS_FILE, EVALS_FILE, FINAL_FILE, CONFIG_FILE)
+#: what a run writes beside them: its strategy as built and its cost-model keywords
+STRATEGY_FILE = "strategy.json"
+#: a long job's record, at the top of its directory (analysis/job.py)
+JOB_FILE = "job.json"
+#: a finished cell's record, in the cell's run directory (analysis/cells.py)
+CELL_FILE = "cell.json"
 
 
 def run_files(folder: str | os.PathLike) -> list[str]:
@@ -51,3 +65,23 @@ def refuse_run(folder: str | os.PathLike, option: str = "--out") -> None:
     if found:
         raise ConfigError(f"compare directory {str(folder)!r} holds a `jaxsel train` run ({_listed(found)}); "
                           f"`jaxsel compare` never writes into one: choose another {option}")
+
+
+def enclosing_job(folder: str | os.PathLike) -> Path | None:
+    """The directory of the long job `folder` lies inside (one of its parents holds
+    `JOB_FILE`), or None."""
+    for parent in Path(folder).absolute().parents:
+        if (parent / JOB_FILE).is_file():
+            return parent
+    return None
+
+
+def refuse_job_cell(folder: str | os.PathLike, option: str = "--out") -> None:
+    """ConfigError if `folder`, a `jaxsel train` run directory, lies inside a comparison's
+    or a frontier's directory: a cell of the job (or a place the job may write one)."""
+    job = enclosing_job(folder)
+    if job is not None:
+        cell = " (a finished cell: " + CELL_FILE + ")" if (Path(folder) / CELL_FILE).is_file() else ""
+        raise ConfigError(f"run directory {str(folder)!r} lies inside the job in {str(job)!r} ({JOB_FILE}){cell}; "
+                          f"`jaxsel train` never writes into a job's cells: finish the job with its own "
+                          f"command and --resume, or choose another {option}")

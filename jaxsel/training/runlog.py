@@ -47,10 +47,16 @@ def jsonable(x):
 
 
 def write_json(path: Path, value) -> None:
-    """Write JSON atomically: a reader (or a crash) never sees half a file."""
+    """Write JSON atomically: a reader (or a crash) never sees half a file. A failed write
+    (a full disk) names the file: the OS error of a write to an open file names none."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(jsonable(value), indent=2))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(jsonable(value), indent=2))
+        os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 def projected_cluster(cfg) -> Cluster:
@@ -138,7 +144,10 @@ class MetricsFile:
         pass
 
     def close(self) -> None:
-        self.file.close()
+        try:
+            self.file.close()   # flushes what a failed write left in the buffer: it fails again
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, str(self.path)) from None
 
 
 def _read_rows(path: Path, start: int) -> tuple[list[tuple[dict, bytes]], list[tuple[int, bytes]], int | None]:

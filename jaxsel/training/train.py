@@ -22,6 +22,7 @@ from ..core.pacing import pace
 from ..core.correlation import replica_metrics
 from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
+from .checkpoint_owner import new_run_id, run_id_of
 from .config import TrainConfig, agreed_settings, check_config
 from .environment import environment
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
@@ -29,6 +30,7 @@ from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, Training
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
 from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
+from .run_kinds import CONFIG_FILE, STRATEGY_FILE
 from .runlock import check_unlocked, lock_run
 from .runlog import RunLog, write_json
 
@@ -56,7 +58,7 @@ class Due(NamedTuple):
 
 
 def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
-          make_dirs: Callable[[TrainConfig], TrainConfig] | None = None) -> RunResult:
+          make_dirs: Callable[[TrainConfig], TrainConfig] | None = None, job_cell: bool = False) -> RunResult:
     """Train per `cfg`; returns per-step records, evaluations and final figures.
 
     With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
@@ -73,7 +75,8 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
     Every check, the building of the run included (its memory and disk estimates), comes
     before anything is created: then `make_dirs(cfg)` (the command line's) creates the run's
     directories and returns `cfg` with their final names (a default run directory gets one
-    no other run has), and the run locks them.
+    no other run has), and the run locks them. `job_cell`: the run is a cell of the long job
+    whose directory holds `cfg.out_dir` (analysis/cells.py), which no other run may write.
     """
     cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
     with StopSignals(checkpointing=cfg.checkpoint_root() is not None) as signals:   # a signal in start-up stops it too
@@ -83,23 +86,24 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
         lead = jax.process_index() == 0
         if run is None:
             check_unlocked(cfg.out_dir, cfg.checkpoint_root())   # a run in progress is named as such
-            check_paths(cfg)
+            check_paths(cfg, job_cell=job_cell)
             run = assemble_run(cfg)   # its last checks (memory, disk): nothing is created before them
         if make_dirs is not None:
             cfg = make_dirs(cfg)
             run = dataclasses.replace(run, cfg=cfg)
         with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
-            check_paths(cfg)   # under the lock: a run that wrote there since is refused, not mixed in
+            check_paths(cfg, job_cell=job_cell)   # under the lock: a run that wrote there since is refused
+            run_id = (run_id_of(cfg.out_dir) or new_run_id()) if lead else None   # the run directory's identity
             if lead:
-                claim_checkpoints(cfg)   # the folder is this run directory's; a copied one forks its own
-            return _train(cfg, run, signals)
+                claim_checkpoints(cfg, run_id)   # the folder is this run directory's; a copied one forks its own
+            return _train(cfg, run, signals, run_id)
 
 
-def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
+def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None) -> RunResult:
     lead = jax.process_index() == 0
     distributed.barrier("train-start")   # every process has its data before the first collective
     ckpt, start, state, history = _restore(cfg, run, lead)
-    out_dir = _open_run_dir(cfg, run) if cfg.out_dir and lead else None   # one writer: process 0
+    out_dir = _open_run_dir(cfg, run, run_id) if cfg.out_dir and lead else None   # one writer: process 0
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead, samples=run.samples)
     step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
@@ -222,17 +226,19 @@ def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
                                  f"build the run with lr_schedule_steps={recorded}")
 
 
-def _open_run_dir(cfg: TrainConfig, run: Run) -> Path:
+def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     """The run directory with what the run is: its settings, where its checkpoints go (a
-    resumed run finds them there, whatever the working directory), its strategy as built
+    resumed run finds them there, whatever the working directory), its identity (which its
+    checkpoint folder's owner file records too: checkpoint_owner.py), its strategy as built
     and what it runs on (environment.py)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
-    write_json(out / "config.json", {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
-                                     "checkpoint_root": str(root.absolute()) if root is not None else None})
+    write_json(out / CONFIG_FILE, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
+                                   "checkpoint_root": str(root.absolute()) if root is not None else None,
+                                   "run_id": run_id})
     write_json(out / "environment.json", environment(run.layout, run.loader.describe(), run.packing))
-    write_json(out / "strategy.json", {"name": cfg.strategy, "description": run.description,
+    write_json(out / STRATEGY_FILE, {"name": cfg.strategy, "description": run.description,
                                        "timing": run.timing})
     return out
 

@@ -5,6 +5,12 @@ Each batch is a pickled dict: `data` (N, 3072) uint8, each row one image as 1024
 then 1024 green, then 1024 blue values in row-major order, and `labels` (CIFAR-10) or
 `fine_labels` / `coarse_labels` (CIFAR-100). Pickles can run code, so they are read with
 an unpickler that only rebuilds dicts, lists, strings and NumPy arrays.
+
+A compressed tarball can inflate far beyond its size (a few MB of gzip can declare a member
+of a GiB): each file is read only if the size its tar header declares is one the format
+allows (`CifarLayout.limit`: a batch's images, labels and file names, a meta file's class
+names), and a tarball of more members than any CIFAR one has is refused, so memory and time
+stay bounded by what a real CIFAR file needs.
 """
 from __future__ import annotations
 
@@ -33,16 +39,32 @@ class CifarLayout:
     meta: str                              # file with the class names
     labels: dict[str, str]                 # TFDS feature -> pickle key
     names: dict[str, str]                  # TFDS feature -> meta key of its class names
+    images: dict[str, int]                 # batch file -> the images it holds in the real dataset
 
+    def limit(self, name: str) -> int:
+        """The most bytes file `name` can hold: its images (3072 bytes each, with their
+        labels and file names) with room to spare, or `META_BYTES` for the meta file."""
+        return self.images.get(name, 0) * IMAGE_RECORD_BYTES + META_BYTES
+
+    def largest(self) -> int:
+        return max(self.limit(name) for name in (self.meta, *self.images))
+
+
+#: a pickled image: 3072 bytes of pixels, its labels and its file name (about 40 bytes),
+#: rounded up; and the room for a meta file (class names: about 1.5 KB for CIFAR-100)
+IMAGE_RECORD_BYTES, META_BYTES = 3072 + 256, 1 << 20
+#: a CIFAR tarball holds its folder and 8 (CIFAR-10) or 4 (CIFAR-100) files
+MAX_MEMBERS = 64
 
 CIFAR10 = CifarLayout(
     "cifar-10-batches-py",
     {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("test_batch",)},
-    "batches.meta", {"label": "labels"}, {"label": "label_names"})
+    "batches.meta", {"label": "labels"}, {"label": "label_names"},
+    {**{f"data_batch_{i}": 10_000 for i in range(1, 6)}, "test_batch": 10_000})
 CIFAR100 = CifarLayout(
     "cifar-100-python", {"train": ("train",), "test": ("test",)}, "meta",
     {"label": "fine_labels", "coarse_label": "coarse_labels"},
-    {"label": "fine_label_names", "coarse_label": "coarse_label_names"})
+    {"label": "fine_label_names", "coarse_label": "coarse_label_names"}, {"train": 50_000, "test": 10_000})
 
 _NUMPY_MODULES = {"numpy", "numpy.core.multiarray", "numpy._core.multiarray",
                   "numpy.core.numeric", "numpy._core.numeric"}
@@ -80,22 +102,44 @@ def _reader(source: Path, layout: CifarLayout):
             path = folder / name
             if not path.is_file():
                 raise FormatError(f"{source} has no {layout.folder}/{name} (is it the python version?)")
+            _check_size(str(path), path.stat().st_size, layout.limit(name))
             return path.read_bytes()
         return read
     try:
         tar = tarfile.open(source)
     except (tarfile.TarError, OSError) as err:
         raise FormatError(f"{source} is not a readable tarball ({err})") from None
-    with _damaged(source):
-        members = {Path(m.name).as_posix().lstrip("./"): m for m in tar.getmembers() if m.isfile()}
+    members = _members(tar, source, layout)
 
     def read(name: str) -> bytes:
         member = members.get(f"{layout.folder}/{name}")
         if member is None:
             raise FormatError(f"{source} has no {layout.folder}/{name} (is it the python version?)")
+        _check_size(f"{source}:{member.name}", member.size, layout.limit(name))
         with _damaged(source):
             return tar.extractfile(member).read()
     return read
+
+
+def _members(tar: tarfile.TarFile, source: Path, layout: CifarLayout) -> dict[str, tarfile.TarInfo]:
+    """The tarball's files by path, listed without inflating a member no CIFAR file could be
+    (its declared size is checked before the listing skips over its data)."""
+    members = {}
+    with _damaged(source):
+        for count, member in enumerate(tar, 1):
+            if count > MAX_MEMBERS:
+                raise FormatError(f"{source} holds more than {MAX_MEMBERS} members; a CIFAR python tarball holds "
+                                  f"its folder and {len(layout.images) + 1} files (is it the python version?)")
+            if member.isfile():
+                _check_size(f"{source}:{member.name}", member.size, layout.largest())
+                members[Path(member.name).as_posix().lstrip("./")] = member
+    return members
+
+
+def _check_size(where: str, size: int, limit: int) -> None:
+    if size > limit:
+        raise FormatError(f"{where} declares {size} bytes, more than the {limit} a file of the CIFAR python version "
+                          f"can hold; it is not one (a damaged or crafted archive?)")
 
 
 #: what reading a cut or corrupted tarball raises, by layer: tarfile, gzip/bz2/lzma

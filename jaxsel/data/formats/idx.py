@@ -3,15 +3,25 @@ Fashion-MNIST ship them.
 
 An IDX file is a big-endian header (two zero bytes, a type code, the number of
 dimensions, then one uint32 per dimension) followed by the values in row-major order.
+
+A gzip file can inflate far beyond its size, so a compressed IDX file is inflated only as
+far as its header says it holds, and a header may announce at most `MAX_DATA_BYTES` (five
+times MNIST's largest file): memory stays bounded by what the file should need.
 """
 from __future__ import annotations
 
 import gzip
+import math
+import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from . import FormatError
+
+#: the most data bytes an IDX file jaxsel prepares may hold (MNIST's train images: 47 MB)
+MAX_DATA_BYTES = 256 << 20
 
 _DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -21,31 +31,49 @@ MNIST_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
 
 
 def parse_idx(raw: bytes, where: str) -> np.ndarray:
-    """The array an IDX file holds."""
-    if len(raw) < 4 or raw[0] or raw[1] or raw[2] not in _DTYPES:
+    """The array an IDX file of bytes `raw` holds."""
+    import io
+
+    return read_stream(io.BytesIO(raw), where)
+
+
+def read_stream(stream: BinaryIO, where: str) -> np.ndarray:
+    """The array of the IDX file `stream` reads, reading no more than its header announces
+    (and at most `MAX_DATA_BYTES`)."""
+    magic = stream.read(4)
+    if len(magic) < 4 or magic[0] or magic[1] or magic[2] not in _DTYPES:
         raise FormatError(f"{where} is not an IDX file (bad magic number)")
-    ndim = raw[3]
+    ndim = magic[3]
     header = 4 + 4 * ndim
-    if len(raw) < header:
+    dims = stream.read(4 * ndim)
+    if len(dims) < 4 * ndim:
         raise FormatError(f"{where} is cut short: its header announces {ndim} dimensions ({header} bytes), "
-                          f"the file has {len(raw)} bytes")
-    shape = tuple(int(d) for d in np.frombuffer(raw[4:header], ">u4"))
-    dtype = np.dtype(_DTYPES[raw[2]])
-    expected = int(np.prod(shape)) * dtype.itemsize
-    if len(raw) - header != expected:
-        raise FormatError(f"{where}: header says shape {shape} ({expected} bytes), "
-                          f"file has {len(raw) - header} bytes of data")
-    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+                          f"the file has {4 + len(dims)} bytes")
+    shape = tuple(int(d) for d in np.frombuffer(dims, ">u4"))
+    dtype = np.dtype(_DTYPES[magic[2]])
+    expected = math.prod(shape) * dtype.itemsize
+    if expected > MAX_DATA_BYTES:
+        raise FormatError(f"{where}: header says shape {shape} ({expected} bytes), more than the {MAX_DATA_BYTES} "
+                          f"bytes an IDX file of MNIST can hold; it is not one (a damaged or crafted file?)")
+    data = stream.read(expected + 1)
+    if len(data) != expected:
+        found = f"has {len(data)} bytes of data" if len(data) < expected else "holds more data than that"
+        raise FormatError(f"{where}: header says shape {shape} ({expected} bytes), file {found}")
+    return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 def read_idx(path: Path) -> np.ndarray:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
+    """The array of IDX file `path`, gzip-compressed or not (told by its magic number)."""
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        if not compressed:
+            return read_stream(raw, str(path))
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
+            with gzip.GzipFile(fileobj=raw) as inflated:
+                return read_stream(inflated, str(path))
+        except (OSError, EOFError, zlib.error) as err:
             raise FormatError(f"{path} is a broken gzip file ({err})") from None
-    return parse_idx(raw, str(path))
 
 
 def _find(folder: Path, stem: str) -> Path:
