@@ -1,17 +1,24 @@
 """Step-time overheads of jaxsel, measured side by side in one process.
 
-Four ratios answer "what does jaxsel's machinery cost?":
-  selsync_local_over_local  a SelSync step that stays local / a plain local step: the price
-                            of the on-device significance test and its 4-byte vote;
+Five ratios answer "what does jaxsel's machinery cost?":
+  selsync_local_over_local  a SelSync step that stays local / a plain local step that
+                            computes the same gradient norm (its `grad_norm` metric): the
+                            price of the significance test's windows and its 4-byte vote;
   selsync_sync_over_bsp     a SelSync step that syncs (parameter averaging) / a BSP step;
   bsp_over_minimal          jaxsel's BSP step / the hand-written shard_map + pmean SGD step
                             an expert would write: the price of the framework itself;
+  bsp_over_user             `make_train_step(BSP)` / a user's own shard_map loop with
+                            `jaxsel.as_optax(BSP)` as its optimizer: the price of jaxsel's
+                            driver over its transformation (metrics, state layout, ...);
   async_dispatch            steps/s reading metrics every `log_every` steps / every step:
                             what asynchronous dispatch buys the training loop.
 and, with `packed` replicas (default 8) on one device (the accelerator's, or CPU device 0):
   packed_selsync_local_over_local  the first ratio with the replicas packed on one device.
-One more, without a target, locates the BSP overhead:
-  bsp_lean_over_minimal     the BSP step built with `grad_norm_metric=False` / the minimal one.
+Three more, without a target, locate the costs:
+  bsp_norm_over_bsp         the BSP step with `grad_norm_metric=True` / without: the norm's pass;
+  user_over_minimal         the user's loop with `as_optax(BSP)` / the hand-written one;
+  user_selsync_over_user    the user's loop with `as_optax(SelSync)` staying local / with
+                            `as_optax(BSP)`: SelSync's whole statistic (norm, windows, vote).
 Variants are warmed up (compiled) first, then timed round-robin (A B C ... A B C ...) one
 blocked step at a time so drift hits all of them alike; medians are reported.
 
@@ -39,18 +46,19 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..core.pacing import queue_limit
 from ..core.parallel import AXIS, Layout, choose_layout, global_batch
-from ..core.state import init_state
-from ..core.step import check_local_replicas, make_train_step
+from ..core.state import init_state, replicate_tree
+from ..core.transformation import as_optax
+from ..core.step import check_local_replicas, make_train_step, resolve_local_loop
 from ..core.triggers import Never
 from ..models import count_params
 from ..strategies import BSP, SelSync, TriggeredStrategy
 from . import precision
 
-RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "async_dispatch")
+RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "bsp_over_user", "async_dispatch")
 PACKED_RATIOS = ("packed_selsync_local_over_local",)
-INFO_RATIOS = ("bsp_lean_over_minimal",)
+INFO_RATIOS = ("bsp_norm_over_bsp", "user_over_minimal", "user_selsync_over_user")
 #: ratios `jaxsel bench` holds to TARGET (async_dispatch has none: higher is better)
-TARGETED = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal") + PACKED_RATIOS
+TARGETED = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "bsp_over_user") + PACKED_RATIOS
 TARGET = 1.02
 PACKED = 8   # replicas of the packed-replica row (on one device)
 
@@ -97,19 +105,55 @@ def minimal_sgd_step(loss_fn: Callable, mesh, lr: float = LR, stateful: bool = F
     return jax.jit(sharded, donate_argnums=(0, 1))
 
 
+USER_LOCAL = "local"   # the vmap axis a user's loop names its packed replicas by
+
+
+def user_optax_step(loss_fn: Callable, tx, mesh, k: int, stateful: bool = False, vmapped: bool = True):
+    """A user's own data-parallel loop built on jaxsel: their `shard_map` over the devices,
+    their loss and gradients, and `tx = jaxsel.as_optax(method, inner, axis_name=...)` where
+    a plain loop has its optimizer. What jaxsel's own step (`make_train_step`) costs beyond
+    this is the driver's, not the method's. A device's k replicas run as a named `vmap`
+    (axis `USER_LOCAL`); with `vmapped=False` and k = 1, as the plain program on the
+    device's one replica (`x[0]`), the way `make_train_step`'s unroll and map loops compute
+    it. Returns jitted `step(params, model_state, opt_state, batch) -> (params, model_state,
+    opt_state, loss)`, every value per replica (leading axis N)."""
+    def replica(params, model_state, opt_state, batch):
+        if stateful:
+            (loss, model_state), g = jax.value_and_grad(loss_fn, has_aux=True)(params, model_state, batch)
+        else:
+            loss, g = jax.value_and_grad(loss_fn)(params, batch)
+        updates, opt_state = tx.update(g, opt_state, params)
+        return optax.apply_updates(params, updates), model_state, opt_state, loss
+
+    def device(params, model_state, opt_state, batch):
+        batch = jax.tree.map(lambda x: x.reshape((k, -1) + x.shape[1:]), batch)
+        if vmapped:
+            return jax.vmap(replica, axis_name=USER_LOCAL)(params, model_state, opt_state, batch)
+        one = jax.tree.map(lambda x: x[0], (params, model_state, opt_state, batch))
+        return jax.tree.map(lambda x: x[None], replica(*one))
+
+    if not vmapped and k != 1:
+        raise ValueError(f"a user's loop runs k = {k} replicas per device as a named vmap (vmapped=True)")
+    sharded = jax.shard_map(device, mesh=mesh, in_specs=(P(AXIS),) * 4, out_specs=(P(AXIS),) * 4)
+    return jax.jit(sharded, donate_argnums=(0, 1, 2))
+
+
 class _Runner:
     """One variant: its own state, stepped one (blocked) step at a time."""
 
-    def __init__(self, name: str, step: Callable, state: Any, batch: Any, minimal: bool = False):
-        self.name, self._step, self.state, self._batch, self._minimal = name, step, state, batch, minimal
+    def __init__(self, name: str, step: Callable, state: Any, batch: Any, own_loop: bool = False):
+        """`own_loop`: `step(*state, batch) -> (*state, loss)` (a loop written without
+        `make_train_step`: the hand-written one, a user's), not `step(state, batch)`."""
+        self.name, self._step, self.state, self._batch, self._own = name, step, state, batch, own_loop
         self.times: list[float] = []
         self.synced: list = []
 
     def step(self):
-        if self._minimal:
-            params, ms, loss = self._step(*self.state, self._batch)
-            self.state = (params, ms)
-            return {"loss": loss}
+        if self._own:
+            *state, loss = self._step(*self.state, self._batch)
+            self.state = tuple(state)
+            facts = getattr(state[-1], "facts", None)   # a user's loop: as_optax's state says what synced
+            return {"loss": loss} if facts is None else {"loss": loss, "synced": facts.synced}
         self.state, metrics = self._step(self.state, self._batch)
         return metrics
 
@@ -130,20 +174,24 @@ class _Runner:
 
     def compiled_text(self) -> str:
         """The optimized HLO of this variant's step (as XLA compiled it for its devices)."""
-        args = (*self.state, self._batch) if self._minimal else (self.state, self._batch)
+        args = (*self.state, self._batch) if self._own else (self.state, self._batch)
         return self._step.lower(*args).compile().as_text()
 
 
 #: entry-computation instructions that launch no work of their own
-_FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast"}
+_FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "opt-barrier"}
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\((.*)$", re.M)
-#: what a variant's work is set against in `extra_ops`: the step of the same work minus jaxsel's part
-COMPARED = {"bsp": "minimal", "bsp_lean": "minimal", "selsync_sync": "bsp", "selsync_local": "local"}
+#: what a variant's work is set against in `extra_ops` (variant, reference): the step of the
+#: same work minus the part whose price the pair shows
+COMPARED = (("bsp", "user_bsp"), ("user_bsp", "minimal"), ("bsp", "minimal"), ("bsp_norm", "bsp"),
+            ("selsync_sync", "bsp"), ("selsync_local", "local"), ("user_selsync", "user_bsp"))
 
 
 def _entry(text: str) -> str:
+    """The entry computation, its tuple types' `/*index=N*/` comments dropped (their `=`
+    would hide an instruction with a long tuple type, a combined all-reduce, from the count)."""
     entry = text[text.index("\nENTRY"):]
-    return entry[:entry.index("\n}")]
+    return re.sub(r"/\*index=\d+\*/", "", entry[:entry.index("\n}")])
 
 
 def hlo_counts(text: str) -> dict:
@@ -243,7 +291,20 @@ class _Workload:
             jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), t), NamedSharding(mesh, P(AXIS)))
         state = (put(fm.params), put(fm.model_state if self.stateful else {}))
         return _Runner("minimal", minimal_sgd_step(self.loss_fn, mesh, LR, self.stateful), state,
-                       self.data(layout), minimal=True)
+                       self.data(layout), own_loop=True)
+
+    def user_loop(self, name: str, strategy, layout: Layout) -> _Runner:
+        """A user's loop with `jaxsel.as_optax(strategy)` (`user_optax_step`) on `layout`,
+        computing a device's replicas the way this workload's `make_train_step` does (a
+        vmap, or for one replica per device with the unroll or map loop, the plain program)."""
+        k, fm = layout.per_device, self.fm
+        vmapped = k > 1 or resolve_local_loop(self.local_replicas, layout.mesh, k) in ("vmap", "matmul")
+        tx = as_optax(strategy, self.opt, axis_name=(USER_LOCAL, AXIS) if vmapped else AXIS)
+        state = replicate_tree((fm.params, fm.model_state if self.stateful else {}, tx.init(fm.params)),
+                               layout.replicas)
+        state = jax.device_put(state, NamedSharding(layout.mesh, P(AXIS)))
+        return _Runner(name, user_optax_step(self.loss_fn, tx, layout.mesh, k, self.stateful, vmapped), state,
+                       self.data(layout), own_loop=True)
 
 
 def _selsync_local():
@@ -256,17 +317,22 @@ def _plain_local():
 
 
 def _runners(work: _Workload, layout: Layout, packed: Layout | None) -> list[_Runner]:
+    """The variants. The plain local steps compute SelSync's gradient norm too (as their
+    metric), so that SelSync's local step over them is the price of its windows and vote;
+    the norm's own price is `bsp_norm` over `bsp`."""
     runners = [
         work.jaxsel("selsync_local", _selsync_local(), layout),
-        work.jaxsel("local", _plain_local(), layout),
+        work.jaxsel("local", _plain_local(), layout, grad_norm_metric=True),
         work.jaxsel("selsync_sync", SelSync(delta=0.0), layout),   # every step votes: always syncs
         work.jaxsel("bsp", BSP(), layout),
-        work.jaxsel("bsp_lean", BSP(), layout, grad_norm_metric=False),
+        work.jaxsel("bsp_norm", BSP(), layout, grad_norm_metric=True),
+        work.user_loop("user_bsp", BSP(), layout),
+        work.user_loop("user_selsync", _selsync_local(), layout),
         work.minimal(layout),
     ]
     if packed is not None:
         runners += [work.jaxsel("selsync_local_packed", _selsync_local(), packed),
-                    work.jaxsel("local_packed", _plain_local(), packed)]
+                    work.jaxsel("local_packed", _plain_local(), packed, grad_norm_metric=True)]
     return runners
 
 
@@ -277,10 +343,10 @@ def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict
         for r in runners:
             r.timed_step()
     by = {r.name: r for r in runners}
-    for name in ("selsync_local", "selsync_local_packed"):
-        if name in by and any(bool(s) for s in jax.device_get(by[name].synced)):
+    for name in ("selsync_local", "selsync_local_packed", "user_selsync"):
+        if name in by and any(np.any(s) for s in jax.device_get(by[name].synced)):
             raise RuntimeError(f"the SelSync {name!r} variant synchronized during timing; its ratio would be invalid")
-    if not all(bool(s) for s in jax.device_get(by["selsync_sync"].synced)):
+    if not all(np.all(s) for s in jax.device_get(by["selsync_sync"].synced)):
         raise RuntimeError("the SelSync 'sync' variant skipped a sync during timing; its ratio would be invalid")
     return by
 
@@ -298,8 +364,11 @@ def _ratios(med: dict, sps: dict, log_every: int) -> dict:
         "selsync_local_over_local": med["selsync_local"] / med["local"],
         "selsync_sync_over_bsp": med["selsync_sync"] / med["bsp"],
         "bsp_over_minimal": med["bsp"] / med["minimal"],
+        "bsp_over_user": med["bsp"] / med["user_bsp"],
         "async_dispatch": sps[f"read_every_{log_every}"] / sps["read_every_1"],
-        "bsp_lean_over_minimal": med["bsp_lean"] / med["minimal"],
+        "bsp_norm_over_bsp": med["bsp_norm"] / med["bsp"],
+        "user_over_minimal": med["user_bsp"] / med["minimal"],
+        "user_selsync_over_user": med["user_selsync"] / med["user_bsp"],
     }
     if "local_packed" in med:
         ratios["packed_selsync_local_over_local"] = med["selsync_local_packed"] / med["local_packed"]
@@ -387,7 +456,8 @@ def run_bench(
     if hlo:
         texts = {name: r.compiled_text() for name, r in by.items()}
         result["hlo"] = {name: hlo_counts(text) for name, text in texts.items()}
-        result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED.items()}
+        result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED
+                               if name in texts and ref in texts}
     if verbose:
         print(format_table(result))
     if out_json:
@@ -398,13 +468,15 @@ def run_bench(
 
 _LABELS = {
     "selsync_local": "SelSync step, stays local",
-    "local": "plain local step (Never trigger)",
+    "local": "plain local step (+ grad_norm)",
     "selsync_sync": "SelSync step, syncs (param avg)",
     "bsp": "BSP step (grad mean)",
-    "bsp_lean": "BSP step, no grad_norm metric",
+    "bsp_norm": "BSP step + grad_norm metric",
+    "user_bsp": "user shard_map loop, as_optax(BSP)",
+    "user_selsync": "user loop, as_optax(SelSync) local",
     "minimal": "hand-written shard_map + pmean SGD",
     "selsync_local_packed": "packed: SelSync step, stays local",
-    "local_packed": "packed: plain local step",
+    "local_packed": "packed: plain local (+ grad_norm)",
 }
 
 
