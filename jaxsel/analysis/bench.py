@@ -316,24 +316,43 @@ def _plain_local():
     return TriggeredStrategy(trigger=Never(), sync="params")
 
 
-def _runners(work: _Workload, layout: Layout, packed: Layout | None) -> list[_Runner]:
-    """The variants. The plain local steps compute SelSync's gradient norm too (as their
+#: the variants, in the order they run; the packed row's two run only with a packed layout
+VARIANTS = ("selsync_local", "local", "selsync_sync", "bsp", "bsp_norm", "user_bsp", "user_selsync", "minimal")
+PACKED_VARIANTS = ("selsync_local_packed", "local_packed")
+
+
+def _build(work: _Workload, name: str, layout: Layout, packed: Layout | None) -> _Runner:
+    """One variant. The plain local steps compute SelSync's gradient norm too (as their
     metric), so that SelSync's local step over them is the price of its windows and vote;
     the norm's own price is `bsp_norm` over `bsp`."""
-    runners = [
-        work.jaxsel("selsync_local", _selsync_local(), layout),
-        work.jaxsel("local", _plain_local(), layout, grad_norm_metric=True),
-        work.jaxsel("selsync_sync", SelSync(delta=0.0), layout),   # every step votes: always syncs
-        work.jaxsel("bsp", BSP(), layout),
-        work.jaxsel("bsp_norm", BSP(), layout, grad_norm_metric=True),
-        work.user_loop("user_bsp", BSP(), layout),
-        work.user_loop("user_selsync", _selsync_local(), layout),
-        work.minimal(layout),
-    ]
-    if packed is not None:
-        runners += [work.jaxsel("selsync_local_packed", _selsync_local(), packed),
-                    work.jaxsel("local_packed", _plain_local(), packed, grad_norm_metric=True)]
-    return runners
+    local = dict(grad_norm_metric=True)
+    return {
+        "selsync_local": lambda: work.jaxsel(name, _selsync_local(), layout),
+        "local": lambda: work.jaxsel(name, _plain_local(), layout, **local),
+        "selsync_sync": lambda: work.jaxsel(name, SelSync(delta=0.0), layout),   # every step votes: always syncs
+        "bsp": lambda: work.jaxsel(name, BSP(), layout),
+        "bsp_norm": lambda: work.jaxsel(name, BSP(), layout, **local),
+        "user_bsp": lambda: work.user_loop(name, BSP(), layout),
+        "user_selsync": lambda: work.user_loop(name, _selsync_local(), layout),
+        "minimal": lambda: work.minimal(layout),
+        "selsync_local_packed": lambda: work.jaxsel(name, _selsync_local(), packed),
+        "local_packed": lambda: work.jaxsel(name, _plain_local(), packed, **local),
+    }[name]()
+
+
+def _runners(work: _Workload, layout: Layout, packed: Layout | None, names: Sequence[str]) -> list[_Runner]:
+    return [_build(work, name, layout, packed) for name in names if packed is not None or name not in PACKED_VARIANTS]
+
+
+def check_variants(variants: Sequence[str] | None) -> tuple[str, ...]:
+    """`variants` (None: all of them) as a tuple of known names; ValueError naming the unknown."""
+    if variants is None:
+        return VARIANTS + PACKED_VARIANTS
+    names = tuple(variants)
+    bad = [v for v in names if v not in VARIANTS + PACKED_VARIANTS]
+    if bad or not names:
+        raise ValueError(f"variants must be among {', '.join(VARIANTS + PACKED_VARIANTS)}, got {', '.join(bad) or 'none'}")
+    return names
 
 
 def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict[str, _Runner]:
@@ -346,7 +365,7 @@ def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict
     for name in ("selsync_local", "selsync_local_packed", "user_selsync"):
         if name in by and any(np.any(s) for s in jax.device_get(by[name].synced)):
             raise RuntimeError(f"the SelSync {name!r} variant synchronized during timing; its ratio would be invalid")
-    if not all(np.all(s) for s in jax.device_get(by["selsync_sync"].synced)):
+    if "selsync_sync" in by and not all(np.all(s) for s in jax.device_get(by["selsync_sync"].synced)):
         raise RuntimeError("the SelSync 'sync' variant skipped a sync during timing; its ratio would be invalid")
     return by
 
@@ -359,19 +378,19 @@ def _dispatch_rates(bsp: _Runner, cfg: dict) -> dict:
     return {f"read_every_{cfg['log_every']}": statistics.median(lazy), "read_every_1": statistics.median(eager)}
 
 
+#: each step-time ratio: (numerator, denominator) variants
+_PAIRS = {"selsync_local_over_local": ("selsync_local", "local"), "selsync_sync_over_bsp": ("selsync_sync", "bsp"),
+          "bsp_over_minimal": ("bsp", "minimal"), "bsp_over_user": ("bsp", "user_bsp"),
+          "bsp_norm_over_bsp": ("bsp_norm", "bsp"), "user_over_minimal": ("user_bsp", "minimal"),
+          "user_selsync_over_user": ("user_selsync", "user_bsp"),
+          "packed_selsync_local_over_local": ("selsync_local_packed", "local_packed")}
+
+
 def _ratios(med: dict, sps: dict, log_every: int) -> dict:
-    ratios = {
-        "selsync_local_over_local": med["selsync_local"] / med["local"],
-        "selsync_sync_over_bsp": med["selsync_sync"] / med["bsp"],
-        "bsp_over_minimal": med["bsp"] / med["minimal"],
-        "bsp_over_user": med["bsp"] / med["user_bsp"],
-        "async_dispatch": sps[f"read_every_{log_every}"] / sps["read_every_1"],
-        "bsp_norm_over_bsp": med["bsp_norm"] / med["bsp"],
-        "user_over_minimal": med["user_bsp"] / med["minimal"],
-        "user_selsync_over_user": med["user_selsync"] / med["user_bsp"],
-    }
-    if "local_packed" in med:
-        ratios["packed_selsync_local_over_local"] = med["selsync_local_packed"] / med["local_packed"]
+    """Every ratio whose variants ran (all of them unless `variants` chose)."""
+    ratios = {key: med[a] / med[b] for key, (a, b) in _PAIRS.items() if a in med and b in med}
+    if sps:
+        ratios["async_dispatch"] = sps[f"read_every_{log_every}"] / sps["read_every_1"]
     return ratios
 
 
@@ -411,6 +430,7 @@ def run_bench(
     packed: int = PACKED,
     hlo: bool = False,
     local_replicas: str = "auto",
+    variants: Sequence[str] | None = None,
 ) -> dict:
     """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
 
@@ -431,39 +451,77 @@ def run_bench(
         with one replica per device is a GPU's path ("auto" there), on a CPU too.
     hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
         and list what each adds over its reference (`extra_ops`, `COMPARED`).
+    variants: the variants to run (`VARIANTS`, `PACKED_VARIANTS`; default all): fewer
+        compiles where a session has little time; each ratio needs both of its variants
+        (async_dispatch needs "bsp").
 
     Returns {"ratios": {...}, "median_step_ms": {...}, "steps_per_s": {...}, ("hlo": {...}),
     and the settings: device_kind, platform, layout, replicas, dtype, model, ...}.
     """
     cfg = resolve_settings(size, batch=batch, repeats=repeats, warmup=warmup, dispatch_steps=dispatch_steps,
                            dispatch_repeats=dispatch_repeats, log_every=log_every)
-    precision.check_dtype(dtype)
-    if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
-        raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
-    shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
-    shape = tuple(int(d) for d in shape)
-    layout = choose_layout(replicas, devices=devices, platform=platform)
-    packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
+    work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
+                                                local_replicas, replicas, devices, platform, packed, variants)
     device = layout.devices[0]
-    check_local_replicas(local_replicas)
-    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"], local_replicas)
-    by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"])
-    sps = _dispatch_rates(by["bsp"], cfg)
+    by = _time_interleaved(_runners(work, layout, packed_layout, names), cfg["warmup"], cfg["repeats"])
+    sps = _dispatch_rates(by["bsp"], cfg) if "bsp" in by else {}
     med = {name: r.median_s() for name, r in by.items()}
     result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": queue_limit(device.platform) or 0, "size": size}
     if hlo:
-        texts = {name: r.compiled_text() for name, r in by.items()}
-        result["hlo"] = {name: hlo_counts(text) for name, text in texts.items()}
-        result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED
-                               if name in texts and ref in texts}
+        result.update(_hlo_result({name: r.compiled_text() for name, r in by.items()}))
     if verbose:
         print(format_table(result))
     if out_json:
         with open(out_json, "w") as f:
             json.dump(result, f, indent=2)
     return result
+
+
+def _setup(model, size, input_shape, num_classes, seed, dtype, batch, local_replicas, replicas, devices, platform,
+           packed, variants):
+    """(workload, layout, packed layout or None, variant names), every argument checked."""
+    precision.check_dtype(dtype)
+    check_local_replicas(local_replicas)
+    if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
+        raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
+    names = check_variants(variants)
+    shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
+    shape = tuple(int(d) for d in shape)
+    layout = choose_layout(replicas, devices=devices, platform=platform)
+    packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
+    return _Workload(model, shape, num_classes, seed, dtype, batch, local_replicas), layout, packed_layout, names
+
+
+def _hlo_result(texts: dict[str, str]) -> dict:
+    """`hlo` (each variant's counts) and `hlo_extra` (each compared pair's extra ops)."""
+    return {"hlo": {name: hlo_counts(text) for name, text in texts.items()},
+            "hlo_extra": {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED
+                          if name in texts and ref in texts}}
+
+
+def compiled_programs(model: str = "cnn", variants: Sequence[str] | None = None, *, size: str = "default",
+                      replicas: int | None = None, devices: int | None = None, platform: str | None = None,
+                      dtype: str = "fp32", local_replicas: str = "auto", packed: int = 0, batch: int | None = None,
+                      input_shape: Sequence[int] | None = None, num_classes: int = 10, seed: int = 0) -> dict:
+    """Each variant's compiled program (optimized HLO text), built as `run_bench` builds it
+    and never run: the op counts (`hlo_counts`, `extra_ops`; `jaxsel bench --hlo-only`)
+    without the timing, which on a loaded CPU takes far longer than the compiles."""
+    cfg = resolve_settings(size, batch=batch)
+    work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
+                                                local_replicas, replicas, devices, platform, packed, variants)
+    return {r.name: r.compiled_text() for r in _runners(work, layout, packed_layout, names)}
+
+
+def hlo_report(model: str = "cnn", variants: Sequence[str] | None = None, **options) -> str:
+    """`compiled_programs`' counts and each compared pair's extra ops, as `format_table` prints them."""
+    result = _hlo_result(compiled_programs(model, variants, **options))
+    lines = [f"jaxsel bench --hlo-only: model={model} jax={jax.__version__} "
+             + " ".join(f"{k}={v}" for k, v in options.items() if v is not None), "",
+             f"{'variant':38s} {'fusions':>8s} {'ops':>5s}"]
+    lines += [f"{_LABELS[k]:38s} {c['fusions']:8d} {c['ops']:5d}" for k, c in result["hlo"].items()]
+    return "\n".join(lines + _hlo_lines(result["hlo_extra"]))
 
 
 _LABELS = {
@@ -502,18 +560,24 @@ def format_table(result: dict) -> str:
     for key in RATIOS + PACKED_RATIOS + INFO_RATIOS:
         if key in result["ratios"]:
             lines.append(f"{key:38s} {result['ratios'][key]:10.3f}")
-    every = result["log_every"]
-    lazy, eager = result["steps_per_s"][f"read_every_{every}"], result["steps_per_s"]["read_every_1"]
-    lines.append(f"  (BSP steps/s reading metrics every {every} steps: {lazy:.1f}; every step: {eager:.1f})")
+    every, sps = result["log_every"], result["steps_per_s"]
+    if sps:
+        lines.append(f"  (BSP steps/s reading metrics every {every} steps: {sps[f'read_every_{every}']:.1f}; every step: "
+                     f"{sps['read_every_1']:.1f})")
     if hlo:
-        lines.append("  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)")
-        for pair, diff in result.get("hlo_extra", {}).items():
-            more, fewer = diff["more"], diff["fewer"]
-            shown = lambda d: ", ".join(f"{n} x {label}" for label, n in list(d.items())[:10]) + \
-                (", ..." if len(d) > 10 else "")
-            lines.append(f"  {pair}: {sum(more.values()) - sum(fewer.values()):+d} ops; more: {shown(more) or '-'}; "
-                         f"fewer: {shown(fewer) or '-'}")
+        lines += _hlo_lines(result.get("hlo_extra", {}))
     return "\n".join(lines)
+
+
+def _hlo_lines(extra: dict) -> list[str]:
+    """Each compared pair's op difference and the ops on either side."""
+    shown = lambda d: ", ".join(f"{n} x {label}" for label, n in list(d.items())[:10]) + (", ..." if len(d) > 10 else "")
+    lines = ["  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)"]
+    for pair, diff in extra.items():
+        more, fewer = diff["more"], diff["fewer"]
+        lines.append(f"  {pair}: {sum(more.values()) - sum(fewer.values()):+d} ops; more: {shown(more) or '-'}; "
+                     f"fewer: {shown(fewer) or '-'}")
+    return lines
 
 
 def ratios_ok(result: dict) -> bool:
