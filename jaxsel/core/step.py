@@ -209,11 +209,11 @@ def make_train_step(
     tensors of each tensor's L2 norm, SelSync's statistic s_t) to the metrics. It is off by
     default because it costs kernels on every step (a reduction per parameter tensor, then
     their roots' sum) that a step whose strategy does not read it would not run: with it,
-    `make_train_step(BSP)` ran 9 ops more than a user's loop with `jaxsel.as_optax(BSP)` on
-    the CNN (`jaxsel bench --hlo`). Ask for it where it is read every step: the training
-    loop does, for its non-finite check (a non-finite gradient is otherwise seen only
-    through the loss it leads to); SelSync computes it anyway, so there it costs only its
-    output.
+    `make_train_step(BSP)` runs 10 ops more than a user's loop with `jaxsel.as_optax(BSP)`
+    on the CNN, without it as many (`jaxsel bench --hlo`, vmap loop; `bsp_norm` is the BSP
+    step with it). Ask for it where it is read every step: the training loop does, for its
+    non-finite check (a non-finite gradient is otherwise seen only through the loss it
+    leads to). SelSync's trigger reads the same norm, so there it costs only its output.
 
     `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
     batched computation; a convolution over per-replica weights becomes a grouped one),
