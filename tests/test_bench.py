@@ -22,7 +22,10 @@ def test_bench_command_tiny(tmp_path, capsys):
         assert isinstance(value, float) and math.isfinite(value) and value > 0, (key, value)
     assert bench.ratios_ok(result)
     assert result["replicas"] == 8 and result["device_kind"] and result["size"] == "tiny"
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    progress = [line for line in captured.err.splitlines() if line.startswith("bench: [variant ")]
+    assert len(progress) == len(result["median_step_ms"])   # a line before each variant compiles
     assert "bsp_over_minimal" in printed and "replicas=8" in printed and "targets:" in printed
     assert result["layout"] == "8 replicas on 2 x CPU (cpu), 4 per device"
     assert "layout: 8 replicas on 2 x CPU (cpu), 4 per device" in printed
@@ -144,3 +147,27 @@ def test_packing_bench_refuses_an_unknown_model():
     import packing_bench
 
     assert packing_bench.main(["--models", "nope"]) == 2
+
+
+def test_bench_says_which_variant_it_compiles_before_it_does():
+    """A line per variant before its warm-up (its first step compiles it) and one before the
+    timing: a bench compiling a CNN for minutes on a loaded CPU must not look hung."""
+    import jax.numpy as jnp
+
+    said, done = [], []
+
+    def step(name):
+        def run(state, batch):
+            done.append(name)
+            assert said[-1].endswith("warm-up steps") or said[-1].startswith("bench: timing"), said
+            return state + 1, {"synced": jnp.asarray(name == "selsync_sync")}
+        return run
+
+    names = ("selsync_local", "local", "selsync_sync", "bsp")
+    runners = [bench._Runner(name, step(name), 0, None) for name in names]
+    by = bench._time_interleaved(runners, 2, 3, said.append)
+    assert [line.split("] ", 1)[1] for line in said[:4]] == [
+        f"{bench._LABELS[n]}: compiling, 2 warm-up steps" for n in names]
+    assert said[0].startswith("bench: [variant 1 of 4 · 0:00 elapsed] ") and len(said) == 5
+    assert said[4] == "bench: timing 3 rounds of the 4 variants, one step each in turn"
+    assert done[:2] == ["selsync_local", "selsync_local"] and len(by["bsp"].times) == 3

@@ -132,3 +132,16 @@ def test_ctrl_c_early_in_start_up_is_one_line_and_exit_130(tmp_path, after):
             assert list(tmp_path.iterdir()) == []
     log = tmp_path / "run" / "metrics.jsonl"
     assert not log.exists() or log.read_text() == ""   # not one step trained
+
+
+def test_the_stop_line_promises_a_checkpoint_only_where_the_run_saves_one(capsys):
+    """A run without checkpoints (--no-checkpoint, a comparison's cells) does not say it is
+    saving one when Ctrl-C arrives."""
+    import signal
+
+    from jaxsel.training.faults import StopSignals
+
+    for checkpointing, then in ((True, "and saving a checkpoint"), (False, "(this run saves no checkpoints)")):
+        StopSignals(checkpointing)._handle(signal.SIGINT, None)
+        line = capsys.readouterr().err.strip()
+        assert line == f"jaxsel: received SIGINT; finishing the step in flight {then} (Ctrl-C again aborts)"

@@ -204,3 +204,32 @@ def test_resume_needs_a_job_to_continue(tmp_path, capsys):
     assert "holds no compare job to continue" in err and not empty.exists()
     assert main(["frontier", "--resume", "--methods", "bsp", "--out", str(empty)]) == 2
     assert "holds no frontier job to continue" in capsys.readouterr().err and not empty.exists()
+
+
+def test_ctrl_c_in_a_cell_says_what_the_job_keeps_and_how_to_continue(tmp_path, monkeypatch):
+    """A signal in a comparison's cell stops the job (exit 130 for Ctrl-C): the line says
+    which cell stopped at which step, that it runs again from its start, how many finished
+    cells are kept and the command that continues, never "no checkpoint saved" (a job's
+    cells save none: it resumes from its finished cells)."""
+    import signal
+
+    from jaxsel.analysis import cells as cells_module
+    from jaxsel.analysis.progress import Progress
+    from jaxsel.training.config import TrainConfig
+    from jaxsel.training.faults import TrainingInterrupted
+
+    def interrupted(cfg, **_):
+        raise TrainingInterrupted(signal.SIGINT, 37, None)
+
+    monkeypatch.setattr(cells_module, "train", interrupted)
+    progress = Progress(12)
+    progress.done = 4
+    job = cells_module.Cells(tmp_path, progress)
+    cfg = TrainConfig(out_dir=str(tmp_path / "selsync" / "seed1"), steps=600)
+    with pytest.raises(TrainingInterrupted) as info:
+        job.get(cfg, "[entry 3 of 3] selsync, seed 1 (2 of 3)")
+    assert info.value.exit_code == 130 and "\n" not in str(info.value)
+    assert str(info.value) == (f"received SIGINT: stopped in cell 5 of 12 ([entry 3 of 3] selsync, seed 1 (2 of 3)) at "
+                               f"step 37 of 600, which runs again from its start on resume; the 4 finished cells are "
+                               f"kept in {tmp_path}: run the same command with --out {tmp_path} --resume to continue")
+    assert not (tmp_path / "selsync" / "seed1" / "cell.json").exists()

@@ -1,15 +1,18 @@
-"""The README's library examples run as written: the user's own loop, BSP and then SelSync
-through the README's diff; and make_train_step's example."""
+"""README and the library page run and read as they say. docs/LIBRARY.md's examples (moved
+there from README) run as written: the user's own loop, BSP and then SelSync through the
+page's diff, a pmean left in failing as the page says; and make_train_step's example.
+README's first screen is what a newcomer needs, and its map names where each section went."""
 import re
 from pathlib import Path
 
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+LIBRARY = README.parent / "docs" / "LIBRARY.md"
 
 
 def python_blocks():
-    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    return re.findall(r"```python\n(.*?)```", LIBRARY.read_text(), re.S)
 
 
 def make_train_step_example() -> str:
@@ -31,33 +34,53 @@ def applied(code: str, diff: str) -> tuple[str, int]:
 
 def test_readme_own_loop_trains_with_pmean_then_selsync_by_its_diff(capsys):
     """The user's Flax loop (BSP by lax.pmean) learns; the README's diff, two lines, turns it
-    into SelSync, which learns as well and syncs on its 49-step warm-up only."""
+    into SelSync, which learns as well and syncs on 89 of the 200 steps (24 its warm-up)."""
     import jax
     import numpy as np
 
     loop = python_blocks()[0]
     assert "jax.shard_map" in loop and "lax.pmean(grads" in loop and "make_train_step" not in loop
     bsp: dict = {}
-    exec(compile(loop, "README.md", "exec"), bsp)
+    exec(compile(loop, "docs/LIBRARY.md", "exec"), bsp)
     assert bsp["accuracy"] > 0.6   # 10 classes: chance is 0.1
-    diff = re.search(r"```diff\n(.*?)```", README.read_text(), re.S)[1]
+    diff = page_diff()
     selsync_loop, touched = applied(loop, diff)
     assert touched == 2 and "lax.pmean" not in selsync_loop
     counted = selsync_loop.replace("    state = train_step(state, jax.device_put(batch, replicas))\n",
                                    "    state = train_step(state, jax.device_put(batch, replicas))\n"
                                    "    synced += jaxsel.sync_facts(state.opt_state)['synced'].all()\n")
     sel: dict = {"synced": 0}
-    exec(compile(counted, "README.md (SelSync)", "exec"), sel)
-    assert sel["accuracy"] > 0.6 and int(sel["synced"]) == 49
+    exec(compile(counted, "docs/LIBRARY.md (SelSync)", "exec"), sel)
+    assert sel["accuracy"] > 0.6 and int(sel["synced"]) == 89
     facts = jax.device_get(sel["jaxsel"].sync_facts(sel["state"].opt_state))
     assert sorted(facts) == ["bytes_allreduced", "delta", "synced", "vote", "vote_bytes"]
     assert np.all(np.asarray(sel["state"].opt_state.count) == 200)
     assert capsys.readouterr().out.count("test accuracy") == 2
 
 
+def page_diff() -> str:
+    return re.search(r"```diff\n(.*?)```", LIBRARY.read_text(), re.S)[1]
+
+
+def test_a_pmean_left_in_stops_at_tx_update_with_a_one_line_message():
+    """The page's diff without its second line (the pmean kept): the first step raises a
+    ValueError from tx.update, the traceback's last frame, whose message is one line."""
+    import traceback
+
+    loop, _ = applied(python_blocks()[0], page_diff().splitlines()[0] + "\n" + page_diff().splitlines()[1] + "\n")
+    assert "lax.pmean(grads" in loop and "jaxsel.as_optax(" in loop
+    with pytest.raises(ValueError) as info:
+        exec(compile(loop, "docs/LIBRARY.md (pmean kept)", "exec"), {})
+    message = str(info.value)
+    assert "\n" not in message and "lax.pmean over 'data' left in the loop" in message and "remove the pmean" in message
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert last.name == "update" and last.filename.endswith("transformation.py")
+    assert "already the same on every replica" in LIBRARY.read_text()   # what the page says of it
+
+
 def test_readme_library_example_runs_and_learns(capsys):
     scope: dict = {}
-    exec(compile(make_train_step_example(), "README.md", "exec"), scope)
+    exec(compile(make_train_step_example(), "docs/LIBRARY.md", "exec"), scope)
     assert scope["n"] == 8 and scope["metrics"]["replica_loss"].shape == (8,)
     assert scope["eval_params"]["w"].shape == (64, 10)
     assert scope["accuracy"] > 0.6   # 10 classes: chance is 0.1
@@ -128,3 +151,38 @@ def test_readme_library_loop_as_written_outlasts_a_busy_cpu(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "8 replicas on 8 x CPU (cpu), 1 per device" in done.stdout
     assert "test accuracy" in done.stdout and "jaxsel: a step" not in done.stderr
+
+
+#: README's first screen: what jaxsel is, the two commands, a sample of the output, the finding
+FIRST_SCREEN = 60
+
+
+def test_readme_first_screen_holds_what_a_newcomer_needs():
+    lines = README.read_text().splitlines()
+    first = "\n".join(lines[:FIRST_SCREEN])
+    assert lines[0] == "# jaxsel" and "## Quick start" in first and "```bash" in first
+    head, rest = first.split("```\nstrategy ", 1)   # the sample: a block of what the command prints
+    sample = rest.split("```", 1)[0]
+    assert "selsync (delta=0.3, W=25, raw)" in sample and "budget-matched" in sample
+    assert re.search(r"JAX \d+\.\d+", head.strip().splitlines()[-1]), "the sample says which JAX made it"
+    assert "**The finding.**" in first and "docs/DEVELOPMENT.md" in first
+    assert max(len(line) for line in lines if not line.startswith(("strategy", " ", "-", "bsp", "localsgd",
+                                                                    "selsync"))) <= 100
+
+
+#: README's map: each section that left README, and the page it went to (with its heading)
+MOVED = {"docs/COMPARE.md": ["The frontier: the best method at each budget", "Time: bench, projected wall-clock, report"],
+         "docs/LIBRARY.md": ["As a library"],
+         "docs/STRATEGIES.md": ["Strategies", "A strategy from scratch"],
+         "docs/RUNS.md": ["Preparing real datasets", "Dashboards, input workers, config files: quick reference",
+                          "Checkpoints, resume and faults", "Multi-host"]}
+
+
+def test_readme_names_where_each_moved_section_is_and_it_is_there():
+    text = README.read_text()
+    where = " ".join(text.split("## Where to read on", 1)[1].split("\n## ", 1)[0].split())
+    for page, headings in MOVED.items():
+        held = re.findall(r"^## (.*)$", (README.parent / page).read_text(), re.M)
+        for heading in headings:
+            assert heading in held, f"{page} has no section {heading!r}"
+            assert f'"{heading}"' in where and page in where, f"README's map does not send {heading!r} to {page}"

@@ -1,6 +1,7 @@
-"""README's "A strategy from scratch" runs as written, and does what it says: checked
-against a NumPy transcription of the method on a least-squares model (gradients in closed
-form), with the step's report built by the core from the strategy's one sync."""
+"""docs/STRATEGIES.md's "A strategy from scratch" (moved there from README) runs as
+written, and does what it says: checked against a NumPy transcription of the method on a
+least-squares model (gradients in closed form), with the step's report built by the core
+from the strategy's one sync."""
 import re
 from pathlib import Path
 
@@ -12,12 +13,12 @@ import pytest
 from helpers import R, identical, run
 from jaxsel.strategies import STRATEGIES, build_strategy
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "STRATEGIES.md"
 B, D, STEPS, LR = 4, 3, 7, 0.05
 
 
 def strategy_block() -> str:
-    section = README.read_text().split("## A strategy from scratch", 1)[1].split("\n## ", 1)[0]
+    section = PAGE.read_text().split("## A strategy from scratch", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) == 1, "the section shows one code block"
     return blocks[0]
@@ -25,9 +26,9 @@ def strategy_block() -> str:
 
 @pytest.fixture(scope="module")
 def pull():
-    """The README's class, registered as "pull" (removed again afterwards)."""
+    """The page's class, registered as "pull" (removed again afterwards)."""
     scope: dict = {}
-    exec(compile(strategy_block(), "README.md", "exec"), scope)
+    exec(compile(strategy_block(), "docs/STRATEGIES.md", "exec"), scope)
     yield scope["Pull"]
     STRATEGIES._classes.pop("pull", None)
 

@@ -65,6 +65,33 @@ def test_a_second_run_on_a_locked_dir_exits_2_naming_the_holder_and_a_stale_lock
     assert (tmp_path / "out" / ".jaxsel.lock").read_text() == str(holder.pid)
     result = train(config(tmp_path, steps=2, checkpoint_dir=None, checkpoint_every=None))
     assert int(result.state.step) == 2
+    assert not (tmp_path / "out" / ".jaxsel.lock").exists()   # a finished run leaves no lock behind
+
+
+def test_a_released_lock_removes_its_file_and_a_lock_on_a_removed_file_does_not_count(tmp_path):
+    """A run's lock file goes when the run ends. A process that opened the file just before
+    its holder removed it would lock a file no longer at the path: `acquire` sees that and
+    locks the path's own file, so two processes never both hold the directory."""
+    import fcntl
+
+    from jaxsel.training.runlock import LOCK_NAME, DirectoryLock, RunLocked, _same_file
+
+    first = DirectoryLock(tmp_path, "run directory").acquire()
+    path = tmp_path / LOCK_NAME
+    late = os.open(path, os.O_RDWR)   # a second process, between its open and its flock
+    first.release()
+    assert not path.exists()
+    fcntl.flock(late, fcntl.LOCK_EX | fcntl.LOCK_NB)   # it gets the lock of the removed file...
+    assert not _same_file(late, path)                   # ...which acquire() does not count
+    second = DirectoryLock(tmp_path, "run directory").acquire()
+    try:
+        assert path.read_text() == str(os.getpid())
+        with pytest.raises(RunLocked):
+            DirectoryLock(tmp_path, "run directory").check_free()
+    finally:
+        os.close(late)
+        second.release()
+    assert not path.exists()
 
 
 def test_a_checkpoint_dir_in_use_is_refused_too(tmp_path):

@@ -34,6 +34,7 @@ import json
 import math
 import re
 import statistics
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -308,7 +309,8 @@ class _Workload:
 
 
 def _selsync_local():
-    """window=1: syncs only on step 0 (warm-up), then never (delta is out of reach)."""
+    """window=1, delta out of reach: never syncs (the default raw statistic forces W-1 = 0
+    steps), so every timed step is a local one."""
     return SelSync(delta=1e9, window=1)
 
 
@@ -355,9 +357,17 @@ def check_variants(variants: Sequence[str] | None) -> tuple[str, ...]:
     return names
 
 
-def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict[str, _Runner]:
-    for r in runners:
+def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int,
+                      say: Callable[[str], None] = lambda text: None) -> dict[str, _Runner]:
+    """Warm every variant up (its first step compiles it), then time them round-robin. `say`
+    gets a line before each variant's warm-up and before the timing: compiling a variant
+    takes minutes on a loaded CPU, and a bench silent for them looks hung."""
+    began = time.perf_counter()
+    for i, r in enumerate(runners, 1):
+        say(f"bench: [variant {i} of {len(runners)} · {_clock(time.perf_counter() - began)} elapsed] "
+            f"{_LABELS.get(r.name, r.name)}: compiling, {warmup} warm-up steps")
         r.warm(warmup)
+    say(f"bench: timing {repeats} rounds of the {len(runners)} variants, one step each in turn")
     for _ in range(repeats):
         for r in runners:
             r.timed_step()
@@ -368,6 +378,11 @@ def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int) -> dict
     if "selsync_sync" in by and not all(np.all(s) for s in jax.device_get(by["selsync_sync"].synced)):
         raise RuntimeError("the SelSync 'sync' variant skipped a sync during timing; its ratio would be invalid")
     return by
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}:{s:02d}"
 
 
 def _dispatch_rates(bsp: _Runner, cfg: dict) -> dict:
@@ -449,6 +464,8 @@ def run_bench(
         device); 0 leaves the row out.
     local_replicas: how jaxsel's steps compute a device's replicas (`make_train_step`); "vmap"
         with one replica per device is a GPU's path ("auto" there), on a CPU too.
+    verbose: print the table, and on stderr a line before each variant compiles and before
+        each timed phase (`--model cnn` on 8 CPU devices compiles for minutes).
     hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
         and list what each adds over its reference (`extra_ops`, `COMPARED`).
     variants: the variants to run (`VARIANTS`, `PACKED_VARIANTS`; default all): fewer
@@ -463,13 +480,18 @@ def run_bench(
     work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
                                                 local_replicas, replicas, devices, platform, packed, variants)
     device = layout.devices[0]
-    by = _time_interleaved(_runners(work, layout, packed_layout, names), cfg["warmup"], cfg["repeats"])
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
+    by = _time_interleaved(_runners(work, layout, packed_layout, names), cfg["warmup"], cfg["repeats"], say)
+    if "bsp" in by:
+        say(f"bench: asynchronous dispatch, {cfg['dispatch_repeats']} x {cfg['dispatch_steps']} BSP steps read "
+            f"every {cfg['log_every']} and every step")
     sps = _dispatch_rates(by["bsp"], cfg) if "bsp" in by else {}
     med = {name: r.median_s() for name, r in by.items()}
     result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": queue_limit(device.platform) or 0, "size": size}
     if hlo:
+        say(f"bench: compiled op counts: compiling the {len(by)} variants once more")
         result.update(_hlo_result({name: r.compiled_text() for name, r in by.items()}))
     if verbose:
         print(format_table(result))

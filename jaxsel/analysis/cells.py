@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..training.config import ConfigError, TrainConfig
+from ..training.faults import TrainingInterrupted
 from ..training.runlog import write_json
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
@@ -43,6 +44,15 @@ class FailedCell:
     config: TrainConfig
     error: str
     step: int | None
+
+
+class JobInterrupted(TrainingInterrupted):
+    """A job stopped on a signal in one of its cells: the cell in flight is dropped (it runs
+    again from its first step), the finished ones are kept for --resume."""
+
+    def __init__(self, stop: TrainingInterrupted, message: str):
+        super().__init__(stop.signum, stop.step, None)
+        self.args = (message,)
 
 
 def state_digest(state) -> str:
@@ -115,6 +125,8 @@ class Cells:
         started = time.perf_counter()
         try:
             run = train(cfg, checked=True)
+        except TrainingInterrupted as stop:
+            raise self.interrupted(stop, cfg, what) from None
         except Exception as err:
             if not (self.tolerate_faults and _is_fault(err)):
                 raise
@@ -124,6 +136,17 @@ class Cells:
         self.progress.finished(time.perf_counter() - started)
         loaded = load_run(cfg, directory)
         return dataclasses.replace(loaded, state=run.state) if self.keep_states else loaded
+
+    def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, what: str) -> JobInterrupted:
+        """What a signal in cell `what` did to the job, and how to continue it."""
+        import signal
+
+        done = self.progress.done
+        return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in cell {done + 1} of "
+                                    f"{self.progress.total} ({what}) at step {stop.step} of {cfg.steps}, which runs "
+                                    f"again from its start on resume; the {done} finished cell{'s' * (done != 1)} "
+                                    f"{'are' if done != 1 else 'is'} kept in {self.out}: run the same command with "
+                                    f"--out {self.out} --resume to continue")
 
     def record(self, cfg: TrainConfig, run: RunResult, seconds: float) -> dict:
         return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed, "strategy": cfg.strategy,

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from ..training.numbers import significant
 from ..training.runlog import write_json
+from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD
 from .pareto import front
-from .plots import pyplot
+from .plots import new_figure, row_color, save, wrapped
 from .seed_grid import mean_std, synced_steps
 from .variants import entry_of
 
@@ -136,6 +137,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
               "left_out": plan.left_out, "failed": [f for f in figures if f["failed"]],
+              "derived": recorded_points(out, plan.variants) or {},
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
     write_json(out / "frontier.json", result)
     plot_frontier(result, out / "frontier.png")
@@ -146,42 +148,65 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
 MARKERS = "osD^vPX*<>"
 
 
-def plot_frontier(result: dict, path: Path) -> None:
-    """Every method's points (mean ± std over seeds) against MB sent on a log axis, its
-    Pareto front joined; the budget levels as dotted lines."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(12.5, 6))
-    colors = plt.get_cmap("tab20").colors
-    colors = colors[::2] + colors[1::2]   # ten strong colours first, then their light pairs
-    zero = []
+def point_tag(f: dict) -> str:
+    """A point's configuration in a few characters, beside it in the picture: the options
+    its grid sets ("period=8"), or "default"."""
+    return ", ".join(f"{k}={v}" for k, v in f["options"].items()) or "default"
+
+
+def same_place(points: list[dict]) -> list[tuple[tuple[float, float], list[str]]]:
+    """(where, the tags of the points drawn there): points alike to 3 significant digits in
+    MB and accuracy (SelSync's deltas that never fire after the warm-up end alike) get one
+    label, not labels printed over each other."""
+    out: dict[tuple[str, str], tuple[tuple[float, float], list[str]]] = {}
+    for f in points:
+        key = (significant(f["mb"], 3), significant(f["accuracy"], 3))
+        out.setdefault(key, ((f["mb"], f["accuracy"]), []))[1].append(point_tag(f))
+    return list(out.values())
+
+
+def figure_frontier(result: dict):
+    """Every method's points (mean ± std over seeds) against MB sent on a log axis, each
+    named by its configuration, its Pareto front joined; the budget levels as dotted lines.
+    One colour and marker per method (`plots.row_color`: the methods' order)."""
+    fig, axes = new_figure(13, 6.5)
+    ax = axes[0][0]
+    zero, handles, labels = [], [], []
     for i, curve in enumerate(result["methods"]):
-        color, marker = colors[i % len(colors)], MARKERS[i % len(MARKERS)]
+        color, marker = row_color(i), MARKERS[i % len(MARKERS)]
         shown = [f for f in curve["points"] if not f["failed"] and f["mb"] > 0]
         zero += [f["label"] for f in curve["points"] if not f["failed"] and f["mb"] <= 0]
         for f in shown:
             ax.errorbar([f["mb"]], [f["accuracy"]], yerr=[f["accuracy_std"] or 0.0], fmt=marker, ms=4, capsize=2,
                         color=color, alpha=0.45)
+        for where, tags in same_place(shown):   # points that coincide share one label
+            ax.annotate("; ".join(tags), where, textcoords="offset points", xytext=(4, 3), fontsize=6, color=color)
         on_front = [f for f in shown if f["entry"] in curve["front"]]
-        ax.plot([f["mb"] for f in on_front], [f["accuracy"] for f in on_front], "-" + marker, ms=5, lw=1.5, color=color,
-                label=f"{curve['method']} ({curve['knob']})")
+        (line,) = ax.plot([f["mb"] for f in on_front], [f["accuracy"] for f in on_front], "-" + marker, ms=5, lw=1.5,
+                          color=color)
+        handles.append(line)
+        labels.append(f"{curve['method']} ({curve['knob']})")
     reference = result["reference"]["mb"]
-    for level in result["levels"]:
+    for level in result["levels"]:   # each label up along its line, inside the axes
         ax.axvline(level * reference, ls=":", color="gray", lw=1)
-        ax.text(level * reference, 1.0, f" {_share(level)} of BSP", transform=ax.get_xaxis_transform(), fontsize=7,
-                va="top", color="dimgray")
+        ax.text(level * reference, 0.98, f"{_share(level)} of BSP", transform=ax.get_xaxis_transform(), fontsize=7,
+                rotation=90, rotation_mode="anchor", ha="right", va="bottom", color="dimgray")
     ax.set_xscale("log")
-    ax.set(xlabel="MB sent per replica (seed mean; log)", ylabel="final test accuracy (mean ± std over seeds)")
-    ax.set_title(f"each method's Pareto front (line) and every point, seeds {', '.join(map(str, result['seeds']))}\n"
-                 f"{result['setting']}", fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="method (budget knob)",
-              title_fontsize=7)
+    xlabel = "MB sent per replica (seed mean; log)"
     if zero:
-        ax.text(0.01, 0.01, f"sent nothing (not on the log axis): {'; '.join(zero)}", transform=ax.transAxes,
-                fontsize=6, color="dimgray")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        xlabel += "\n" + wrapped(f"sent nothing (not on the log axis): {'; '.join(zero)}", fig, 8, 0.7)
+    ax.set(xlabel=xlabel, ylabel="final test accuracy (mean ± std over seeds)")
+    seeds = result["seeds"]
+    over = f"seeds {', '.join(map(str, seeds))}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    ax.set_title(wrapped(f"each method's Pareto front (line) and every point, named by its configuration, {over}; "
+                         f"{result['setting']}", fig, 8, 0.75), fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    fig.legend(handles, labels, loc="outside right upper", fontsize=7, title="method (budget knob)", title_fontsize=7)
+    return fig
+
+
+def plot_frontier(result: dict, path: Path) -> None:
+    save(figure_frontier(result), path)
 
 
 def markdown(result: dict, out: Path) -> str:
@@ -211,6 +236,7 @@ def markdown(result: dict, out: Path) -> str:
                          f"{significant(f['sync_fraction'])} | {_pm(f)} | {'yes' if f['entry'] in curve['front'] else ''} |")
     if result["left_out"]:
         lines += ["", f"Left out (no budget grid declared; give points with --grid): {', '.join(result['left_out'])}."]
+    lines += derived_lines(result.get("derived") or {})
     lines += ["", "## Regenerate a cell", "",
               f"Each cell is the run `jaxsel compare` makes of that configuration and seed, bit for bit, with the "
               f"task in {result['task_file']}:", "", "```"]
@@ -223,6 +249,21 @@ def markdown(result: dict, out: Path) -> str:
                              f"--seed {s} --seeds 1 --no-match-budget --out {where}")
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+def derived_lines(derived: dict) -> list[str]:
+    """frontier.md's account of the points derived from plain BSP's runs (derived_points.json)."""
+    if not derived:
+        return []
+    lines = ["", "## Derived points", "",
+             "Each `fires:F` point's delta fires on a share F of the post-warm-up steps of plain BSP's runs (their "
+             "seeds pooled, the point's own statistic), worked out before the point ran:", "",
+             "| point | delta | statistic | fires on (BSP's steps) | runs as |", "|---|---|---|---|---|"]
+    for entry, p in derived.items():
+        runs = f"the same as {p['same_as']}" if p["same_as"] else p["entry"]
+        lines.append(f"| {entry} | {significant(p['delta'])} | {p['statistic']} | "
+                     f"{significant(100 * p['fires_on'], 3)} % of {p['steps']} | {runs} |")
+    return lines
 
 
 def format_verdict(result: dict) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..training.numbers import significant
+from ..training.numbers import plus_minus, significant
 from .variants import Variant
 
 BEYOND_SPREAD = ("beyond the seed spread: the difference of the two mean accuracies exceeds the sum of "
@@ -77,4 +77,4 @@ def verdict(adaptive: dict, matched: dict) -> str:
 
 
 def _pm(mean: float, std: float | None) -> str:
-    return significant(mean) if std is None else f"{significant(mean)} ± {significant(std, 2)}"
+    return plus_minus(mean, std)   # as the table prints it

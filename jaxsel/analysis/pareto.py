@@ -7,10 +7,9 @@ least as accurate for no more cost, and better in one) are joined as the front.
 """
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from .plots import pyplot
+from .plots import legend_below, new_figure, row_color, save, wrapped
 
 
 def front(points: list[tuple[float, float]]) -> list[int]:
@@ -21,45 +20,52 @@ def front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(keep, key=lambda i: points[i])
 
 
-def _panel(ax, rows: list[dict], cost, xlabel: str) -> list[str]:
-    """Points, error bars, labels and the front of one panel; returns the rows left out
-    (no cost: the target never reached)."""
-    shown = [(r, cost(r)) for r in rows]
-    left_out = [r["strategy"] for r, c in shown if c is None]
-    shown = [(r, c) for r, c in shown if c is not None]
-    for r, c in shown:
-        ax.errorbar([c], [r["final_test_accuracy"]], yerr=[r.get("final_test_accuracy_std") or 0.0], fmt="o",
-                    capsize=3, color=f"C{rows.index(r)}")
-        ax.annotate(r["strategy"], (c, r["final_test_accuracy"]), textcoords="offset points", xytext=(5, 4),
-                    fontsize=7)
+def _panel(ax, rows: list[dict], cost) -> list:
+    """Each row's point (its colour in every picture of the job: `row_color`) with its
+    error bar, and the front of one panel; returns the rows' points (None where the row
+    has no cost: the target never reached)."""
+    points = []
+    for i, r in enumerate(rows):
+        c = cost(r)
+        points.append(None if c is None else ax.errorbar(
+            [c], [r["final_test_accuracy"]], yerr=[r.get("final_test_accuracy_std") or 0.0], fmt="o", capsize=3,
+            color=row_color(i)))
+    shown = [(r, cost(r)) for r in rows if cost(r) is not None]
     best = front([(c, r["final_test_accuracy"]) for r, c in shown])
     if best:
         ax.plot([shown[i][1] for i in best], [shown[i][0]["final_test_accuracy"] for i in best], "--", color="gray",
-                lw=1, zorder=0, label="non-dominated front")
-    ax.set(xlabel=xlabel, ylabel="final test accuracy (mean ± std over seeds)")
+                lw=1, zorder=0)
     ax.grid(alpha=0.3)
-    return left_out
+    return points
 
 
-def plot_pareto(rows: list[dict], title: str, path: Path) -> None:
-    """pareto.png from results.json's rows."""
-    plt = pyplot()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8))
-    _panel(a, rows, lambda r: r["bytes_allreduced"] / 1e6, "MB sent per replica (seed mean; symlog)")
+def figure_pareto(rows: list[dict], title: str):
+    """pareto.png's figure from results.json's rows: the two panels share the accuracy
+    axis, so a panel with one point is read on the same scale as the other."""
+    fig, axes = new_figure(12, 5.6, 1, 2, sharey=True)
+    a, b = axes[0]
+    handles = _panel(a, rows, lambda r: r["bytes_allreduced"] / 1e6)
     a.set_xscale("symlog", linthresh=0.1)   # log-like, and 0 MB (a row that never syncs) still shows
     from matplotlib.ticker import FuncFormatter
 
     a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a.set(xlabel="MB sent per replica (seed mean; symlog)", ylabel="final test accuracy (mean ± std over seeds)")
     a.set_title("accuracy against communication", fontsize=9)
-    never = _panel(b, rows, lambda r: r.get("time_to_target_s"),
-                   f"projected wall-clock to the target on {rows[0].get('project_network', '?')} (s)")
-    b.set_title(textwrap.fill(f"accuracy against time to {rows[0].get('target', 'the target')}", 80), fontsize=8)
-    if never:
-        b.text(0.02, 0.02, textwrap.fill(f"never reached the target: {'; '.join(never)}", 90), fontsize=6,
-               transform=b.transAxes, va="bottom", color="dimgray")
-    a.legend(fontsize=7, loc="lower right")
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    reached = _panel(b, rows, lambda r: r.get("time_to_target_s"))
+    b.set_xlim(left=0)   # time from the start: one point is not stretched over the axis
+    b.set_xlabel(f"projected wall-clock to the target on {rows[0].get('project_network', '?')} (s)")
+    b.set_title(wrapped(f"accuracy against time to {rows[0].get('target', 'the target')}", fig, 9, 0.45),
+                fontsize=9)
+    labels = [r["strategy"] + ("" if p is not None else " (never reached the target: not in the right panel)")
+              for r, p in zip(rows, reached)]
+    from matplotlib.lines import Line2D
+
+    front_line = Line2D([], [], ls="--", color="gray", lw=1)
+    legend_below(fig, [*handles, front_line], [*labels, "non-dominated front"])
+    fig.suptitle(wrapped(title, fig, 9), fontsize=9)
+    return fig
+
+
+def plot_pareto(rows: list[dict], title: str, path: Path) -> None:
+    """pareto.png from results.json's rows."""
+    save(figure_pareto(rows, title), path)

@@ -159,7 +159,7 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
     rows = [_project_row(r, clusters, stragglers, compute_s, target) for r in runs]
     base = Path(run_dir)
     png = picture_path(out, base)
-    _plot(runs, networks, stragglers, png)
+    _plot(runs, networks, stragglers, png, base)
     (base / "report.json").write_text(json.dumps({"networks": networks, "stragglers": stragglers,
                                                   "compute_s": compute_s, "gpus_per_host": gpus_per_host,
                                                   "intra_network": intra_network, "target": target,
@@ -218,26 +218,57 @@ def _table(rows: list[dict], networks: list[str], target: float | None = None) -
     return "\n".join(lines)
 
 
-def _plot(runs: list[dict], networks: list[str], stragglers, path: Path) -> None:
-    import matplotlib
+def report_rows(runs: list[dict], root: Path) -> list[tuple[str, list[dict]]]:
+    """The runs as the rows of the picture: (label, that row's runs, one per seed). A
+    comparison's rows in its own order and with its labels (its results.json), so each
+    row has the colour it has in the comparison's pictures; runs it does not list (a
+    comparison still running) grouped by their row directory after them; a lone run is
+    a row of its own."""
+    listed = read_json(root / "results.json", []) if (root / "results.json").is_file() else []
+    where = {}
+    for i, row in enumerate(r for r in listed if isinstance(r, dict)):
+        for seed in row.get("per_seed", []):
+            if isinstance(seed, dict) and seed.get("run_dir"):
+                where["/".join(Path(seed["run_dir"]).parts[-2:])] = (i, row.get("strategy", "?"))
+    rows: dict[tuple, list[dict]] = {}
+    for r in runs:
+        key = where.get(r["name"]) or (len(listed), r["name"].rsplit("/seed", 1)[0])
+        rows.setdefault(key, []).append(r)
+    return [(name, members) for (_, name), members in sorted(rows.items(), key=lambda kv: kv[0][0])]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def _curves(members: list[dict], x_of) -> tuple[np.ndarray, np.ndarray]:
+    """(seed mean of x at each evaluation, accuracies: seeds x evaluations), over the
+    evaluations every seed has."""
+    n = min(len(r["evals"]) for r in members)
+    x = np.mean([x_of(r)[:n] for r in members], axis=0)
+    return x, np.array([[e["test_accuracy"] for e in r["evals"][:n]] for r in members])
+
+
+def _plot(runs: list[dict], networks: list[str], stragglers, path: Path, root: Path) -> None:
+    """Accuracy against measured time, then against projected time on each network: one
+    line per row (seed mean, min-max band), in the row's colour (plots.row_color)."""
+    from .plots import band, legend_below, new_figure, row_style, save
 
     panels = 1 + len(networks)
-    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4), squeeze=False)
+    fig, axes = new_figure(5.2 * panels, 5.2, 1, panels, sharey=True)
     axes = axes[0]
-    for r in runs:
-        acc = [e["test_accuracy"] for e in r["evals"]]
-        axes[0].plot([e["train_time_s"] for e in r["evals"]], acc, marker=".", label=r["name"])
+    rows = report_rows(runs, root)
+    lines = []
+    for i, (_, members) in enumerate(rows):
+        x, acc = _curves(members, lambda r: [e["train_time_s"] for e in r["evals"]])
+        lines.append(band(axes[0], x, acc, marker=".", **row_style(i)))
         for ax, n in zip(axes[1:], networks):
-            ax.plot(r["eval_projected"][n], acc, marker=".", label=r["name"])
+            x, acc = _curves(members, lambda r: r["eval_projected"][n])
+            band(ax, x, acc, marker=".", **row_style(i))
     axes[0].set(xlabel="measured training time (s)", ylabel="test accuracy", title="measured (this host)")
     for ax, n in zip(axes[1:], networks):
         extra = f"\nstragglers {stragglers}" if stragglers else ""
         ax.set(xlabel="projected time (s)", title=f"projected: {n}, {runs[0]['config'].get('replicas', '?')} "
                                                   f"workers{extra}")
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    seeds = max(len(m) for _, m in rows)
+    legend_below(fig, lines, [name for name, _ in rows],
+                 title="seed mean, band: min-max over seeds" if seeds > 1 else None)
+    save(fig, path)

@@ -45,8 +45,11 @@ def resolve_target(spec: str, finals: dict[str, float]) -> Target:
     if kind == "absolute":
         return Target(value, f"test accuracy {value:.4g}")
     ref = reference_run(finals)
-    return Target(value * finals[ref], f"{value * 100:.4g}% of {ref}'s final accuracy "
-                                       f"{finals[ref]:.4g} = {value * finals[ref]:.4g}")
+    goal = value * finals[ref]
+    if ref == "bsp":
+        return Target(goal, f"{value * 100:.4g}% of bsp's final accuracy {finals[ref]:.3g} = {goal:.3g}")
+    return Target(goal, f"{value * 100:.4g}% of the most accurate row's final accuracy ({ref}: {finals[ref]:.3g}; "
+                        f"no bsp row to refer to) = {goal:.3g}")
 
 
 def first_reach(evals: list[dict], target: float) -> dict | None:

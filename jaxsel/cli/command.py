@@ -1,4 +1,4 @@
-"""The `jaxsel` command's parser and subcommands (train, compare, frontier, report, bench, datasets, ...).
+"""The `jaxsel` command's parser and subcommands (train, compare, frontier, calibrate, report, bench, ...).
 
 Bad input exits with code 2 and one line naming the value and what is allowed.
 """
@@ -506,12 +506,26 @@ def _add_compare(sub) -> None:
     p.set_defaults(func=cmd_compare)
 
 
-def _add_frontier(sub) -> None:
-    """`jaxsel frontier` (cli/frontier.py), with the pieces it shares with compare."""
-    from .frontier import Kit, add_frontier
+def _kit():
+    """The pieces `jaxsel frontier` and `jaxsel calibrate` share with compare."""
+    from .frontier import Kit
 
-    add_frontier(sub, Kit(add_training_args, config_from_args, _start_jax, _layout, _ensure_writable, _default_out,
-                          user_input, UsageError, DEFAULT_TASK, DEFAULT_TASK_NOTE, _overrides_note))
+    return Kit(add_training_args, config_from_args, _start_jax, _layout, _ensure_writable, _default_out,
+               user_input, UsageError, DEFAULT_TASK, DEFAULT_TASK_NOTE, _overrides_note)
+
+
+def _add_frontier(sub) -> None:
+    """`jaxsel frontier` (cli/frontier.py)."""
+    from .frontier import add_frontier
+
+    add_frontier(sub, _kit())
+
+
+def _add_calibrate(sub) -> None:
+    """`jaxsel calibrate` (cli/calibrate.py)."""
+    from .calibrate import add_calibrate
+
+    add_calibrate(sub, _kit())
 
 
 def _add_train(sub) -> None:
@@ -553,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_compare(sub)
     _add_frontier(sub)
+    _add_calibrate(sub)
     _add_train(sub)
     _add_data_commands(sub)
     p = sub.add_parser("bench", help="step overheads: SelSync vs local/BSP, BSP vs hand-written, async dispatch")

@@ -39,6 +39,7 @@ from jax import lax
 
 from .collectives import (ReplicaAxes, local_count, local_stack, mesh_axes, replica_count,
                           varies_across_local_replicas)
+from .sample_clock import advance_sample_clocks
 from .state import TrainState, check_strategy
 from .sync import Ledger, StepContext, StepStats, Strategy, sync_where, varying_axes
 
@@ -99,9 +100,12 @@ def facts_of(ledger: Ledger) -> SyncFacts:
 def replica_step(strategy: Strategy, rs: TrainState, grads, stats: StepStats,
                  ctx: StepContext) -> tuple[TrainState, SyncFacts]:
     """One replica's step of `strategy` (its state `rs` without the replica axis): the new
-    state, its counter advanced, and the facts of its syncs. Every driver runs this."""
+    state, its counter advanced, and the facts of its syncs. Every driver runs this. An
+    optimizer that counts epochs from samples (`sample_clock.SampleClock` in its state)
+    has its clock advanced by this step's `synced`."""
     new = strategy.apply(rs, grads, stats, ctx).replace(step=rs.step + 1)
-    return new, facts_of(ctx.ledger)
+    facts = facts_of(ctx.ledger)
+    return new.replace(opt_state=advance_sample_clocks(new.opt_state, facts.synced)), facts
 
 
 # ------------------------------------------------------------------- the transformation
@@ -155,7 +159,9 @@ def as_optax(strategy: Strategy, inner, *, axis_name: Any = "data") -> optax.Gra
             raise ValueError(f"jaxsel.as_optax({strategy.name}): update needs the parameters, "
                              f"tx.update(grads, opt_state, params)")
         axes = resolve_axes(names, grads)
-        check_per_replica(grads, axes)
+        leftover = averaged_already(grads, axes)
+        if leftover:   # raised here, not deeper: the user's traceback ends at tx.update
+            raise ValueError(leftover)
         new_params, new_state = _step(strategy, inner, axes, grads, state, params, loss, weight)
         updates = jax.tree.map(lambda new, old: (new - old).astype(jnp.result_type(old)), new_params, params)
         return updates, new_state
@@ -245,19 +251,20 @@ def resolve_axes(names: tuple[str, ...], like: Any) -> ReplicaAxes:
     return ReplicaAxes(None if not mesh else mesh[0] if len(mesh) == 1 else tuple(mesh), local[0] if local else None)
 
 
-def check_per_replica(grads, axes: ReplicaAxes) -> None:
-    """ValueError when every gradient is provably the same on all replicas (a `lax.pmean`
-    left in the loop): the method decides when replicas average, so it takes each
-    replica's own gradients. Read from the types: shard_map's varying axes (where it
-    tracks them) and the vmap's batching."""
+def averaged_already(grads, axes: ReplicaAxes) -> str | None:
+    """The one-line error when every gradient is provably the same on all replicas (a
+    `lax.pmean` left in the loop): the method decides when replicas average, so it takes
+    each replica's own gradients; None otherwise. Read from the types: shard_map's varying
+    axes (where it tracks them) and the vmap's batching."""
     leaves = jax.tree.leaves(grads)
     mesh = set(mesh_axes(axes))
     if not leaves or (mesh and not mesh <= varying_axes(lax.axis_index(axes.mesh))):
-        return   # no gradients, or a shard_map with check_vma=False: nothing to read
-    if not any(mesh & varying_axes(g) or varies_across_local_replicas(g) for g in leaves):
-        raise ValueError(f"the gradients reach tx.update already the same on every replica (a lax.pmean over "
-                         f"{axes.mesh or axes.local!r} left in the loop?): the method decides when the replicas "
-                         f"average, so it takes each replica's own gradients")
+        return None   # no gradients, or a shard_map with check_vma=False: nothing to read
+    if any(mesh & varying_axes(g) or varies_across_local_replicas(g) for g in leaves):
+        return None
+    return (f"the gradients reach tx.update already the same on every replica (a lax.pmean over "
+            f"{axes.mesh or axes.local!r} left in the loop?): the method decides when the replicas average, so it "
+            f"takes each replica's own gradients; remove the pmean")
 
 
 def _initial_facts(strategy, inner, params, inner_state, own) -> SyncFacts:

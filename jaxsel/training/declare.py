@@ -2,9 +2,9 @@
 
 `option(default, help=..., ...)` is `dataclasses.field` with a `Flag` (or a `NoFlag` and
 its reason) in the field's metadata: the flag's names, help, choices and metavar, how its
-text becomes the field's value, and which commands take it. The `train`, `compare` and
-`frontier` parsers (`jaxsel.cli.config_args`), config files (`config_file`) and the choice checks of
-`check_config` all read these, so a default, a choice list or a spelling is written once
+text becomes the field's value, and which commands take it. The `train`, `compare`,
+`frontier` and `calibrate` parsers (`jaxsel.cli.config_args`), config files (`config_file`)
+and the choice checks of `check_config` all read these, so a default, a choice list or a spelling is written once
 and `jaxsel train --help` shows the field's own default.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Callable, NamedTuple
 
 #: the commands whose parsers are generated from the declarations
-COMMANDS = ("train", "compare", "frontier")
+COMMANDS = ("train", "compare", "frontier", "calibrate")
 
 
 class Flag(NamedTuple):

@@ -100,8 +100,9 @@ class StopSignals:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self):
+    def __init__(self, checkpointing: bool = True):
         self.signum: int | None = None
+        self.checkpointing = checkpointing   # what the first signal's line promises
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum, frame):
@@ -109,8 +110,9 @@ class StopSignals:
             raise KeyboardInterrupt  # second Ctrl-C: abort without saving
         if self.signum is None:
             self.signum = signum
-            print(f"\njaxsel: received {signal.Signals(signum).name}; finishing the step in flight "
-                  f"and saving a checkpoint (Ctrl-C again aborts)", file=sys.stderr, flush=True)
+            then = "and saving a checkpoint" if self.checkpointing else "(this run saves no checkpoints)"
+            print(f"\njaxsel: received {signal.Signals(signum).name}; finishing the step in flight {then} "
+                  f"(Ctrl-C again aborts)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> "StopSignals":
         self.signum = early_stop.pending()   # received while the command started up: stop at once

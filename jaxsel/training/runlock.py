@@ -4,7 +4,11 @@ Why: two runs on one `--out` (a typo, a job launched twice) would interleave row
 runs in one metrics.jsonl and race on the same checkpoint steps. Each directory gets a
 `.jaxsel.lock` file held with an OS lock (`flock`), which the kernel drops when the
 process dies however it dies, so a lock left by a killed run never blocks the next one.
-The file holds the owner's PID so the second run can name it.
+The file holds the owner's PID so the second run can name it. A run that ends removes its
+lock file (a finished run directory holds only the run's own files); one killed leaves it,
+harmlessly, and the next run takes it over. Removing it is safe because a lock counts only
+while its file is still the one at the path: a process that locked a file just removed
+opens the path again (`acquire`).
 """
 from __future__ import annotations
 
@@ -29,8 +33,13 @@ class DirectoryLock:
 
     def acquire(self) -> "DirectoryLock":
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        self._lock(fd)
+        path = self.directory / LOCK_NAME
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock(fd)
+            if _same_file(fd, path):
+                break
+            os.close(fd)   # its holder removed it as we opened it: lock the path's file now
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self.fd = fd
@@ -57,9 +66,26 @@ class DirectoryLock:
         os.close(fd)   # closing drops the probe's own lock
 
     def release(self) -> None:
+        """Remove the lock file (while still holding it), then drop the lock."""
         if self.fd is not None:
-            os.close(self.fd)   # closing drops the flock; the file stays (it may be re-locked)
+            path = self.directory / LOCK_NAME
+            if _same_file(self.fd, path):
+                try:
+                    path.unlink()
+                except OSError:   # a read-only or vanished directory: the file stays, harmless
+                    pass
+            os.close(self.fd)   # closing drops the flock
             self.fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def check_unlocked(out_dir: str | Path | None, checkpoint_dir: str | Path | None) -> None:

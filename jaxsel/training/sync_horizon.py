@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import sys
 
+from ..core.options import option_names
 from ..core.triggers import UNKNOWN, first_sync_step
+from .declare import flag_name
 
 
 #: what a two-level method's level never synchronizing means
@@ -46,7 +48,26 @@ def never_syncs_warning(strategy, total_steps: int) -> str | None:
         return None
     what = getattr(strategy, "unsynced", "its periodic averaging never happens")   # the strategy says
     return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
-            f"{what}; lower its period (--period) or raise --steps")
+            f"{what}; {remedy(strategy)} or raise --steps")
+
+
+def remedy(strategy) -> str:
+    """How to make the strategy sync sooner, by the option that sets its period as the
+    strategy names it: DiLoCo's H is `inner_steps` (which --period also sets), superstep's
+    `epochs`, a generic trigger's own options."""
+    cls = type(strategy)
+    names = option_names(cls) if hasattr(cls, "__dataclass_fields__") else []
+    alias = getattr(cls, "aliases", {}).get("period")
+    if alias:
+        return f"lower its {alias} ({flag_name(alias)}, which --period also sets)"
+    if "period" in names:
+        return "lower its period (--period)"
+    knob = getattr(getattr(cls, "budget", None), "knob", None)
+    if knob in names:
+        return f"lower its {knob} ({flag_name(knob)})"
+    if "trigger" in names:
+        return "give it a trigger that fires within the run (--opt trigger=NAME, --opt trigger.KEY=VALUE)"
+    return "make it sync sooner"
 
 
 def warn_if_never_syncs(strategy, total_steps: int, stream=None) -> str | None:
