@@ -115,10 +115,10 @@ if [ "$smoke" = 1 ]; then
     export JAXSEL_PACKING_MEASURE=1   # "auto" measures on the CPU as it does on a GPU
     compare=(--steps 20 --seeds 1 --eval-every 10 --devices 1)
     sweep=(--models mlp --ks 2 --batches 2 --repeats 2 --warmup 1)
-    cnn=(--size tiny)
-    resnet=(--size tiny)
+    cnn=(--size tiny --replicas 1)   # one replica, as on the one-GPU host (the CPU has 8 devices)
+    resnet=(--size tiny --replicas 1)
     versus=(--tiny)
-    ab=(--tiny --sets baseline,no-graphs)
+    ab=(--tiny --sets baseline,no-graphs --replicas 1)
 else
     compare=()
     # both batches, the two loops issue 34's session found fastest (vmap and matmul ran at

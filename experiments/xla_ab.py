@@ -50,6 +50,8 @@ def run_set(name: str, args, out_dir: str) -> dict:
     cmd += ["--size", "tiny"] if args.tiny else ["--repeats", str(args.repeats)]
     if args.batch:
         cmd += ["--batch", str(args.batch)]
+    if args.replicas:
+        cmd += ["--replicas", str(args.replicas)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     seconds = time.perf_counter() - t0
@@ -76,6 +78,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--batch", type=int, default=None, help="per replica (default: jaxsel bench's)")
     p.add_argument("--repeats", type=int, default=100)
+    p.add_argument("--replicas", type=int, default=None, help="jaxsel bench's (default: one per device)")
     p.add_argument("--sets", default="baseline,graphs+cond,no-graphs,graphs-min2,baseline",
                    help=f"comma-separated, among {', '.join(SETS)} (a name twice runs twice)")
     p.add_argument("--timeout", type=float, default=240, help="seconds per set")

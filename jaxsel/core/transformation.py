@@ -68,8 +68,11 @@ def norm_sum(square_sums: jax.Array) -> jax.Array:
     method's step (`make_train_step`'s unroll and map loops) finishes the norm inside it,
     from one vector that every consumer reads. Computed whole outside, its sum had three
     consumers in SelSync's step (the window, its EWMA, the vote) and XLA:CPU recomputed it
-    in each from a root per tensor, each root an op of its own: 8 more ops on the CNN."""
-    return sum(jnp.sqrt(square_sums[i]) for i in range(square_sums.shape[0]))
+    in each from a root per tensor, each root an op of its own: 8 more ops on the CNN. The
+    roots are one elementwise op on the vector for the same reason (a square root is an op
+    XLA does not recompute per consumer); each is the same correctly rounded root."""
+    roots = jnp.sqrt(square_sums)
+    return sum(roots[i] for i in range(roots.shape[0]))
 
 
 # ---------------------------------------------------------------- the one replica step
