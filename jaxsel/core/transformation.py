@@ -66,8 +66,8 @@ def norm_sum(square_sums: jax.Array) -> jax.Array:
 
     Why two stages: a driver that computes a replica's gradients outside the vmap of its
     method's step (`make_train_step`'s unroll and map loops) finishes the norm inside it,
-    from one vector that every consumer reads. Computed whole outside, its sum had three
-    consumers in SelSync's step (the window, its EWMA, the vote) and XLA:CPU recomputed it
+    from one vector that every consumer reads. Computed whole outside, its sum had several
+    consumers in SelSync's step (its statistic, its window state) and XLA:CPU recomputed it
     in each from a root per tensor, each root an op of its own: 8 more ops on the CNN. The
     roots are one elementwise op on the vector for the same reason (a square root is an op
     XLA does not recompute per consumer); each is the same correctly rounded root."""
