@@ -136,10 +136,10 @@ run 2-packing-sweep.txt 125 "$py" experiments/packing_bench.py --gpu-sweep "${sw
 run 3-bench-cnn-fp32.txt 55 "$py" -m jaxsel.cli bench --model cnn --dtype fp32 --hlo "${cnn[@]}"
 # the default loop (vmap for one replica on a GPU), then BSP and the user loop on unroll: which
 # formulation of one replica per device costs less on this GPU
-run 4-bench-resnet18-bf16.txt 80 bash -c '"$@" --variants '"$resnet_variants"' && "$@" --variants bsp,user_bsp \
+run 4-bench-resnet18-bf16.txt 90 bash -c '"$@" --variants '"$resnet_variants"' && "$@" --variants bsp,user_bsp \
     --local-replicas unroll --dispatch-steps 1' bench "$py" -m jaxsel.cli bench \
     --model resnet18 --dtype bf16 --packed 0 "${resnet[@]}"
-run 5-resnet18-vs-pytorch.txt 100 "$py" experiments/gpu_throughput.py --models resnet18 \
+run 5-resnet18-vs-pytorch.txt 110 "$py" experiments/gpu_throughput.py --models resnet18 \
     --json "$out/5-resnet18-vs-pytorch.json" "${versus[@]}"
 run 6-xla-ab.txt 70 "$py" experiments/xla_ab.py --model cnn "${ab[@]}"
 echo "$(date +%T) done in $(($(date +%s) - start)) s" >>"$log"
