@@ -34,7 +34,10 @@ SETS = {
     "autotune0": "--xla_gpu_autotune_level=0",
     "no-triton-gemm": "--xla_gpu_enable_triton_gemm=false",
 }
-VARIANTS = ("bsp", "bsp_lean", "minimal", "selsync_sync", "selsync_local", "local")
+#: the `jaxsel bench` variants each set runs (`--variants`): jaxsel's BSP step against a user's
+#: loop with as_optax(BSP) and the hand-written step, and SelSync's local step (its guarded
+#: conditional never taken: what command buffers with conditionals change) against a plain one
+VARIANTS = ("bsp", "user_bsp", "minimal", "selsync_local", "local")
 
 
 def run_set(name: str, args, out_dir: str) -> dict:
@@ -43,10 +46,12 @@ def run_set(name: str, args, out_dir: str) -> dict:
     env["XLA_FLAGS"] = " ".join(x for x in (os.environ.get("XLA_FLAGS", ""), SETS[name]) if x)
     path = os.path.join(out_dir, f"{name}.json")
     cmd = [sys.executable, "-m", "jaxsel.cli", "bench", "--model", args.model, "--dtype", args.dtype,
-           "--packed", "0", "--json", path]
+           "--packed", "0", "--variants", ",".join(VARIANTS), "--json", path]
     cmd += ["--size", "tiny"] if args.tiny else ["--repeats", str(args.repeats)]
     if args.batch:
         cmd += ["--batch", str(args.batch)]
+    if args.replicas:
+        cmd += ["--replicas", str(args.replicas)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     seconds = time.perf_counter() - t0
@@ -73,6 +78,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--batch", type=int, default=None, help="per replica (default: jaxsel bench's)")
     p.add_argument("--repeats", type=int, default=100)
+    p.add_argument("--replicas", type=int, default=None, help="jaxsel bench's (default: one per device)")
     p.add_argument("--sets", default="baseline,graphs+cond,no-graphs,graphs-min2,baseline",
                    help=f"comma-separated, among {', '.join(SETS)} (a name twice runs twice)")
     p.add_argument("--timeout", type=float, default=240, help="seconds per set")

@@ -144,7 +144,7 @@ def train(strategy, devices: int):
     """(final state on the host, [metrics of each step]) of K steps on `devices` devices."""
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     state, history = run(strategy, mesh, batches(), loss=loss_fn, params=softmax_params(D, C),
-                         model_state={"mean": jnp.zeros(D)}, stateful=True)
+                         model_state={"mean": jnp.zeros(D)}, stateful=True, grad_norm_metric=True)
     return jax.device_get(state), [m for _, m in history]
 
 

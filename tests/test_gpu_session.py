@@ -29,6 +29,18 @@ def test_without_an_outdir_it_says_how_to_call_it():
     assert done.returncode != 0 and "usage: experiments/gpu_session.sh OUTDIR" in done.stderr
 
 
+def test_a_step_the_budget_no_longer_fits_says_so_in_its_first_line(tmp_path):
+    """With no time left every step is skipped, and each step file's first line says so
+    (a capped or failed step's first line says that the same way: OK / CAPPED / FAILED)."""
+    out = tmp_path / "out"
+    env = {**os.environ, "JAXSEL_SESSION_BUDGET": "1", "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(["bash", str(SCRIPT), str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in STEPS:
+        assert (out / name).read_text().startswith("SKIPPED: the session's 1 s were spent"), name
+    assert "devices:" in (out / "1-default-job.txt").read_text()   # the header, kept below the first line
+
+
 @pytest.mark.slow
 def test_the_smoke_session_runs_every_step(tmp_path):
     """On one CPU device, as the GPU host has one GPU: on the suite's 8, the ResNet-18 bf16
@@ -43,6 +55,7 @@ def test_the_smoke_session_runs_every_step(tmp_path):
     log = (out / "8-session-log.txt").read_text()
     for name in STEPS:
         assert re.search(rf"{re.escape(name)} exit 0 after \d+ s", log), (name, log)
+        assert (out / name).read_text().startswith("OK: exit 0 after "), name
     default_job = (out / "1-default-job.txt").read_text()
     assert "devices:" in default_job and "packed by" in default_job   # the layout line of a packed run
     assert "fraction_of_one_replica=" in (out / "2-packing-sweep.txt").read_text()

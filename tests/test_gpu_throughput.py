@@ -39,6 +39,15 @@ def test_anchor_configuration_is_stated():
     assert "CUDA graphs" not in gt.anchor_config("default", "cuda", fused=True)
     assert "CUDA graphs" not in gt.anchor_config("max-autotune", "cpu", fused=False)
     assert gt.anchor_config("eager", "cuda", fused=True).startswith("eager")
+    bounded = gt.anchor_config(gt.BOUNDED, "cuda", fused=True)   # the session's anchor: max-autotune, convs cuDNN's
+    assert "mode='max-autotune'" in bounded and "CUDA graphs" in bounded and "convolutions not autotuned" in bounded
+    assert gt.parse_args(["--torch-modes", gt.BOUNDED]).modes == [gt.BOUNDED]
+
+
+def test_an_earlier_sessions_anchor_is_shown_only_where_it_was_measured():
+    row = {"model": "resnet18", "device_kind": "NVIDIA H100 80GB HBM3", "batch": 256}
+    assert "64,393 img/s" in gt.cached_anchor(row) and "issue 34" in gt.cached_anchor(row)
+    assert gt.cached_anchor({**row, "batch": 128}) is None and gt.cached_anchor({**row, "device_kind": "cpu"}) is None
 
 
 def test_rates_and_mfu():

@@ -38,7 +38,8 @@ def test_the_statistic_and_the_synced_gradients_are_the_clipped_ones(devices):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     params, batch = softmax_params(), softmax_batches(1, seed=4)[0]
     loss = with_clipped_gradients(softmax_loss, CLIP)
-    state, [(_, metrics)] = run(jaxsel.BSP(), mesh, [batch], loss=loss, params=params, opt=optax.sgd(1.0))
+    state, [(_, metrics)] = run(jaxsel.BSP(), mesh, [batch], loss=loss, params=params, opt=optax.sgd(1.0),
+                                grad_norm_metric=True)
     clipped = [clipped_numpy(params, batch, r, CLIP) for r in range(R)]
     assert min(norm for _, norm in clipped) > CLIP
     np.testing.assert_allclose(metrics["grad_norm"], [sum(np.linalg.norm(t) for t in g) for g, _ in clipped],
@@ -59,9 +60,10 @@ def test_a_method_that_averages_parameters_updates_as_the_optimizers_clip(mesh):
     statistic (grad_norm) differs."""
     batches = softmax_batches(4, seed=5)
     before, h1 = run(jaxsel.LocalSGD(period=2), mesh, batches, loss=with_clipped_gradients(softmax_loss, CLIP),
-                     opt=optax.sgd(0.1, momentum=0.9))
+                     opt=optax.sgd(0.1, momentum=0.9), grad_norm_metric=True)
     inside, h2 = run(jaxsel.LocalSGD(period=2), mesh, batches,
-                     opt=optax.chain(optax.clip_by_global_norm(CLIP), optax.sgd(0.1, momentum=0.9)))
+                     opt=optax.chain(optax.clip_by_global_norm(CLIP), optax.sgd(0.1, momentum=0.9)),
+                     grad_norm_metric=True)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8), before.params, inside.params)
     assert (np.asarray(h1[0][1]["grad_norm"]) < np.asarray(h2[0][1]["grad_norm"])).all()
 

@@ -81,7 +81,7 @@ def test_a_pmean_left_in_stops_at_tx_update_with_a_one_line_message():
 def test_readme_library_example_runs_and_learns(capsys):
     scope: dict = {}
     exec(compile(make_train_step_example(), "docs/LIBRARY.md", "exec"), scope)
-    assert scope["n"] == 8 and scope["metrics"]["grad_norm"].shape == (8,)
+    assert scope["n"] == 8 and scope["metrics"]["replica_loss"].shape == (8,)
     assert scope["eval_params"]["w"].shape == (64, 10)
     assert scope["accuracy"] > 0.6   # 10 classes: chance is 0.1
     assert "test accuracy" in capsys.readouterr().out
@@ -95,7 +95,7 @@ def test_readme_library_example_runs_8_replicas_on_one_cpu(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "JAX_PLATFORMS", "XLA_FLAGS")}
-    code = make_train_step_example() + "\nassert len(mesh.devices.flat) == 1 and metrics['grad_norm'].shape == (8,)\n"
+    code = make_train_step_example() + "\nassert len(mesh.devices.flat) == 1 and metrics['replica_loss'].shape == (8,)\n"
     done = subprocess.run([sys.executable, "-c", code], env=env,
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -16,7 +16,7 @@ def run_selsync(mesh, steps, **kw):
     strategy = jaxsel.SelSync(**kw)
     opt = optax.sgd(0.5)
     state = jaxsel.init_state(softmax_params(seed=1), opt, strategy, mesh, replicas=R)
-    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh)
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, grad_norm_metric=True)
     out = []
     for batch in softmax_batches(steps, seed=3):
         state, m = step(state, batch)

@@ -1,17 +1,24 @@
 """Step-time overheads of jaxsel, measured side by side in one process.
 
-Four ratios answer "what does jaxsel's machinery cost?":
-  selsync_local_over_local  a SelSync step that stays local / a plain local step: the price
-                            of the on-device significance test and its 4-byte vote;
+Five ratios answer "what does jaxsel's machinery cost?":
+  selsync_local_over_local  a SelSync step that stays local / a plain local step that
+                            computes the same gradient norm (its `grad_norm` metric): the
+                            price of the significance test's windows and its 4-byte vote;
   selsync_sync_over_bsp     a SelSync step that syncs (parameter averaging) / a BSP step;
   bsp_over_minimal          jaxsel's BSP step / the hand-written shard_map + pmean SGD step
                             an expert would write: the price of the framework itself;
+  bsp_over_user             `make_train_step(BSP)` / a user's own shard_map loop with
+                            `jaxsel.as_optax(BSP)` as its optimizer: the price of jaxsel's
+                            driver over its transformation (metrics, state layout, ...);
   async_dispatch            steps/s reading metrics every `log_every` steps / every step:
                             what asynchronous dispatch buys the training loop.
 and, with `packed` replicas (default 8) on one device (the accelerator's, or CPU device 0):
   packed_selsync_local_over_local  the first ratio with the replicas packed on one device.
-One more, without a target, locates the BSP overhead:
-  bsp_lean_over_minimal     the BSP step built with `grad_norm_metric=False` / the minimal one.
+Three more, without a target, locate the costs:
+  bsp_norm_over_bsp         the BSP step with `grad_norm_metric=True` / without: the norm's pass;
+  user_over_minimal         the user's loop with `as_optax(BSP)` / the hand-written one;
+  user_selsync_over_user    the user's loop with `as_optax(SelSync)` staying local / with
+                            `as_optax(BSP)`: SelSync's whole statistic (norm, windows, vote).
 Variants are warmed up (compiled) first, then timed round-robin (A B C ... A B C ...) one
 blocked step at a time so drift hits all of them alike; medians are reported.
 
@@ -40,18 +47,19 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..core.pacing import queue_limit
 from ..core.parallel import AXIS, Layout, choose_layout, global_batch
-from ..core.state import init_state
-from ..core.step import check_local_replicas, make_train_step
+from ..core.state import init_state, replicate_tree
+from ..core.transformation import as_optax
+from ..core.step import check_local_replicas, make_train_step, resolve_local_loop
 from ..core.triggers import Never
 from ..models import count_params
 from ..strategies import BSP, SelSync, TriggeredStrategy
 from . import precision
 
-RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "async_dispatch")
+RATIOS = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "bsp_over_user", "async_dispatch")
 PACKED_RATIOS = ("packed_selsync_local_over_local",)
-INFO_RATIOS = ("bsp_lean_over_minimal",)
+INFO_RATIOS = ("bsp_norm_over_bsp", "user_over_minimal", "user_selsync_over_user")
 #: ratios `jaxsel bench` holds to TARGET (async_dispatch has none: higher is better)
-TARGETED = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal") + PACKED_RATIOS
+TARGETED = ("selsync_local_over_local", "selsync_sync_over_bsp", "bsp_over_minimal", "bsp_over_user") + PACKED_RATIOS
 TARGET = 1.02
 PACKED = 8   # replicas of the packed-replica row (on one device)
 
@@ -98,19 +106,55 @@ def minimal_sgd_step(loss_fn: Callable, mesh, lr: float = LR, stateful: bool = F
     return jax.jit(sharded, donate_argnums=(0, 1))
 
 
+USER_LOCAL = "local"   # the vmap axis a user's loop names its packed replicas by
+
+
+def user_optax_step(loss_fn: Callable, tx, mesh, k: int, stateful: bool = False, vmapped: bool = True):
+    """A user's own data-parallel loop built on jaxsel: their `shard_map` over the devices,
+    their loss and gradients, and `tx = jaxsel.as_optax(method, inner, axis_name=...)` where
+    a plain loop has its optimizer. What jaxsel's own step (`make_train_step`) costs beyond
+    this is the driver's, not the method's. A device's k replicas run as a named `vmap`
+    (axis `USER_LOCAL`); with `vmapped=False` and k = 1, as the plain program on the
+    device's one replica (`x[0]`), the way `make_train_step`'s unroll and map loops compute
+    it. Returns jitted `step(params, model_state, opt_state, batch) -> (params, model_state,
+    opt_state, loss)`, every value per replica (leading axis N)."""
+    def replica(params, model_state, opt_state, batch):
+        if stateful:
+            (loss, model_state), g = jax.value_and_grad(loss_fn, has_aux=True)(params, model_state, batch)
+        else:
+            loss, g = jax.value_and_grad(loss_fn)(params, batch)
+        updates, opt_state = tx.update(g, opt_state, params)
+        return optax.apply_updates(params, updates), model_state, opt_state, loss
+
+    def device(params, model_state, opt_state, batch):
+        batch = jax.tree.map(lambda x: x.reshape((k, -1) + x.shape[1:]), batch)
+        if vmapped:
+            return jax.vmap(replica, axis_name=USER_LOCAL)(params, model_state, opt_state, batch)
+        one = jax.tree.map(lambda x: x[0], (params, model_state, opt_state, batch))
+        return jax.tree.map(lambda x: x[None], replica(*one))
+
+    if not vmapped and k != 1:
+        raise ValueError(f"a user's loop runs k = {k} replicas per device as a named vmap (vmapped=True)")
+    sharded = jax.shard_map(device, mesh=mesh, in_specs=(P(AXIS),) * 4, out_specs=(P(AXIS),) * 4)
+    return jax.jit(sharded, donate_argnums=(0, 1, 2))
+
+
 class _Runner:
     """One variant: its own state, stepped one (blocked) step at a time."""
 
-    def __init__(self, name: str, step: Callable, state: Any, batch: Any, minimal: bool = False):
-        self.name, self._step, self.state, self._batch, self._minimal = name, step, state, batch, minimal
+    def __init__(self, name: str, step: Callable, state: Any, batch: Any, own_loop: bool = False):
+        """`own_loop`: `step(*state, batch) -> (*state, loss)` (a loop written without
+        `make_train_step`: the hand-written one, a user's), not `step(state, batch)`."""
+        self.name, self._step, self.state, self._batch, self._own = name, step, state, batch, own_loop
         self.times: list[float] = []
         self.synced: list = []
 
     def step(self):
-        if self._minimal:
-            params, ms, loss = self._step(*self.state, self._batch)
-            self.state = (params, ms)
-            return {"loss": loss}
+        if self._own:
+            *state, loss = self._step(*self.state, self._batch)
+            self.state = tuple(state)
+            facts = getattr(state[-1], "facts", None)   # a user's loop: as_optax's state says what synced
+            return {"loss": loss} if facts is None else {"loss": loss, "synced": facts.synced}
         self.state, metrics = self._step(self.state, self._batch)
         return metrics
 
@@ -131,20 +175,24 @@ class _Runner:
 
     def compiled_text(self) -> str:
         """The optimized HLO of this variant's step (as XLA compiled it for its devices)."""
-        args = (*self.state, self._batch) if self._minimal else (self.state, self._batch)
+        args = (*self.state, self._batch) if self._own else (self.state, self._batch)
         return self._step.lower(*args).compile().as_text()
 
 
 #: entry-computation instructions that launch no work of their own
-_FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast"}
+_FREE_OPS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "opt-barrier"}
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = [^=]*?\s([a-z][a-z\-]*)\((.*)$", re.M)
-#: what a variant's work is set against in `extra_ops`: the step of the same work minus jaxsel's part
-COMPARED = {"bsp": "minimal", "bsp_lean": "minimal", "selsync_sync": "bsp", "selsync_local": "local"}
+#: what a variant's work is set against in `extra_ops` (variant, reference): the step of the
+#: same work minus the part whose price the pair shows
+COMPARED = (("bsp", "user_bsp"), ("user_bsp", "minimal"), ("bsp", "minimal"), ("bsp_norm", "bsp"),
+            ("selsync_sync", "bsp"), ("selsync_local", "local"), ("user_selsync", "user_bsp"))
 
 
 def _entry(text: str) -> str:
+    """The entry computation, its tuple types' `/*index=N*/` comments dropped (their `=`
+    would hide an instruction with a long tuple type, a combined all-reduce, from the count)."""
     entry = text[text.index("\nENTRY"):]
-    return entry[:entry.index("\n}")]
+    return re.sub(r"/\*index=\d+\*/", "", entry[:entry.index("\n}")])
 
 
 def hlo_counts(text: str) -> dict:
@@ -244,7 +292,20 @@ class _Workload:
             jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), t), NamedSharding(mesh, P(AXIS)))
         state = (put(fm.params), put(fm.model_state if self.stateful else {}))
         return _Runner("minimal", minimal_sgd_step(self.loss_fn, mesh, LR, self.stateful), state,
-                       self.data(layout), minimal=True)
+                       self.data(layout), own_loop=True)
+
+    def user_loop(self, name: str, strategy, layout: Layout) -> _Runner:
+        """A user's loop with `jaxsel.as_optax(strategy)` (`user_optax_step`) on `layout`,
+        computing a device's replicas the way this workload's `make_train_step` does (a
+        vmap, or for one replica per device with the unroll or map loop, the plain program)."""
+        k, fm = layout.per_device, self.fm
+        vmapped = k > 1 or resolve_local_loop(self.local_replicas, layout.mesh, k) in ("vmap", "matmul")
+        tx = as_optax(strategy, self.opt, axis_name=(USER_LOCAL, AXIS) if vmapped else AXIS)
+        state = replicate_tree((fm.params, fm.model_state if self.stateful else {}, tx.init(fm.params)),
+                               layout.replicas)
+        state = jax.device_put(state, NamedSharding(layout.mesh, P(AXIS)))
+        return _Runner(name, user_optax_step(self.loss_fn, tx, layout.mesh, k, self.stateful, vmapped), state,
+                       self.data(layout), own_loop=True)
 
 
 def _selsync_local():
@@ -257,19 +318,43 @@ def _plain_local():
     return TriggeredStrategy(trigger=Never(), sync="params")
 
 
-def _runners(work: _Workload, layout: Layout, packed: Layout | None) -> list[_Runner]:
-    runners = [
-        work.jaxsel("selsync_local", _selsync_local(), layout),
-        work.jaxsel("local", _plain_local(), layout),
-        work.jaxsel("selsync_sync", SelSync(delta=0.0), layout),   # every step votes: always syncs
-        work.jaxsel("bsp", BSP(), layout),
-        work.jaxsel("bsp_lean", BSP(), layout, grad_norm_metric=False),
-        work.minimal(layout),
-    ]
-    if packed is not None:
-        runners += [work.jaxsel("selsync_local_packed", _selsync_local(), packed),
-                    work.jaxsel("local_packed", _plain_local(), packed)]
-    return runners
+#: the variants, in the order they run; the packed row's two run only with a packed layout
+VARIANTS = ("selsync_local", "local", "selsync_sync", "bsp", "bsp_norm", "user_bsp", "user_selsync", "minimal")
+PACKED_VARIANTS = ("selsync_local_packed", "local_packed")
+
+
+def _build(work: _Workload, name: str, layout: Layout, packed: Layout | None) -> _Runner:
+    """One variant. The plain local steps compute SelSync's gradient norm too (as their
+    metric), so that SelSync's local step over them is the price of its windows and vote;
+    the norm's own price is `bsp_norm` over `bsp`."""
+    local = dict(grad_norm_metric=True)
+    return {
+        "selsync_local": lambda: work.jaxsel(name, _selsync_local(), layout),
+        "local": lambda: work.jaxsel(name, _plain_local(), layout, **local),
+        "selsync_sync": lambda: work.jaxsel(name, SelSync(delta=0.0), layout),   # every step votes: always syncs
+        "bsp": lambda: work.jaxsel(name, BSP(), layout),
+        "bsp_norm": lambda: work.jaxsel(name, BSP(), layout, **local),
+        "user_bsp": lambda: work.user_loop(name, BSP(), layout),
+        "user_selsync": lambda: work.user_loop(name, _selsync_local(), layout),
+        "minimal": lambda: work.minimal(layout),
+        "selsync_local_packed": lambda: work.jaxsel(name, _selsync_local(), packed),
+        "local_packed": lambda: work.jaxsel(name, _plain_local(), packed, **local),
+    }[name]()
+
+
+def _runners(work: _Workload, layout: Layout, packed: Layout | None, names: Sequence[str]) -> list[_Runner]:
+    return [_build(work, name, layout, packed) for name in names if packed is not None or name not in PACKED_VARIANTS]
+
+
+def check_variants(variants: Sequence[str] | None) -> tuple[str, ...]:
+    """`variants` (None: all of them) as a tuple of known names; ValueError naming the unknown."""
+    if variants is None:
+        return VARIANTS + PACKED_VARIANTS
+    names = tuple(variants)
+    bad = [v for v in names if v not in VARIANTS + PACKED_VARIANTS]
+    if bad or not names:
+        raise ValueError(f"variants must be among {', '.join(VARIANTS + PACKED_VARIANTS)}, got {', '.join(bad) or 'none'}")
+    return names
 
 
 def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int,
@@ -287,10 +372,10 @@ def _time_interleaved(runners: list[_Runner], warmup: int, repeats: int,
         for r in runners:
             r.timed_step()
     by = {r.name: r for r in runners}
-    for name in ("selsync_local", "selsync_local_packed"):
-        if name in by and any(bool(s) for s in jax.device_get(by[name].synced)):
+    for name in ("selsync_local", "selsync_local_packed", "user_selsync"):
+        if name in by and any(np.any(s) for s in jax.device_get(by[name].synced)):
             raise RuntimeError(f"the SelSync {name!r} variant synchronized during timing; its ratio would be invalid")
-    if not all(bool(s) for s in jax.device_get(by["selsync_sync"].synced)):
+    if "selsync_sync" in by and not all(np.all(s) for s in jax.device_get(by["selsync_sync"].synced)):
         raise RuntimeError("the SelSync 'sync' variant skipped a sync during timing; its ratio would be invalid")
     return by
 
@@ -308,16 +393,19 @@ def _dispatch_rates(bsp: _Runner, cfg: dict) -> dict:
     return {f"read_every_{cfg['log_every']}": statistics.median(lazy), "read_every_1": statistics.median(eager)}
 
 
+#: each step-time ratio: (numerator, denominator) variants
+_PAIRS = {"selsync_local_over_local": ("selsync_local", "local"), "selsync_sync_over_bsp": ("selsync_sync", "bsp"),
+          "bsp_over_minimal": ("bsp", "minimal"), "bsp_over_user": ("bsp", "user_bsp"),
+          "bsp_norm_over_bsp": ("bsp_norm", "bsp"), "user_over_minimal": ("user_bsp", "minimal"),
+          "user_selsync_over_user": ("user_selsync", "user_bsp"),
+          "packed_selsync_local_over_local": ("selsync_local_packed", "local_packed")}
+
+
 def _ratios(med: dict, sps: dict, log_every: int) -> dict:
-    ratios = {
-        "selsync_local_over_local": med["selsync_local"] / med["local"],
-        "selsync_sync_over_bsp": med["selsync_sync"] / med["bsp"],
-        "bsp_over_minimal": med["bsp"] / med["minimal"],
-        "async_dispatch": sps[f"read_every_{log_every}"] / sps["read_every_1"],
-        "bsp_lean_over_minimal": med["bsp_lean"] / med["minimal"],
-    }
-    if "local_packed" in med:
-        ratios["packed_selsync_local_over_local"] = med["selsync_local_packed"] / med["local_packed"]
+    """Every ratio whose variants ran (all of them unless `variants` chose)."""
+    ratios = {key: med[a] / med[b] for key, (a, b) in _PAIRS.items() if a in med and b in med}
+    if sps:
+        ratios["async_dispatch"] = sps[f"read_every_{log_every}"] / sps["read_every_1"]
     return ratios
 
 
@@ -357,6 +445,7 @@ def run_bench(
     packed: int = PACKED,
     hlo: bool = False,
     local_replicas: str = "auto",
+    variants: Sequence[str] | None = None,
 ) -> dict:
     """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
 
@@ -379,36 +468,31 @@ def run_bench(
         each timed phase (`--model cnn` on 8 CPU devices compiles for minutes).
     hlo: also count each variant's compiled ops (`hlo_counts`; compiles each step once more)
         and list what each adds over its reference (`extra_ops`, `COMPARED`).
+    variants: the variants to run (`VARIANTS`, `PACKED_VARIANTS`; default all): fewer
+        compiles where a session has little time; each ratio needs both of its variants
+        (async_dispatch needs "bsp").
 
     Returns {"ratios": {...}, "median_step_ms": {...}, "steps_per_s": {...}, ("hlo": {...}),
     and the settings: device_kind, platform, layout, replicas, dtype, model, ...}.
     """
     cfg = resolve_settings(size, batch=batch, repeats=repeats, warmup=warmup, dispatch_steps=dispatch_steps,
                            dispatch_repeats=dispatch_repeats, log_every=log_every)
-    precision.check_dtype(dtype)
-    if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
-        raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
-    shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
-    shape = tuple(int(d) for d in shape)
-    layout = choose_layout(replicas, devices=devices, platform=platform)
-    packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
+    work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
+                                                local_replicas, replicas, devices, platform, packed, variants)
     device = layout.devices[0]
-    check_local_replicas(local_replicas)
-    work = _Workload(model, shape, num_classes, seed, dtype, cfg["batch"], local_replicas)
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
-    by = _time_interleaved(_runners(work, layout, packed_layout), cfg["warmup"], cfg["repeats"], say)
-    say(f"bench: asynchronous dispatch, {cfg['dispatch_repeats']} x {cfg['dispatch_steps']} BSP steps read every "
-        f"{cfg['log_every']} and every step")
-    sps = _dispatch_rates(by["bsp"], cfg)
+    by = _time_interleaved(_runners(work, layout, packed_layout, names), cfg["warmup"], cfg["repeats"], say)
+    if "bsp" in by:
+        say(f"bench: asynchronous dispatch, {cfg['dispatch_repeats']} x {cfg['dispatch_steps']} BSP steps read "
+            f"every {cfg['log_every']} and every step")
+    sps = _dispatch_rates(by["bsp"], cfg) if "bsp" in by else {}
     med = {name: r.median_s() for name, r in by.items()}
     result = {"ratios": _ratios(med, sps, cfg["log_every"]), "median_step_ms": {k: v * 1e3 for k, v in med.items()},
               "steps_per_s": sps, **_settings(work, model, dtype, layout, packed_layout, cfg),
               "max_inflight": queue_limit(device.platform) or 0, "size": size}
     if hlo:
         say(f"bench: compiled op counts: compiling the {len(by)} variants once more")
-        texts = {name: r.compiled_text() for name, r in by.items()}
-        result["hlo"] = {name: hlo_counts(text) for name, text in texts.items()}
-        result["hlo_extra"] = {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED.items()}
+        result.update(_hlo_result({name: r.compiled_text() for name, r in by.items()}))
     if verbose:
         print(format_table(result))
     if out_json:
@@ -417,15 +501,62 @@ def run_bench(
     return result
 
 
+def _setup(model, size, input_shape, num_classes, seed, dtype, batch, local_replicas, replicas, devices, platform,
+           packed, variants):
+    """(workload, layout, packed layout or None, variant names), every argument checked."""
+    precision.check_dtype(dtype)
+    check_local_replicas(local_replicas)
+    if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
+        raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
+    names = check_variants(variants)
+    shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
+    shape = tuple(int(d) for d in shape)
+    layout = choose_layout(replicas, devices=devices, platform=platform)
+    packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
+    return _Workload(model, shape, num_classes, seed, dtype, batch, local_replicas), layout, packed_layout, names
+
+
+def _hlo_result(texts: dict[str, str]) -> dict:
+    """`hlo` (each variant's counts) and `hlo_extra` (each compared pair's extra ops)."""
+    return {"hlo": {name: hlo_counts(text) for name, text in texts.items()},
+            "hlo_extra": {f"{name}-{ref}": extra_ops(texts[name], texts[ref]) for name, ref in COMPARED
+                          if name in texts and ref in texts}}
+
+
+def compiled_programs(model: str = "cnn", variants: Sequence[str] | None = None, *, size: str = "default",
+                      replicas: int | None = None, devices: int | None = None, platform: str | None = None,
+                      dtype: str = "fp32", local_replicas: str = "auto", packed: int = 0, batch: int | None = None,
+                      input_shape: Sequence[int] | None = None, num_classes: int = 10, seed: int = 0) -> dict:
+    """Each variant's compiled program (optimized HLO text), built as `run_bench` builds it
+    and never run: the op counts (`hlo_counts`, `extra_ops`; `jaxsel bench --hlo-only`)
+    without the timing, which on a loaded CPU takes far longer than the compiles."""
+    cfg = resolve_settings(size, batch=batch)
+    work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
+                                                local_replicas, replicas, devices, platform, packed, variants)
+    return {r.name: r.compiled_text() for r in _runners(work, layout, packed_layout, names)}
+
+
+def hlo_report(model: str = "cnn", variants: Sequence[str] | None = None, **options) -> str:
+    """`compiled_programs`' counts and each compared pair's extra ops, as `format_table` prints them."""
+    result = _hlo_result(compiled_programs(model, variants, **options))
+    lines = [f"jaxsel bench --hlo-only: model={model} jax={jax.__version__} "
+             + " ".join(f"{k}={v}" for k, v in options.items() if v is not None), "",
+             f"{'variant':38s} {'fusions':>8s} {'ops':>5s}"]
+    lines += [f"{_LABELS[k]:38s} {c['fusions']:8d} {c['ops']:5d}" for k, c in result["hlo"].items()]
+    return "\n".join(lines + _hlo_lines(result["hlo_extra"]))
+
+
 _LABELS = {
     "selsync_local": "SelSync step, stays local",
-    "local": "plain local step (Never trigger)",
+    "local": "plain local step (+ grad_norm)",
     "selsync_sync": "SelSync step, syncs (param avg)",
     "bsp": "BSP step (grad mean)",
-    "bsp_lean": "BSP step, no grad_norm metric",
+    "bsp_norm": "BSP step + grad_norm metric",
+    "user_bsp": "user shard_map loop, as_optax(BSP)",
+    "user_selsync": "user loop, as_optax(SelSync) local",
     "minimal": "hand-written shard_map + pmean SGD",
     "selsync_local_packed": "packed: SelSync step, stays local",
-    "local_packed": "packed: plain local step",
+    "local_packed": "packed: plain local (+ grad_norm)",
 }
 
 
@@ -451,18 +582,24 @@ def format_table(result: dict) -> str:
     for key in RATIOS + PACKED_RATIOS + INFO_RATIOS:
         if key in result["ratios"]:
             lines.append(f"{key:38s} {result['ratios'][key]:10.3f}")
-    every = result["log_every"]
-    lazy, eager = result["steps_per_s"][f"read_every_{every}"], result["steps_per_s"]["read_every_1"]
-    lines.append(f"  (BSP steps/s reading metrics every {every} steps: {lazy:.1f}; every step: {eager:.1f})")
+    every, sps = result["log_every"], result["steps_per_s"]
+    if sps:
+        lines.append(f"  (BSP steps/s reading metrics every {every} steps: {sps[f'read_every_{every}']:.1f}; every step: "
+                     f"{sps['read_every_1']:.1f})")
     if hlo:
-        lines.append("  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)")
-        for pair, diff in result.get("hlo_extra", {}).items():
-            more, fewer = diff["more"], diff["fewer"]
-            shown = lambda d: ", ".join(f"{n} x {label}" for label, n in list(d.items())[:10]) + \
-                (", ..." if len(d) > 10 else "")
-            lines.append(f"  {pair}: {sum(more.values()) - sum(fewer.values()):+d} ops; more: {shown(more) or '-'}; "
-                         f"fewer: {shown(fewer) or '-'}")
+        lines += _hlo_lines(result.get("hlo_extra", {}))
     return "\n".join(lines)
+
+
+def _hlo_lines(extra: dict) -> list[str]:
+    """Each compared pair's op difference and the ops on either side."""
+    shown = lambda d: ", ".join(f"{n} x {label}" for label, n in list(d.items())[:10]) + (", ..." if len(d) > 10 else "")
+    lines = ["  (fusions / ops: the entry computation of each compiled step; about one kernel each on a GPU)"]
+    for pair, diff in extra.items():
+        more, fewer = diff["more"], diff["fewer"]
+        lines.append(f"  {pair}: {sum(more.values()) - sum(fewer.values()):+d} ops; more: {shown(more) or '-'}; "
+                     f"fewer: {shown(fewer) or '-'}")
+    return lines
 
 
 def ratios_ok(result: dict) -> bool:

@@ -413,15 +413,23 @@ def cmd_bench(args) -> int:
     shape = input_shape(args.input_shape)
     _start_jax(args.replicas or 1)
     _start_backend()
-    from ..analysis.bench import TARGET, missed_targets, run_bench
+    from ..analysis.bench import TARGET, hlo_report, missed_targets, run_bench
 
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
+    if args.hlo_only:
+        with user_input():
+            print(hlo_report(args.model, variants, size=args.size, replicas=args.replicas, devices=args.devices,
+                             platform=args.platform, dtype=args.dtype, local_replicas=args.local_replicas,
+                             packed=args.packed, batch=args.batch, input_shape=shape))
+        return 0
     if args.json:
         _ensure_writable(str(Path(args.json).parent or "."), "--json")
     with user_input():
         result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
                            size=args.size, input_shape=shape, log_every=args.log_every,
                            dispatch_steps=args.dispatch_steps, devices=args.devices, platform=args.platform,
-                           dtype=args.dtype, packed=args.packed, hlo=args.hlo, local_replicas=args.local_replicas)
+                           dtype=args.dtype, packed=args.packed, hlo=args.hlo, local_replicas=args.local_replicas,
+                           variants=variants)
     missed = missed_targets(result)
     print(f"\ntargets: overhead ratios <= {TARGET}; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")
     if args.json:
@@ -582,6 +590,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--packed", type=int, default=8, metavar="N",
                    help="replicas of the packed row, all on one device (0: no packed row)")
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
+    p.add_argument("--hlo-only", action="store_true",
+                   help="only compile each variant and count its fusions and ops (no timing)")
+    p.add_argument("--variants", default=None, metavar="NAMES",
+                   help="comma-separated variants to run (default all): selsync_local, local, selsync_sync, bsp, "
+                        "bsp_norm, user_bsp, user_selsync, minimal, selsync_local_packed, local_packed")
     p.add_argument("--local-replicas", default="auto", metavar="LOOP",
                    help="how jaxsel's steps compute a device's replicas: auto, vmap, map, unroll, matmul "
                         "(vmap: a GPU's path for one replica per device, on any platform)")

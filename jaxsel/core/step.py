@@ -30,7 +30,7 @@ from .pacing import pace
 from .parallel import AXIS, LayoutError
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
-from .transformation import grad_norm_sum, replica_step
+from .transformation import grad_norm_sum, norm_sum, replica_step, tensor_square_sums
 
 
 LOCAL_LOOPS = ("auto", "vmap", "map", "unroll", "matmul")
@@ -180,7 +180,7 @@ def make_train_step(
     *,
     stateful: bool = False,
     donate: bool = True,
-    grad_norm_metric: bool = True,
+    grad_norm_metric: bool = False,
     local_replicas: str = "auto",
     rng: jax.Array | None = None,
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict]]:
@@ -202,14 +202,18 @@ def make_train_step(
     axis (`init_state(..., replicas=N)`), so one step serves any N the devices divide.
 
     metrics: `loss` (mean over replicas), `synced`, `bytes_allreduced` (per replica,
-    this step, votes included), per-replica `replica_loss`, `grad_norm` and any
-    trigger statistics (SelSync: `delta`, `vote`) as arrays of length `replicas`.
+    this step, votes included), `vote_bytes`, per-replica `replica_loss` and any trigger
+    statistics (SelSync: `delta`, `vote`) as arrays of length `replicas`.
 
-    `grad_norm_metric=False` leaves `grad_norm` out of the metrics. Where the strategy does
-    not read it either (all but SelSync), XLA then drops its O(params) pass: measured on
-    an 8 x 4 ms CPU MLP step, it is two thirds of the BSP step's overhead over a
-    hand-written one (see BENCHMARKS.md). Without it, a non-finite gradient is seen only
-    through the loss it leads to (`faults.guard_nonfinite` checks the loss alone).
+    `grad_norm_metric=True` adds per-replica `grad_norm` (`grad_norm_sum`: the sum over
+    tensors of each tensor's L2 norm, SelSync's statistic s_t) to the metrics. It is off by
+    default because it costs kernels on every step (a reduction per parameter tensor, then
+    their roots' sum) that a step whose strategy does not read it would not run: with it,
+    `make_train_step(BSP)` runs 10 ops more than a user's loop with `jaxsel.as_optax(BSP)`
+    on the CNN, without it as many (`jaxsel bench --hlo`, vmap loop; `bsp_norm` is the BSP
+    step with it). Ask for it where it is read every step: the training loop does, for its
+    non-finite check (a non-finite gradient is otherwise seen only through the loss it
+    leads to). SelSync's trigger reads the same norm, so there it costs only its output.
 
     `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
     batched computation; a convolution over per-replica weights becomes a grouped one),
@@ -228,17 +232,19 @@ def make_train_step(
     check_local_replicas(local_replicas)
 
     def replica_grads(params, model_state, batch, *key):
-        """One replica's (loss, new model state or None, aux, gradients, gradient norm);
-        `key`: its step's key where the loss takes one."""
+        """One replica's (loss, new model state or None, aux, gradients, each gradient
+        tensor's sum of squares: the norm's pass, finished in `replica_update`); `key`: its
+        step's key where the loss takes one."""
         fn = (lambda p: loss_fn(p, model_state, batch, *key)) if stateful else (lambda p: loss_fn(p, batch, *key))
         (loss, (new_ms, aux)), grads = jax.value_and_grad(
             lambda p: (lambda o: (o[0], o[1:]))(_as_loss_and_aux(fn(p), stateful)), has_aux=True
         )(params)
-        return loss, new_ms, aux, grads, grad_norm_sum(grads)
+        return loss, new_ms, aux, grads, tensor_square_sums(grads)
 
     def replica_update(n: int, rs: TrainState, computed, weight, replica):
         """One replica (unbatched view) of `n`: the method's step on its gradients, and the metrics."""
-        loss, new_ms, aux, grads, gnorm = computed
+        loss, new_ms, aux, grads, square_sums = computed
+        gnorm = norm_sum(square_sums)   # computed only where read: the strategy, or the metric
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
         ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)

@@ -50,8 +50,30 @@ _MOST_REPLICAS = 4096     # the probe's largest replica count
 
 def grad_norm_sum(grads) -> jax.Array:
     """Sum over parameter tensors of each tensor's L2 norm (SelSync's statistic s_t)."""
-    leaves = jax.tree.leaves(grads)
-    return sum(jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)))) for g in leaves)
+    return norm_sum(tensor_square_sums(grads))
+
+
+def tensor_square_sums(grads) -> jax.Array:
+    """Each gradient tensor's sum of squares (float32), in tree order, as one vector: the
+    norm's one pass over the gradients, one reduction per tensor (the reductions
+    `grad_norm_sum` has always run, so its bits, SelSync's decisions and the golden records
+    stay as they were)."""
+    sums = [jnp.sum(jnp.square(g.astype(jnp.float32))) for g in jax.tree.leaves(grads)]
+    return jnp.stack(sums) if sums else jnp.zeros((0,), jnp.float32)
+
+
+def norm_sum(square_sums: jax.Array) -> jax.Array:
+    """The sum of the tensors' L2 norms from their sums of squares, added in tree order.
+
+    Why two stages: a driver that computes a replica's gradients outside the vmap of its
+    method's step (`make_train_step`'s unroll and map loops) finishes the norm inside it,
+    from one vector that every consumer reads. Computed whole outside, its sum had several
+    consumers in SelSync's step (its statistic, its window state) and XLA:CPU recomputed it
+    in each from a root per tensor, each root an op of its own: 8 more ops on the CNN. The
+    roots are one elementwise op on the vector for the same reason (a square root is an op
+    XLA does not recompute per consumer); each is the same correctly rounded root."""
+    roots = jnp.sqrt(square_sums)
+    return sum(roots[i] for i in range(roots.shape[0]))
 
 
 # ---------------------------------------------------------------- the one replica step

@@ -99,8 +99,9 @@ def assemble_run(cfg: TrainConfig) -> Run:
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
     loss_fn = with_clipped_gradients(fm.classification_loss(spec.input_key, spec.label_key),
                                      cfg.clip_norm if cfg.clip_at == "gradients" else None)
+    # grad_norm every step: the non-finite policies check each step's gradients (faults.py)
     train_step = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
-                                 local_replicas=cfg.local_replicas)
+                                 local_replicas=cfg.local_replicas, grad_norm_metric=True)
     choice = choose_packing(cfg, train_step, state, data, layout)
     return Run(cfg, mesh, fm, optimizer, strategy, state, data.wrap_step(train_step), loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
