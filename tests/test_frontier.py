@@ -64,7 +64,7 @@ def test_given_points_replace_a_method_s_grid_and_bsp_always_runs():
     (["--levels", "0.1,2"], "budget levels must be distinct shares of BSP's bytes in (0, 1]"),
     (["--levels", "a"], "--levels 'a' must be comma-separated shares"),
     (["--seeds", "0"], "seeds must be an integer >= 1"),
-    (["--methods", "localsgd", "--window", "4"], "no strategy of bsp, localsgd:period=2"),
+    (["--methods", "localsgd", "--opt", "window=4"], "no strategy of bsp, localsgd:period=2"),
 ])
 def test_bad_input_is_one_line_exit_2_before_anything_is_made(tmp_path, capsys, argv, message):
     out = tmp_path / "front"

@@ -58,8 +58,11 @@ class OuterLoop:
     top-k / sign did not send as a residual added to the next payload."""
 
     outer_optimizer: str = "nesterov"
+    """the outer step on the pseudo-gradient: nesterov (the paper's), sgd, adam, adamw"""
     outer_lr: float = 0.7
+    """outer learning rate (adam wants about 1e-2 to 1e-1)"""
     outer_momentum: float = 0.9
+    """outer momentum of nesterov and sgd (0: none)"""
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
@@ -140,6 +143,7 @@ class DiLoCo(OuterLoop, Strategy):
     """inner_steps: H; the outer loop's options (OuterLoop)."""
 
     inner_steps: int = 500
+    """H: local steps between two outer steps (`period` also sets it)"""
     opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
     name: ClassVar[str] = "diloco"
     budget: ClassVar[Budget] = sweep("inner_steps", 4, 8, 16, 50)

@@ -23,13 +23,18 @@ class SelSync(Triggered):
     statistic picks the extra syncs, the cap bounds how far replicas drift."""
 
     delta: float = 0.3
+    """sync when Delta_bar, the smoothed relative change of the gradient norm, reaches delta on any replica"""
     window: int = 25
+    """W: steps in Delta_bar's window"""
     alpha: float = 0.01
+    """smoothing rate of the gradient norm's EWMA, in [0, 1)"""
     aggregate: str = "params"
+    """what a sync averages: params (each replica then applies its own update) or grads"""
     aggregator: Any = "mean"
     sync_model_state: bool = False
     compress: str | None = None
     max_local: int | None = None
+    """K: also sync after K local steps in a row (none: the significance test alone)"""
     error_feedback: bool = True
     name: ClassVar[str] = "selsync"
     budget: ClassVar[Budget] = sweep("delta", None, 0.1, 0.05) + sweep("max_local", 8, 32)
