@@ -22,14 +22,16 @@ _EXPORTS = {
     **dict.fromkeys(("TrainState", "consensus", "consensus_model_state", "divergence", "init_state",
                      "num_replicas"), "core.state"),
     "pace": "core.pacing",
+    "replica_correlation": "core.correlation",
     **dict.fromkeys(("grad_norm_sum", "make_train_step"), "core.step"),
     **dict.fromkeys(("NonReplicatedDecisionError", "StepContext", "StepStats", "Strategy",
                      "SyncReport", "sync_where"), "core.sync"),
     **dict.fromkeys(("SyncState", "as_optax", "sync_facts", "sync_model_state"), "core.transformation"),
     "register_trigger": "core.triggers",
-    **dict.fromkeys(("ASP", "Accordion", "BSP", "DeMo", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical", "LocalSGD",
-                     "Phases", "PostLocalSGD", "SelSync", "StreamingDiLoCo", "Superstep", "SyncSwitch", "Triggered",
-                     "TriggeredStrategy", "build_strategy", "feed_step_times", "register_strategy"), "strategies"),
+    **dict.fromkeys(("ASP", "Accordion", "BSP", "DeMo", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical",
+                     "IslandAveraging", "LocalSGD", "Phases", "PostLocalSGD", "SPARTA", "SelSync", "StreamingDiLoCo",
+                     "Superstep", "SyncSwitch", "Triggered", "TriggeredStrategy", "build_strategy", "feed_step_times",
+                     "register_strategy"), "strategies"),
     "TrainConfig": "training.config",
     "train": "training.train",
     "search_bsp_fraction": "analysis.syncswitch_search",
@@ -60,6 +62,7 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
     from .analysis.syncswitch_search import search_bsp_fraction  # noqa: F401
     from .core import aggregate, collectives, sync, triggers  # noqa: F401
     from .core.aggregate import register_aggregator  # noqa: F401
+    from .core.correlation import replica_correlation  # noqa: F401
     from .core.pacing import pace  # noqa: F401
     from .core.parallel import (Layout, choose_layout, data_mesh, describe_layout, global_batch,  # noqa: F401
                                 request_cpu_devices)
@@ -70,8 +73,9 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
                             Strategy, SyncReport, sync_where)
     from .core.transformation import SyncState, as_optax, sync_facts, sync_model_state  # noqa: F401
     from .core.triggers import register_trigger  # noqa: F401
-    from .strategies import (ASP, BSP, Accordion, DeMo, SSDSGD, SSP, DiLoCo, FedAvg, Hierarchical, LocalSGD,  # noqa: F401
-                             Phases, PostLocalSGD, SelSync, StreamingDiLoCo, Superstep, SyncSwitch, Triggered,
-                             TriggeredStrategy, build_strategy, feed_step_times, register_strategy)
+    from .strategies import (ASP, BSP, SPARTA, Accordion, DeMo, SSDSGD, SSP, DiLoCo, FedAvg,  # noqa: F401
+                             Hierarchical, IslandAveraging, LocalSGD, Phases, PostLocalSGD, SelSync, StreamingDiLoCo,
+                             Superstep, SyncSwitch, Triggered, TriggeredStrategy, build_strategy, feed_step_times,
+                             register_strategy)
     from .training.config import TrainConfig  # noqa: F401
     from .training.train import train  # noqa: F401

@@ -68,7 +68,8 @@ def expected_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
             "train/sync_fraction": dict(zip(steps, np.cumsum([r["synced"] for r in rows]) / (steps + 1))),
             "train/bytes_allreduced": dict(zip(steps, np.cumsum([r["bytes_allreduced"] for r in rows]))),
             "time/projected_s": {r["step"]: r["projected_time_s"] for r in rows},
-            "train/divergence": {r["step"]: r["divergence"] for r in rows if "divergence" in r}}
+            "train/divergence": {r["step"]: r["divergence"] for r in rows if "divergence" in r},
+            "train/correlation": {r["step"]: r["correlation"] for r in rows if "correlation" in r}}
     if any("delta" in r for r in rows):
         want["train/delta_bar"] = {r["step"]: np.nanmax(np.asarray(r["delta"], float)) for r in rows
                                    if "delta" in r and np.any(np.isfinite(np.asarray(r["delta"], float)))}
@@ -96,7 +97,7 @@ def test_compare_writes_tensorboard_and_wandb_runs_per_strategy(tmp_path, monkey
     for strategy in ("bsp", "selsync"):
         run_dir = out / strategy / "seed0"
         want = expected_scalars(run_dir)
-        assert want["train/divergence"] and (strategy == "bsp" or want["train/delta_bar"])
+        assert want["train/divergence"] and want["train/correlation"] and (strategy == "bsp" or want["train/delta_bar"])
         assert_same(tensorboard_scalars(run_dir), want, rel=1e-6)   # event files hold float32
         (run_file,) = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
         records = list(wandb_records(Path(run_file)))

@@ -1,8 +1,8 @@
 """One declaration per option: every TrainConfig field has its flag in its section (or says
-why not), the `train`, `compare` and `frontier` parsers and `--help` show the field's own
-default (or the command's explicit override), in sections; no strategy option is a flag of
-its own (the entry or --opt sets it; last release's flags still work, noted), and `jaxsel
-strategies NAME` lists every option of every strategy from its declaration."""
+why not), the `train`, `compare`, `frontier` and `calibrate` parsers and `--help` show the
+field's own default (or the command's explicit override), in sections; no strategy option
+is a flag of its own (the entry or --opt sets it; last release's flags still work, noted),
+and `jaxsel strategies NAME` lists every option of every strategy from its declaration."""
 import argparse
 import re
 import typing
@@ -23,13 +23,16 @@ from jaxsel.strategies import STRATEGIES, catalog
 from jaxsel.training.config import MAX_SEED, TrainConfig
 from jaxsel.training.declare import SECTIONS, Flag, NoFlag, declarations, default_of, flags_of
 
-OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK, "frontier": frontier_task(DEFAULT_TASK)}
+OVERRIDES = {"train": TRAIN_DEFAULTS, "compare": DEFAULT_TASK, "frontier": frontier_task(DEFAULT_TASK),
+             "calibrate": DEFAULT_TASK}
 #: fields a command sets itself rather than by a flag: command -> field -> why
 SET_BY_COMMAND = {"compare": {"strategy": "each row's", "checkpoint_dir": "no checkpoints",
                               "checkpoint_every": "no checkpoints", "keep": "no checkpoints",
                               "nonfinite": "a diverging row stops"}}
 SET_BY_COMMAND["frontier"] = {**SET_BY_COMMAND["compare"], "strategy": "each point's",
                               "nonfinite": "a diverging cell is recorded as failed"}
+SET_BY_COMMAND["calibrate"] = {**SET_BY_COMMAND["compare"], "strategy": "the probe's: bsp"}
+COMMANDS = ["train", "compare", "frontier", "calibrate"]
 
 
 def subparser(command: str) -> argparse.ArgumentParser:
@@ -51,15 +54,15 @@ def test_every_field_has_its_flag_or_says_why_not():
             assert len(decl.why) > 20, name
         else:
             assert (decl.names or decl.key_in) and decl.help, name
-            assert set(decl.commands) <= {"train", "compare", "frontier"} and decl.group in SECTIONS, name
+            assert set(decl.commands) <= set(COMMANDS) and decl.group in SECTIONS, name
     flagless = {n for n, d in declarations(TrainConfig).items() if isinstance(d, NoFlag)}
     assert flagless == {"strategy_options", "lr_schedule_steps", "out_dir", "resume"}   # the last two: job flags
-    for command in ("train", "compare", "frontier"):   # a field without this command's flag is set by the command
+    for command in COMMANDS:   # a field without this command's flag is set by the command
         assert set(declarations(TrainConfig)) - set(flags_of(TrainConfig, command)) - flagless == \
             set(SET_BY_COMMAND.get(command, {}))
 
 
-@pytest.mark.parametrize("command", ["train", "compare", "frontier"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_the_parser_defaults_are_the_fields_own(command):
     args = build_parser().parse_args([command])
     values = config_values(args, command)
@@ -70,7 +73,7 @@ def test_the_parser_defaults_are_the_fields_own(command):
     assert config_from_args(args, **fixed) == TrainConfig(**{**OVERRIDES[command], **fixed})
 
 
-@pytest.mark.parametrize("command", ["train", "compare", "frontier"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_help_shows_each_flags_default(command):
     text = help_text(command)
     for name, flag in flags_of(TrainConfig, command).items():

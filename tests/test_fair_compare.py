@@ -250,7 +250,8 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     assert by["bsp"]["sync_fraction"] == 1.0 and by["bsp"]["speedup_vs_bsp"] == 1.0
     assert by["bsp"]["target_accuracy"] == pytest.approx(0.99 * by["bsp"]["final_test_accuracy"])
     sel = by["selsync:delta=0.05"]
-    assert sel["warmup_steps"] == 7 and [s["syncs_after_warmup"] for s in sel["per_seed"]] and \
+    assert sel["warmup_steps"] == 3 and sel["warmup_syncs"] == 3   # W-1 at W = 4: the raw statistic's
+    assert [s["syncs_after_warmup"] for s in sel["per_seed"]] and \
         sel["syncs_after_warmup"] == np.mean([s["syncs_after_warmup"] for s in sel["per_seed"]])
     lines = (out / "selsync_delta=0.05" / "seed0" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 40 and "delta" in json.loads(lines[-1])
@@ -310,4 +311,4 @@ def test_report_on_a_grid_names_each_seed_and_calibrates_delta(grid, capsys):
     assert "bsp/seed0" in printed and "selsync_delta=0.05/seed1" in printed
     assert "delta that would have synced 5% / 10% / 25% / 50% of the steps after the warm-up" in printed
     line = next(line for line in printed.splitlines() if line.startswith("  selsync_delta=0.05/seed0:"))
-    assert "(33 steps after the warm-up," in line and "a calibration aid, not a prediction" in printed
+    assert "(37 steps after the warm-up," in line and "a calibration aid, not a prediction" in printed

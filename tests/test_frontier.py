@@ -1,17 +1,23 @@
 """`jaxsel frontier` (issue 37, item 2): every method's declared budget grid, the points'
 figures, the Pareto fronts, the verdict at budget levels, and its checks before anything
 trains. The sweep end to end, killed and resumed: tests/test_long_jobs.py."""
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
+import jaxsel
+
 from jaxsel.analysis.frontier import check_levels, declared_points, job_settings, plan_frontier
+from jaxsel.analysis.frontier_points import DERIVED_FILE, derive_points, fired, points_for
 from jaxsel.analysis.frontier_report import best_within, method_curves, verdict_row
+from jaxsel.analysis.variants import parse_entry
 from jaxsel.analysis.variants import entry_of
 from jaxsel.cli import main
 from jaxsel.core.budget import Budget, sweep
 from jaxsel.strategies import STRATEGIES, build_strategy
-from jaxsel.training.config import TrainConfig
+from jaxsel.training.config import ConfigError, TrainConfig
 
 TASK = TrainConfig(dataset="mnist1d", partition="label_skew", lr_schedule="milestones", steps=600)
 
@@ -25,8 +31,10 @@ def test_every_method_declares_a_grid_that_builds_on_the_default_task():
     assert plan.methods["bsp"][0].options == {}   # plain BSP: the reference of the budget levels
     for name, points in plan.methods.items():
         assert [v.options for v in points] == list(STRATEGIES[name].budget.grid), name
-    # the default sweep's size, which the hour-long published verdict was planned on
-    assert len(plan.variants) == 40
+    # the default sweep's size: 40 points when the hour-long published verdict was planned,
+    # 46 with issue 47's methods, 48 since SelSync's deltas are the paper's and four derived
+    # from BSP (issue 42)
+    assert len(plan.variants) == 48
 
 
 def test_a_grid_point_reads_back_as_its_options():
@@ -65,6 +73,8 @@ def test_given_points_replace_a_method_s_grid_and_bsp_always_runs():
     (["--levels", "a"], "--levels 'a' must be comma-separated shares"),
     (["--seeds", "0"], "seeds must be an integer >= 1"),
     (["--methods", "localsgd", "--opt", "window=4"], "no strategy of bsp, localsgd:period=2"),
+    (["--methods", "selsync", "--grid", "selsync:delta=fires:1.5"], "share F of steps in (0, 1]"),
+    (["--methods", "localsgd", "--grid", "localsgd:period=fires:0.1"], "gives the delta of SelSync's significance"),
 ])
 def test_bad_input_is_one_line_exit_2_before_anything_is_made(tmp_path, capsys, argv, message):
     out = tmp_path / "front"
@@ -177,3 +187,89 @@ def test_progress_says_how_many_cells_are_done_and_about_how_long_is_left():
     assert "[cell 3 of 4 · 2 done · " in said[-1] and "about 1:00 left] c" in said[-1]   # 2 left x 30 s
     progress.skip(1)
     assert progress.total == 3 and clock(3725) == "1:02:05" and clock(59.6) == "1:00"
+
+
+class Recorded:
+    """A run as the frontier reads it: its per-step records."""
+
+    def __init__(self, s):
+        self.records = [{"step": t, "grad_norm": list(row)} for t, row in enumerate(s)]
+
+
+def bsp_runs(seeds=2, steps=80, seed=0):
+    rng = np.random.default_rng(seed)
+    return [Recorded(np.exp(rng.normal(0, 0.3, size=(steps, 8)))) for _ in range(seeds)]
+
+
+@pytest.mark.parametrize("statistic", [None, "smoothed"])
+def test_selsync_s_deltas_are_derived_from_plain_bsp_s_gradient_norms(statistic):
+    """Each fires:F point's delta: the share-F delta of the pooled post-warm-up Delta_bar of
+    plain BSP's recorded norms, under the point's statistic (the global one here), rounded
+    to 4 digits; the other points stay as declared."""
+    from jaxsel.analysis import significance_stats as stats
+
+    base = dataclasses.replace(TASK, strategy_options={} if statistic is None else {"statistic": statistic})
+    variants = declared_points("selsync")
+    assert [v.entry for v in variants if fired(v)] == [f"selsync:delta=fires:{f:g}" for f in (0.05, 0.1, 0.25, 0.5)]
+    runs = bsp_runs()
+    derived = derive_points(base, variants, runs)
+    used = statistic or jaxsel.SelSync().statistic
+    pooled = np.concatenate([stats.decisions(stats.recorded_grad_norms(r.records), 25, 0.01, used).decided
+                             for r in runs])
+    for entry, point in derived.items():
+        share = float(entry.rpartition(":")[2])
+        want = float(f"{stats.fraction_deltas(pooled, [share])[share]:.4g}")
+        assert point["delta"] == want and point["entry"] == f"selsync:delta={want}" and point["statistic"] == used
+        assert point["fires_on"] == pytest.approx(np.mean(pooled >= want)) and point["same_as"] is None
+    assert derived["selsync:delta=fires:0.05"]["delta"] > derived["selsync:delta=fires:0.5"]["delta"]
+
+
+def test_a_derived_point_that_trains_another_point_s_configuration_is_marked_the_same():
+    flat = [Recorded(np.ones((80, 8)))]   # every Delta_bar 0: every share's delta is 0
+    derived = derive_points(TASK, [parse_entry("selsync:delta=0"), parse_entry("selsync:delta=fires:0.5"),
+                                   parse_entry("selsync:delta=fires:0.1")], flat)
+    assert derived["selsync:delta=fires:0.5"]["same_as"] == "selsync:delta=0"
+    assert derived["selsync:delta=fires:0.1"]["same_as"] == "selsync:delta=0"
+
+
+def test_a_resumed_frontier_uses_the_recorded_points(tmp_path):
+    """derived_points.json is read back as written, without plain BSP's runs; one that does
+    not hold the plan's derived points is refused."""
+    variants = declared_points("selsync")
+    first = points_for(tmp_path, TASK, variants, bsp_runs())
+    assert json.loads((tmp_path / DERIVED_FILE).read_text())["points"] == first
+    assert points_for(tmp_path, TASK, variants, None) == first
+    assert points_for(tmp_path, TASK, variants, bsp_runs(seed=1)) == first   # other runs: still the recorded ones
+    with pytest.raises(ConfigError, match="records the points"):
+        points_for(tmp_path, TASK, [parse_entry("selsync:delta=fires:0.3")], None)
+    with pytest.raises(ConfigError, match="cannot be derived"):
+        points_for(tmp_path / "empty", TASK, variants, None)
+
+
+@pytest.mark.slow
+def test_a_frontier_derives_selsync_s_deltas_from_its_bsp_cells_and_a_resume_keeps_them(tmp_path, capsys):
+    """End to end: the fires:F points run at the deltas derived_points.json records (and
+    frontier.json and .md show); a resumed frontier runs a missing point at its recorded
+    delta, not at one derived again."""
+    out = tmp_path / "front"
+    argv = ["frontier", "--methods", "selsync", "--grid", "selsync:delta=fires:0.5,selsync:delta=fires:0.1",
+            "--dataset", "digits", "--steps", "16", "--batch-size", "4", "--opt", "window=2", "--seeds", "1",
+            "--eval-every", "16", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    derived = json.loads((out / DERIVED_FILE).read_text())["points"]
+    assert sorted(derived) == ["selsync:delta=fires:0.1", "selsync:delta=fires:0.5"]
+    assert json.loads((out / "frontier.json").read_text())["derived"] == derived
+    assert "## Derived points" in (out / "frontier.md").read_text()
+    for entry, p in derived.items():
+        cfg = json.loads((out / entry.replace(":", "_") / "seed0" / "config.json").read_text())
+        assert cfg["strategy_options"]["delta"] == p["delta"] and cfg["strategy_options"]["window"] == 2
+    tampered = {**derived["selsync:delta=fires:0.5"], "delta": 0.123, "entry": "selsync:delta=0.123"}
+    (out / DERIVED_FILE).write_text(json.dumps({"points": {**derived, "selsync:delta=fires:0.5": tampered}}))
+    import shutil
+
+    shutil.rmtree(out / "selsync_delta=fires_0.5")
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0
+    assert "finished earlier, loaded from bsp/seed0/" in capsys.readouterr().out
+    cfg = json.loads((out / "selsync_delta=fires_0.5" / "seed0" / "config.json").read_text())
+    assert cfg["strategy_options"]["delta"] == 0.123

@@ -25,6 +25,11 @@ against AVX2, say), another jaxlib or other flags legitimately rounds differentl
 record matches the environment the golden check is skipped (it says which environments are
 recorded); the packing check is not.
 
+A case's options are what it runs, so a changed default does not change a record: when
+SelSync's default became the raw statistic and its W-1 warm-up (issue 42), the cases recorded
+before were pinned to what they ran (`SMOOTHED`, statistic="smoothed" with the 2W-1 warm-up;
+their files' "case" says so, their records are as recorded) and new cases record the raw one.
+
 Regenerating (`JAXSEL_REGENERATE_GOLDEN=1 python -m pytest -n 2 tests/test_golden.py`)
 writes this environment's record of every case and keeps the other environments' records.
 To add an environment (a new JAX, another CPU), run it there on the unchanged code: the
@@ -61,25 +66,39 @@ EIGHT_AND_ONE = {"8x1": 8, "1x8": 1}
 EVERY_LAYOUT = {"8x1": 8, "4x2": 4, "2x4": 2, "1x8": 1}
 REPORTED = ("synced", "bytes_allreduced", "vote_bytes")
 #: the variants beyond each strategy's defaults: name -> (strategy, options)
+#: SelSync's statistic and warm-up as they were before `statistic="raw"` (and its W-1
+#: warm-up) became the default (issue 42): the cases recorded before keep their records
+SMOOTHED = {"statistic": "smoothed", "warmup": 3}   # 2W-1 at W = 2
 VARIANTS = {
-    "selsync-grads": ("selsync", {"aggregate": "grads", "window": 2, "delta": 0.25}),
-    "selsync-median": ("selsync", {"window": 2, "delta": 0.25, "aggregator": "median"}),
+    "selsync-grads": ("selsync", {"aggregate": "grads", "window": 2, "delta": 0.25, **SMOOTHED}),
+    "selsync-median": ("selsync", {"window": 2, "delta": 0.25, "aggregator": "median", **SMOOTHED}),
     "localsgd-median": ("localsgd", {"period": 3, "aggregator": "median"}),
     "fedavg-sampled": ("fedavg", {"period": 3, "fraction": 0.5}),
     "bsp-int8": ("bsp", {"compress": "int8"}),
     "diloco-int8": ("diloco", {"inner_steps": 3, "compress": "int8"}),
     "streamingdiloco-h4": ("streamingdiloco", {"inner_steps": 4, "fragments": 2}),
     "hierarchical-groups2": ("hierarchical", {"inner": "bsp", "outer": "selsync", "groups": 2,
-                                              "outer.window": 2, "outer.delta": 0.3}),
+                                              "outer.window": 2, "outer.delta": 0.3, "outer.statistic": "smoothed",
+                                              "outer.warmup": 3}),
     "ssp-s2": ("ssp", {"staleness": 2}),
     "syncswitch-online": ("syncswitch", {"policy": "online", "staleness": 2}),
     "triggered-periodic-bf16": ("triggered", {"trigger": "periodic", "trigger.period": 3, "compress": "bf16"}),
+    "diloco-sparta": ("diloco", {"inner_steps": 3, "sparta": 0.2}),
+    # the raw statistic (the default since issue 42): SelSync's defaults (W = 25: 10 forced
+    # steps), a warm-up of 0 (Delta_bar 0 until its window fills) on gradients, a two-level run
+    "selsync-defaults": ("selsync", {}),
+    "selsync-raw-grads-w0": ("selsync", {"statistic": "raw", "window": 2, "delta": 0.5, "aggregate": "grads",
+                                         "warmup": 0}),
+    "hierarchical-raw-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
+                                                  "outer": "selsync", "outer.window": 2, "outer.delta": 0.5,
+                                                  "outer.statistic": "raw"}),
 }
 #: the variants that also run on every layout: decisions taken on packed replicas' votes,
 #: order statistics, sampling and groups inside a device as well as across devices
 PACKING_VARIANTS = {
-    "selsync-w2": ("selsync", {"window": 2, "delta": 0.05}),
-    "selsync-median-w2": ("selsync", {"window": 2, "delta": 0.05, "aggregator": "median"}),
+    "selsync-w2": ("selsync", {"window": 2, "delta": 0.05, **SMOOTHED}),
+    "selsync-median-w2": ("selsync", {"window": 2, "delta": 0.05, "aggregator": "median", **SMOOTHED}),
+    "selsync-raw-w2": ("selsync", {"statistic": "raw", "window": 2, "delta": 0.5}),   # syncs 1111001010
     "fedavg-half": ("fedavg", {"fraction": 0.5}),
     "localsgd-trimmed": ("localsgd", {"period": 2, "aggregator": "trimmed:2"}),
     "superstep-random": ("superstep", {"aggregator": "random"}),
@@ -88,13 +107,20 @@ PACKING_VARIANTS = {
     # 4 groups of 2: inside a device on 1 and 2 devices, whole devices on 4 and 8
     "hierarchical-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
                                               "inner.aggregator": "median", "outer": "selsync",
-                                              "outer.window": 2, "outer.delta": 0.05}),
+                                              "outer.window": 2, "outer.delta": 0.05, "outer.statistic": "smoothed",
+                                              "outer.warmup": 3}),
+    # a shared draw of entries every step, a full average every 3rd (the sparse sync under a cond)
+    "sparta-period3": ("sparta", {"fraction": 0.2, "period": 3}),
+    # random islands of 4: members on one device and across devices, on every packing
+    "localsgd-islands4": ("localsgd", {"period": 2, "islands": 4}),
 }
 #: case -> (strategy, options, layouts)
 CASES = {**{name: (name, {}, EVERY_LAYOUT) for name in sorted(STRATEGIES)},
          **{case: (*spec, EIGHT_AND_ONE) for case, spec in VARIANTS.items()},
          **{case: (*spec, EVERY_LAYOUT) for case, spec in PACKING_VARIANTS.items()}}
 CASES["syncswitch-online"] = (*VARIANTS["syncswitch-online"], EVERY_LAYOUT)
+CASES["selsync"] = ("selsync", {"statistic": "smoothed", "warmup": 49}, EVERY_LAYOUT)   # 2W-1 at W = 25
+CASES["hierarchical"] = ("hierarchical", {"outer.statistic": "smoothed", "outer.warmup": 49}, EVERY_LAYOUT)
 
 
 def loss_fn(params, model_state, batch):

@@ -43,10 +43,11 @@ def make_batches(steps=STEPS, seed=0):
 
 
 BATCHES = make_batches()
+SELSYNC = jaxsel.SelSync(window=2, delta=0.7, statistic="smoothed")   # its 2W-1 warm-up, then sometimes
 STRATEGIES = {   # name -> strategy (module level, so runs can be cached by name)
     "local-2-3": jaxsel.Hierarchical(jaxsel.LocalSGD(2), jaxsel.LocalSGD(3), groups=2),
-    "bsp-selsync": jaxsel.Hierarchical(jaxsel.BSP(), jaxsel.SelSync(window=2, delta=0.7), groups=2),
-    "bsp-selsync-4": jaxsel.Hierarchical(jaxsel.BSP(), jaxsel.SelSync(window=2, delta=0.7), groups=4),
+    "bsp-selsync": jaxsel.Hierarchical(jaxsel.BSP(), SELSYNC, groups=2),
+    "bsp-selsync-4": jaxsel.Hierarchical(jaxsel.BSP(), SELSYNC, groups=4),
     "median-4": jaxsel.Hierarchical(jaxsel.LocalSGD(2, aggregator="median"), jaxsel.LocalSGD(3), groups=4),
     "int8-bf16-4": jaxsel.Hierarchical(jaxsel.LocalSGD(2, compress="int8"), jaxsel.LocalSGD(3, compress="bf16"),
                                        groups=4),
@@ -227,7 +228,7 @@ def test_compressed_levels_count_their_bytes_and_stay_identical_within_groups():
 def test_describe_timing_and_nested_options():
     strat = build_strategy("hierarchical", {"inner": "bsp", "outer": "selsync", "groups": 2,
                                             "outer.delta": 0.2}, replicas=R)
-    assert strat.describe() == "hierarchical(bsp | selsync (delta=0.2, W=25), 2 groups)"
+    assert strat.describe() == "hierarchical(bsp | selsync (delta=0.2, W=25, raw), 2 groups)"
     assert strategy_timing(strat).groups == 2 and strategy_timing(strat).collective == "allreduce"
     strat = build_strategy("hierarchical", {"inner": "localsgd", "inner.period": 4, "outer": "superstep",
                                             "outer.epochs": 2}, replicas=R, steps_per_epoch=8)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import jaxsel
-from jaxsel.analysis.significance_reach import after_warmup, fall_peak, jump_needed, quiet_note
+from jaxsel.analysis.significance_reach import (SignificanceOptions, after_warmup, fall_peak, jump_needed,
+                                                quiet_note, warmup_note)
 from jaxsel.analysis.time_to_accuracy import parse_target, resolve_target, speedups, time_to_target
 from jaxsel.strategies import build_strategy
 from jaxsel.training.config import ConfigError, TrainConfig, check_config
@@ -102,13 +103,19 @@ def test_selsync_delta_needs_a_hundredfold_jump_and_no_fall_reaches_it():
 
 def test_quiet_note_explains_a_selsync_run_without_later_syncs():
     recs = [{"step": t, "synced": t < 49, "delta": [math.nan] * 2 if t < 49 else [0.05, 0.1]} for t in range(80)]
-    stats = after_warmup(recs, 25)
-    assert stats == {"warmup_steps": 49, "syncs_after_warmup": 0, "max_delta_bar_after_warmup": 0.1}
-    note = quiet_note("selsync", stats, 0.3, 25, 0.01)
+    stats = after_warmup(recs, 49)
+    assert stats == {"warmup_steps": 49, "warmup_syncs": 49, "syncs_after_warmup": 0,
+                     "max_delta_bar_after_warmup": 0.1}
+    smoothed = SignificanceOptions(0.3, 25, 0.01, "smoothed", None)
+    note = quiet_note("selsync", stats, smoothed)
     assert "only in its warm-up" in note and "one-step jump" in note
+    raw = quiet_note("selsync", stats, SignificanceOptions(0.3, 25, 0.01, "raw", 49))
+    assert "only in its warm-up" in raw and "one-step jump" not in raw and "jaxsel calibrate" in raw
+    assert warmup_note("selsync", stats, 49) == "selsync: 49 of its 49 syncs were its forced warm-up (steps 0-48)"
     recs[60]["synced"] = True
-    assert quiet_note("selsync", after_warmup(recs, 25), 0.3, 25, 0.01) is None
+    assert quiet_note("selsync", after_warmup(recs, 49), smoothed) is None
     assert np.isfinite(stats["max_delta_bar_after_warmup"])
+    assert smoothed.warmup_steps == 49 and SignificanceOptions(0.3, 25, 0.01, "raw", None).warmup_steps == 24
 
 
 def test_train_diloco_with_defaults_warns_when_the_run_is_built(capsys):

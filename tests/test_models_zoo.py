@@ -52,6 +52,8 @@ def count(name, input_shape, num_classes) -> int:
         ("resnet56", (32, 32, 3), 10, 853_018),
         ("vgg11", (32, 32, 3), 10, 9_231_114),
         ("vgg11", (32, 32, 3), 100, 9_277_284),
+        ("vgg11_nobn", (32, 32, 3), 10, 9_231_114 - 5_504),     # BatchNorm's scale and bias on 2,752 channels
+        ("vgg11_nobn", (32, 32, 3), 100, 9_277_284 - 5_504),
         ("alexnet", (224, 224, 3), 1000, 61_100_840),
     ],
 )
@@ -105,6 +107,7 @@ def _forward_shape(name, input_shape, num_classes, train):
         ("resnet56", (32, 32, 3), 100, (2, 100), False),
         ("vgg11", (32, 32, 3), 100, (2, 100), True),
         ("vgg11", (64, 64, 3), 10, (2, 10), False),
+        ("vgg11_nobn", (32, 32, 3), 100, (2, 100), True),
         ("alexnet", (224, 224, 3), 1000, (2, 1000), False),
         ("alexnet", (64, 64, 3), 10, (2, 10), True),
         ("transformer_lm", (16,), 50, (2, 16, 50), True),
@@ -264,5 +267,19 @@ def test_resnet20_batchnorm_statistics_stay_per_replica(mesh, resnet20):
 
 def test_registry_names():
     for name in ["resnet18", "resnet34", "resnet50", "resnet101", "resnet20", "resnet32",
-                 "resnet56", "vgg11", "alexnet", "transformer_lm"]:
+                 "resnet56", "vgg11", "vgg11_nobn", "alexnet", "transformer_lm"]:
         assert name in MODEL_REGISTRY
+
+
+def test_vgg11_without_batchnorm_keeps_no_state_and_starts_as_torchvision():
+    """No model state; convolution kernels He-normal over their fan-out (std sqrt(2 / (9 *
+    out channels))), linear kernels N(0, 0.01), biases zero."""
+    fm = FunctionalModel.from_module(build_model("vgg11_nobn", (32, 32, 3), 100, seed=0))
+    assert not fm.stateful and not jax.tree.leaves(fm.model_state)
+    kernels = [x for x in jax.tree.leaves(fm.params) if np.ndim(x) == 4]
+    assert len(kernels) == 8
+    for k in kernels:
+        assert np.std(np.asarray(k)) == pytest.approx(np.sqrt(2 / (9 * k.shape[-1])), rel=0.1)
+    heads = [x for x in jax.tree.leaves(fm.params) if np.ndim(x) == 2]
+    assert [np.std(np.asarray(h)) for h in heads] == pytest.approx([0.01], rel=0.1)
+    assert all(not np.asarray(b).any() for b in jax.tree.leaves(fm.params) if np.ndim(b) == 1)

@@ -4,7 +4,7 @@ replica axis, `jax.shard_map` (or a named `jax.vmap`), `tx.update` and
 `optax.apply_updates`. Nothing else of jaxsel's runs in that loop.
 
 - Every replica's parameters equal the NumPy references of tests/reference/ (BSP, local
-  SGD, SelSync, DiLoCo) on 8 devices, on 4 devices with 2 replicas vmapped on each
+  SGD, SelSync, DiLoCo, SPARTA, island averaging) on 8 devices, on 4 devices with 2 replicas vmapped on each
   (axis_name=("local", "data")) and on one device (a vmap named "data").
 - Every method the transformation covers reaches `make_train_step`'s parameters, method
   state and sync facts (the transformation is the method; both drive one step).
@@ -23,8 +23,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxsel
 from helpers import R, softmax_batches, softmax_loss, softmax_params
-from jaxsel.strategies import STRATEGIES, build_strategy
-from reference import optim, outer, triggers
+from jaxsel.strategies import SPARTA, STRATEGIES, build_strategy
+from reference import islands, optim, outer, sparta, triggers
 from reference.codecs import simulate_local_sgd
 from reference.linreg import make_problem
 from reference.trees import as_float, mean_over_replicas
@@ -127,13 +127,41 @@ def reference_diloco(steps, inner_steps=2):
     return [as_float(history[-1])] * R, [(t + 1) % inner_steps == 0 for t in range(steps)]
 
 
-SELSYNC = dict(window=2, delta=0.3, alpha=0.1)   # syncs 111..111..11 in 12 steps (margins >= 9%)
+def reference_sparta(steps, period=None, fraction=0.5, seed=3):
+    """SPARTA with SGD and momentum per replica (tests/reference/sparta.py) on the entries the
+    run draws; the run's entries are the leaves in tree order, [b, w], the reference's [w, b]."""
+    from jaxsel.core.sparse import draw_entries, sparse_count
+
+    k, to_reference = sparse_count(fraction, D + 1), lambda e: np.where(e == 0, D, e - 1)
+    entries = lambda t: to_reference(np.asarray(draw_entries(seed, t, D + 1, k)))
+    history, _ = sparta.simulate_sparta(PROBLEM.init(), PROBLEM.grad, R, steps, optim.SGD(LR, momentum=0.9), entries,
+                                        period)
+    return history[-1], [True] * steps
+
+
+def reference_islands(steps, size, period=2, seed=4):
+    """Local SGD averaging within islands (tests/reference/islands.py) of the run's draw."""
+    perm = lambda t: np.asarray(jaxsel.aggregate.IslandMean(size, seed).permutation(R, t))
+    history, _ = islands.simulate_islands(PROBLEM.init(), PROBLEM.grad, R, steps, optim.SGD(LR), period, size, perm)
+    return history[-1], [False] * steps   # syncs within islands, never over all replicas
+
+
+#: syncs 111..111..11 in 12 steps (margins >= 9%); raw: 111011101110 (margins >= 7%)
+SELSYNC = dict(window=2, delta=0.3, alpha=0.1, statistic="smoothed")
+SELSYNC_RAW = dict(window=2, delta=0.3, alpha=0.1, statistic="raw")
 REFERENCES = {   # name -> (strategy, inner optimizer, steps, reference)
     "bsp": (lambda: jaxsel.BSP(), lambda: optax.sgd(LR, momentum=0.9), 4, reference_bsp),
     "localsgd": (lambda: jaxsel.LocalSGD(period=3), lambda: optax.sgd(LR), 6, reference_localsgd),
     "selsync": (lambda: jaxsel.SelSync(**SELSYNC), lambda: optax.sgd(LR), 12,
                 lambda steps: reference_selsync(steps, **SELSYNC)),
+    "selsync-raw": (lambda: jaxsel.SelSync(**SELSYNC_RAW), lambda: optax.sgd(LR), 12,
+                    lambda steps: reference_selsync(steps, **SELSYNC_RAW)),
     "diloco": (lambda: jaxsel.DiLoCo(inner_steps=2), lambda: optax.sgd(LR), 6, reference_diloco),
+    "sparta": (lambda: SPARTA(fraction=0.5, seed=3), lambda: optax.sgd(LR, momentum=0.9), 4, reference_sparta),
+    "sparta-period": (lambda: SPARTA(fraction=0.5, seed=3, period=3), lambda: optax.sgd(LR, momentum=0.9), 4,
+                      lambda steps: reference_sparta(steps, period=3)),
+    **{f"islands{k}": (lambda k=k: jaxsel.LocalSGD(period=2, islands=k, seed=4), lambda: optax.sgd(LR), 4,
+                       lambda steps, k=k: reference_islands(steps, k)) for k in (2, 4)},
 }
 
 
@@ -153,7 +181,7 @@ def test_a_users_loop_matches_the_numpy_reference(name, layout):
                      history[-1][0], run("8x1")[-1][0])
     synced = [bool(jaxsel.sync_facts(opt)["synced"][0]) for _, opt in history]
     assert synced == [True] * steps if name == "bsp" else synced == decisions
-    if name == "selsync":
+    if name.startswith("selsync"):
         assert any(decisions[2 * SELSYNC["window"] - 1:]) and not all(decisions), "both decisions occur"
 
 
@@ -189,6 +217,8 @@ COVERED = {
     "syncswitch-online-s2": ("syncswitch", {"policy": "online", "staleness": 2}),
     "selsync-grads": ("selsync", {"aggregate": "grads", "window": 2, "delta": 0.05}),
     "selsync-max-local": ("selsync", {"window": 2, "delta": 1.0, "max_local": 1}),
+    "selsync-raw-w0": ("selsync", {"window": 2, "delta": 0.3, "statistic": "raw", "warmup": 0}),
+    "selsync-smoothed-w1": ("selsync", {"window": 2, "delta": 0.05, "statistic": "smoothed", "warmup": 1}),
     "fedavg-sampled": ("fedavg", {"period": 2, "fraction": 0.5}),
     "localsgd-desloc": ("localsgd", {"period": 2, "opt_state_period": 3}),
     **{f"superstep-{agg}": ("superstep", {"epochs": 0.5, "aggregator": agg}) for agg in AGGREGATORS},
@@ -201,6 +231,9 @@ COVERED = {
     "localsgd-sign": ("localsgd", {"period": 2, "compress": "sign"}),
     "selsync-int8": ("selsync", {"window": 2, "delta": 0.05, "compress": "int8"}),
     "diloco-topk": ("diloco", {"inner_steps": 2, "compress": "topk:0.5"}),
+    "sparta-period": ("sparta", {"fraction": 0.2, "period": 2}),
+    "localsgd-islands": ("localsgd", {"period": 2, "islands": 4}),
+    "diloco-sparta": ("diloco", {"inner_steps": 2, "sparta": 0.2}),
 }
 
 

@@ -65,6 +65,48 @@ def test_label_skew_options():
         label_skew(LABELS, 2, classes_per_replica=11)
 
 
+@pytest.mark.parametrize("replicas, owned, dropped", [
+    (4, ((0, 1), (2, 3), (4, 5), (6, 7)), {8, 9}),          # floor(10/4) = 2
+    (3, ((0, 1, 2), (3, 4, 5), (6, 7, 8)), {9}),             # floor(10/3) = 3
+    (10, tuple((c,) for c in range(10)), set()),             # floor(10/10) = 1
+    (6, tuple((c,) for c in range(6)), {6, 7, 8, 9}),        # floor(10/6) = 1
+])
+def test_label_skew_floor_is_the_authors_split_and_drops_the_rest(replicas, owned, dropped):
+    """classes_per_replica="floor": the SelSync authors' get_labels_per_rank, written out
+    by hand: replica r owns r*k ... r*k + k - 1, k = floor(C/N); no replica reads the rest."""
+    part = make_partition("label_skew", LABELS, replicas, seed=2, classes_per_replica="floor")
+    assert part.classes == owned
+    for pool, classes in zip(part.pools, owned):
+        assert sorted(pool.tolist()) == sorted(np.flatnonzero(np.isin(LABELS, classes)).tolist())  # all of each
+    assert set(LABELS[np.concatenate(part.pools)].tolist()) == set(range(10)) - dropped
+
+
+def test_label_skew_floor_for_the_authors_cifar100_run_and_its_errors():
+    """CIFAR-100 over 10 workers (their fedavgNonIID_vgg11.sh): 10 classes each, none left."""
+    labels = np.repeat(np.arange(100), 3)
+    part = label_skew(labels, 10, classes_per_replica="floor")
+    assert part.classes == tuple(tuple(range(10 * r, 10 * r + 10)) for r in range(10))
+    with pytest.raises(ValueError, match=r"classes_per_replica=floor gives floor\(10/11\) = 0 classes per replica: "
+                                         r"it needs at most 10 replicas"):
+        label_skew(LABELS, 11, classes_per_replica="floor")
+    with pytest.raises(ValueError, match=r"classes_per_replica must be in 1..10 or 'floor', got 'ceil'"):
+        label_skew(LABELS, 2, classes_per_replica="ceil")
+
+
+def test_label_skew_floor_is_checked_before_any_data_is_read():
+    from jaxsel import TrainConfig
+    from jaxsel.training.config import ConfigError, check_config
+
+    check_config(TrainConfig(dataset="mnist1d", partition="label_skew", replicas=4,
+                             partition_options={"classes_per_replica": "floor"}))
+    with pytest.raises(ConfigError, match=r"floor\(10/16\) = 0 classes per replica"):
+        check_config(TrainConfig(dataset="mnist1d", partition="label_skew", replicas=16,
+                                 partition_options={"classes_per_replica": "floor"}))
+    with pytest.raises(ConfigError, match=r"classes_per_replica must be in 1..10 \(the dataset's classes\) or 'floor'"):
+        check_config(TrainConfig(dataset="mnist1d", partition="label_skew",
+                                 partition_options={"classes_per_replica": "half"}))
+
+
 def test_dirichlet_skew_follows_alpha_and_covers_the_set():
     skewed = make_partition("dirichlet", LABELS, 8, seed=0, alpha=0.1)
     mild = make_partition("dirichlet", LABELS, 8, seed=0, alpha=100.0)

@@ -37,6 +37,7 @@ def synthetic_run(strategy: str, options: dict, every, final: float, seed: int) 
         rec = {"step": t, "synced": synced, "train_time_s": 0.01 * (t + 1), "bytes_allreduced": sent}
         if (t + 1) % 10 == 0:
             rec["divergence"] = 0.0 if every == 1 else float(rng.uniform(0, 5))
+            rec["correlation"] = 1.0 if every == 1 else float(rng.uniform(0.9, 1.0))
         if every is None:
             rec["delta"] = [None] * 8 if t < 49 else list(rng.uniform(0.02, 0.12, 8))
         records.append(rec)
@@ -105,6 +106,18 @@ def test_compare_pictures_keep_legends_outside_and_rows_in_their_colours(rows, f
         assert all(same(c, plots.row_color(i)) for i, c in enumerate(colors))
         texts = [t.get_text() for t in fig.legends[0].get_texts()]
         assert texts[:len(rows)] == [r.label for r in rows]
+    finally:
+        plots.pyplot().close(fig)
+
+
+def test_the_divergence_picture_has_the_correlation_beside_it_in_the_rows_colours(rows):
+    fig = plots.figure_divergence(rows)
+    try:
+        right = fig.axes[1]
+        assert "correlation" in right.get_ylabel()
+        lines = [line for line in right.get_lines() if line.get_linestyle() != ":"]   # not the LR milestones
+        assert len(lines) == len(rows) and all(same(line.get_color(), plots.row_color(i))
+                                               for i, line in enumerate(lines))
     finally:
         plots.pyplot().close(fig)
 

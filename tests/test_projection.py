@@ -56,13 +56,13 @@ def test_live_projection_equals_replay_of_the_log(tmp_path):
 
 def test_strategy_timing_is_derived_from_what_the_strategy_declares():
     """Every registered strategy's cost-model settings (collective from aggregator and codec,
-    background, staleness, groups), as each strategy's own `timing()` gave them before."""
+    background, staleness, groups, islands), as each strategy's own `timing()` gave them before."""
     from jaxsel.costmodel import Timing, strategy_timing
     from jaxsel.strategies import STRATEGIES
 
     ctx = dict(replicas=8, total_steps=100, steps_per_epoch=10)
     special = {"ssdsgd": Timing(background="overlapped"), "ssp": Timing(staleness=1),
-               "hierarchical": Timing(groups=1)}
+               "hierarchical": Timing(groups=1), "islands": Timing(islands=2)}
     for name in STRATEGIES:
         assert strategy_timing(build_strategy(name, {}, **ctx)) == special.get(name, Timing()), name
     assert strategy_timing(build_strategy("ssp", {"staleness": 2}, **ctx)).staleness == 2

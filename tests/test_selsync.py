@@ -1,36 +1,18 @@
-"""SelSync decisions against an independent NumPy implementation of its significance test
-(Tyagi & Swany, CLUSTER'23; the rule as `jaxsel.core.triggers.Significance` states it)."""
+"""SelSync decisions and parameters against the NumPy transcription of the authors' loop
+(tests/reference/triggers.py: both statistics, both warm-ups), on 8 devices and packed."""
 import numpy as np
 import optax
 import pytest
 
 import jaxsel
 from helpers import R, softmax_batches, softmax_loss, softmax_params
+from reference import triggers as ref
 
 import jax
 
 
-def reference_selsync(s, window, alpha, delta, eps=1e-12):
-    """s: [T, R] per-replica statistics -> (global decisions [T], Delta_bar [T, R])."""
-    T, n = s.shape
-    w = (1 - alpha) ** np.arange(1, window + 1, dtype=np.float64)
-    w /= w.sum()
-    G = np.full((T, n), np.nan)
-    Dl = np.full((T, n), np.nan)
-    Db = np.full((T, n), np.nan)
-    votes = np.zeros((T, n), bool)
-    for t in range(T):
-        if t >= window - 1:
-            G[t] = sum(w[k - 1] * s[t - k + 1] for k in range(1, window + 1))
-        if t >= window:
-            Dl[t] = np.abs(G[t] - G[t - 1]) / np.maximum(G[t - 1], eps)
-        if t >= 2 * window - 1:
-            Db[t] = sum(w[k - 1] * Dl[t - k + 1] for k in range(1, window + 1))
-        votes[t] = (t < 2 * window - 1) | (Db[t] >= delta if t >= 2 * window - 1 else True)
-    return votes.any(axis=1), Db
-
-
 def run_selsync(mesh, steps, **kw):
+    """(s [T, R], synced [T], Delta_bar metric [T, R], final params) of SGD 0.5 on the softmax task."""
     strategy = jaxsel.SelSync(**kw)
     opt = optax.sgd(0.5)
     state = jaxsel.init_state(softmax_params(seed=1), opt, strategy, mesh, replicas=R)
@@ -42,44 +24,96 @@ def run_selsync(mesh, steps, **kw):
     s = np.stack([m["grad_norm"] for m in out]).astype(np.float64)
     synced = np.array([bool(m["synced"]) for m in out])
     delta = np.stack([m["delta"] for m in out])
-    return s, synced, delta
+    return s, synced, delta, jax.device_get(state.params)
 
 
-@pytest.mark.parametrize("aggregate", ["params", "grads"])
-def test_decisions_match_numpy_reference(mesh, aggregate):
-    window, alpha, steps = 4, 0.1, 40
-    # First pass: learn the Delta_bar values, then put delta in the widest gap among them so
-    # float32-vs-float64 rounding cannot flip a decision and both outcomes occur.
-    s, _, _ = run_selsync(mesh, steps, delta=0.0, window=window, alpha=alpha, aggregate=aggregate)
-    _, db = reference_selsync(s, window, alpha, 0.0)
-    vals = np.sort(np.max(db[2 * window - 1:], axis=1))
+def significance(kw: dict) -> dict:
+    return {k: v for k, v in kw.items() if k in ("window", "alpha", "statistic", "warmup")}
+
+
+def calibrated_run(mesh, steps, **kw):
+    """A run whose delta sits in the widest gap of the Delta_bar values a delta=0 run
+    records (so float32-vs-float64 rounding cannot flip a decision and both outcomes
+    occur): (delta, the run's outputs)."""
+    s, _, _, _ = run_selsync(mesh, steps, delta=0.0, **kw)
+    _, _, db = ref.significance_trace(s, delta=0.0, **significance(kw))
+    later = ~np.isnan(db).all(axis=1)
+    vals = np.sort(np.max(db[later], axis=1))
     mid = len(vals) // 4
-    gaps = np.diff(vals[mid:-mid])
-    i = mid + int(np.argmax(gaps))
+    i = mid + int(np.argmax(np.diff(vals[mid:-mid])))
     delta = float((vals[i] + vals[i + 1]) / 2)
-    s, synced, got_delta = run_selsync(mesh, steps, delta=delta, window=window, alpha=alpha, aggregate=aggregate)
-    expect, db = reference_selsync(s, window, alpha, delta)
+    return delta, run_selsync(mesh, steps, delta=delta, **kw)
+
+
+def check_against_reference(delta, s, synced, got_delta, **kw):
+    expect, _, db = ref.significance_trace(s, delta=delta, **significance(kw))
     np.testing.assert_array_equal(synced, expect)
-    assert expect[2 * window - 1:].any() and not expect[2 * window - 1:].all()
-    warm = np.arange(steps) < 2 * window - 1
+    warm = np.isnan(db).all(axis=1)
+    assert expect[~warm].any() and not expect[~warm].all()
     assert np.isnan(got_delta[warm]).all()
     np.testing.assert_allclose(got_delta[~warm], db[~warm], rtol=2e-4, atol=1e-6)
+    return warm
+
+
+@pytest.mark.parametrize("aggregate, statistic, warmup", [
+    ("params", "smoothed", None), ("grads", "smoothed", None), ("params", "raw", None), ("grads", "raw", None),
+    ("params", "raw", 0), ("params", "smoothed", 3)])
+def test_decisions_match_numpy_reference(mesh, aggregate, statistic, warmup):
+    """Both statistics and warm-ups (None: W-1 raw, 2W-1 smoothed; 0; W-1 for smoothed, the
+    authors' count), against the authors' loop fed the run's own gradient norms."""
+    kw = dict(window=4, alpha=0.1, aggregate=aggregate, statistic=statistic, warmup=warmup)
+    delta, (s, synced, got_delta, _) = calibrated_run(mesh, 40, **kw)
+    warm = check_against_reference(delta, s, synced, got_delta, **kw)
+    forced = (4 - 1 if statistic == "raw" else 2 * 4 - 1) if warmup is None else warmup
+    assert warm.sum() == forced and warm[:forced].all()
+
+
+def test_raw_statistic_packed_matches_eight_devices_and_the_reference():
+    """statistic="raw", 8 replicas on 8 devices, 2 x 4 and 1 x 8: each layout's decisions
+    equal the authors' loop on its own norms and the 8-device decisions, its parameters
+    the 8-device ones to float32 rounding."""
+    kw = dict(window=3, alpha=0.1, statistic="raw")
+    delta, eight = calibrated_run(jaxsel.data_mesh(replicas=R, devices=8), 30, **kw)
+    check_against_reference(delta, *eight[:3], **kw)
+    for devices in (2, 1):
+        s, synced, got_delta, params = run_selsync(jaxsel.data_mesh(replicas=R, devices=devices), 30, delta=delta, **kw)
+        check_against_reference(delta, s, synced, got_delta, **kw)
+        np.testing.assert_array_equal(synced, eight[1])
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), params, eight[3])
+
+
+def test_the_default_is_the_raw_statistic_with_its_w_minus_1_warm_up():
+    """The reference follows the library's default (issue 42: the one delta = 0.3 fits)."""
+    from jaxsel.core.triggers import Significance
+
+    assert jaxsel.SelSync().statistic == Significance().statistic == ref.DEFAULT_STATISTIC == "raw"
+    assert jaxsel.SelSync().trigger.warmup_steps == 24 and jaxsel.SelSync(statistic="smoothed").trigger.warmup_steps == 49
+    assert jaxsel.SelSync(warmup=7).trigger.warmup_steps == 7
+
+
+def test_statistic_and_warmup_are_checked():
+    with pytest.raises(ValueError, match=r"^statistic must be 'smoothed' or 'raw', got 'released'$"):
+        jaxsel.SelSync(statistic="released")
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match=r"^warmup must be an integer >= 0 \(or unset\), got "):
+            jaxsel.SelSync(warmup=bad)
 
 
 def test_delta_zero_syncs_every_step(mesh):
-    _, synced, _ = run_selsync(mesh, 20, delta=0.0, window=3)
+    _, synced, _, _ = run_selsync(mesh, 20, delta=0.0, window=3)
     assert synced.all()
 
 
-def test_huge_delta_syncs_only_during_warmup(mesh):
-    window = 3
-    _, synced, _ = run_selsync(mesh, 20, delta=1e9, window=window)
-    assert synced[: 2 * window - 1].all() and not synced[2 * window - 1:].any()
+@pytest.mark.parametrize("statistic, forced", [("smoothed", 5), ("raw", 2)])
+def test_huge_delta_syncs_only_during_warmup(mesh, statistic, forced):
+    _, synced, _, _ = run_selsync(mesh, 12, delta=1e9, window=3, statistic=statistic)
+    assert synced[:forced].all() and not synced[forced:].any()
 
 
-def test_zero_gradients_do_not_produce_nan(mesh):
-    """The reference divides by G_{t-1} = 0; jaxsel guards it with eps."""
-    strategy = jaxsel.SelSync(delta=0.5, window=2)
+@pytest.mark.parametrize("statistic", ["smoothed", "raw"])
+def test_zero_gradients_do_not_produce_nan(mesh, statistic):
+    """The authors' loop divides by a zero previous norm (its G, or s); jaxsel guards it with eps."""
+    strategy = jaxsel.SelSync(delta=0.5, window=2, statistic=statistic)
     opt = optax.sgd(0.1)
     zero_loss = lambda p, b: 0.0 * (b["x"] @ p["w"]).sum()
     state = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
@@ -139,13 +173,12 @@ def test_max_local_matches_numpy_reference(devices):
     """SelSync(max_local=3): the significance votes plus a sync whenever the 3 steps before
     were all local, against tests/reference/triggers.py fed the run's own statistics, on
     8 devices, 2 x 4 and 8 packed on 1. delta sits where the statistic sometimes votes."""
-    from reference import triggers as ref
-
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     window, alpha, steps, cap = 2, 0.1, 30, 3
     for delta in (1e9, 0.05):
-        s, synced, _ = run_selsync(mesh, steps, delta=delta, window=window, alpha=alpha, max_local=cap)
-        sel = ref.SelSync(R, max_local=cap, delta=delta, window=window, alpha=alpha)
+        s, synced, _, _ = run_selsync(mesh, steps, delta=delta, window=window, alpha=alpha, max_local=cap,
+                                      statistic="smoothed")
+        sel = ref.SelSync(R, max_local=cap, delta=delta, window=window, alpha=alpha, statistic="smoothed")
         np.testing.assert_array_equal(synced, [sel.step(s[t]) for t in range(steps)])
         runs = np.diff(np.flatnonzero(np.r_[True, synced, True])) - 1
         assert runs.max() <= cap and (delta < 1 or not synced[2 * window - 1:].all())

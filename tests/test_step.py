@@ -152,7 +152,7 @@ def test_a_state_used_with_another_strategy_or_optimizer_is_named_at_trace_time(
     bsp_state = jaxsel.init_state(softmax_params(), sgd, jaxsel.BSP(), mesh, replicas=R)
     batch = softmax_batches(1)[0]
     with pytest.raises(TypeError, match=r"strategy state is TriggeredState\(trigger=\(\), .*SelSync keeps "
-                                        r"TriggeredState\(trigger=SignificanceState"):
+                                        r"TriggeredState\(trigger=RawSignificanceState"):
         jaxsel.make_train_step(softmax_loss, sgd, jaxsel.SelSync(), mesh)(bsp_state, batch)
     adam_state = jaxsel.init_state(softmax_params(), optax.adam(0.1), jaxsel.BSP(), mesh, replicas=R)
     with pytest.raises(TypeError, match=r"optimizer state is \(ScaleByAdamState.*this optimizer keeps \(TraceState"):

@@ -67,12 +67,13 @@ def traced_step(strategy, mesh):
 
 
 ALL = sorted(STRATEGIES) + ["syncswitch-online", "fedavg-sampled", "selsync-median", "localsgd-int8", "bsp-bf16",
-                            "triggered-periodic", "localsgd-syncs"]
+                            "triggered-periodic", "localsgd-syncs", "sparta-period"]
 #: the strategies that condition no collective, and whether each all-reduces the parameters'
 #: shape on every step (BSP, ASP, SSP and SSD-SGD do; `triggered`'s default trigger, "never",
 #: moves nothing); every other strategy's sync is a `sync_where` around a collective
 UNCONDITIONAL = {"asp": True, "bsp": True, "bsp-bf16": True, "ssdsgd": True, "ssp": True, "triggered": False,
-                 "demo": False}   # DeMo gathers DCT coefficients every step, never the parameters
+                 "demo": False,    # DeMo gathers DCT coefficients every step, never the parameters
+                 "sparta": False}  # SPARTA all-reduces its k drawn entries every step, never the parameters
 
 
 def make(name):
@@ -85,6 +86,8 @@ def make(name):
         return build_strategy("fedavg", {"fraction": 0.5}, **CONTEXT)
     if name == "selsync-median":
         return build_strategy("selsync", {"aggregator": "median"}, **CONTEXT)
+    if name == "sparta-period":   # the sparse sync every step but the full one's, under a cond
+        return build_strategy("sparta", {"period": 3}, **CONTEXT)
     if name == "localsgd-syncs":   # exactly 3 syncs spread over the run (triggers.Spread)
         return build_strategy("localsgd", {"syncs": 3}, **CONTEXT)
     if name == "triggered-periodic":
@@ -150,7 +153,8 @@ def apply_with_varying_step(strategy, mesh):
 # come from a psum/pmax of votes; SSP, ASP and SSD-SGD reduce on every step, unconditionally:
 # SSD-SGD's pull is replica-local and waits on no one)
 STEP_DECIDED = ["bsp-periodic", "localsgd", "fedavg", "superstep", "postlocal", "diloco", "streamingdiloco",
-                "syncswitch", "triggered-periodic"]
+                "syncswitch", "triggered-periodic", "islands",
+                "sparta"]   # a static sync, but its entries are drawn from the step: guarded too
 
 
 @pytest.mark.parametrize("name", STEP_DECIDED)

@@ -248,7 +248,8 @@ class _Workload:
 
 
 def _selsync_local():
-    """window=1: syncs only on step 0 (warm-up), then never (delta is out of reach)."""
+    """window=1, delta out of reach: never syncs (the default raw statistic forces W-1 = 0
+    steps), so every timed step is a local one."""
     return SelSync(delta=1e9, window=1)
 
 

@@ -35,7 +35,7 @@ from .pareto import plot_pareto
 from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
 from .progress import Progress
 from .seed_grid import RowRuns, check_seeds, mean_std, mean_syncs, row_result
-from .significance_reach import after_warmup, quiet_note, significance_options
+from .significance_reach import after_warmup, quiet_note, significance_options, warmup_note
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups
 from .variants import Variant, check_variants, parse_strategies, row_config
 
@@ -206,20 +206,24 @@ def network_label(cfg: TrainConfig) -> str:
 
 
 def significance_row(row: RowRuns, result: dict) -> dict:
-    """For a significance-triggered row: its syncs after warm-up (mean over seeds, each
-    seed's in `per_seed`), the peak Delta_bar over seeds, and why it stayed quiet
+    """For a significance-triggered row: its forced warm-up syncs and its syncs after the
+    warm-up (means over seeds, each seed's in `per_seed`), the peak Delta_bar over seeds,
+    how many of its syncs were warm-up (`warmup_note`) and why it stayed quiet
     (`quiet_note`) when no seed synchronized after the warm-up."""
     if not any("delta" in r for r in row.runs[0].records):
         return {}
-    delta, window, alpha = significance_options(row.runs[0])
-    stats = [after_warmup(run.records, window) for run in row.runs]
+    opts = significance_options(row.runs[0])
+    stats = [after_warmup(run.records, opts.warmup_steps) for run in row.runs]
     for seed, s in zip(result["per_seed"], stats):
+        seed["warmup_syncs"] = s["warmup_syncs"]
         seed["syncs_after_warmup"] = s["syncs_after_warmup"]
     peaks = [s["max_delta_bar_after_warmup"] for s in stats if s["max_delta_bar_after_warmup"] is not None]
-    agg = {"warmup_steps": stats[0]["warmup_steps"],
+    agg = {"statistic": opts.statistic, "warmup_steps": stats[0]["warmup_steps"],
+           "warmup_syncs": mean_std([s["warmup_syncs"] for s in stats])[0],
            "syncs_after_warmup": mean_std([s["syncs_after_warmup"] for s in stats])[0],
            "max_delta_bar_after_warmup": max(peaks) if peaks else None}
-    return {**agg, "quiet_note": quiet_note(row.label, agg, delta, window, alpha)}
+    syncs = agg["warmup_syncs"] + agg["syncs_after_warmup"]
+    return {**agg, "warmup_note": warmup_note(row.label, agg, syncs), "quiet_note": quiet_note(row.label, agg, opts)}
 
 
 def write_pictures(row_runs: list[RowRuns], rows: list[dict], out: Path) -> None:

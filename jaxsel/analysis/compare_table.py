@@ -121,15 +121,28 @@ def legend(rows: list[dict]) -> str:
     net = rows[0].get("project_network", "?")
     vs = "; vs BSP: BSP's projected time to the target over the row's" if has_bsp(rows) else ""
     return (f"{over} test acc: the evaluated model (the replica average); replicas' own acc: each replica's own "
-            f"model, mean (min-max; one figure when they agree); sync %: the share of steps that synchronized. Target: {rows[0]['target']}. 'to tgt': to the "
+            f"model, mean (min-max; one figure when they agree); sync %: the share of steps that synchronized. "
+            f"Target: {rows[0]['target']}. 'to tgt': to the "
             f"first evaluation of the seed-mean curve at the target; proj s: projected wall-clock on {net} (compute "
             f"measured here){vs}. MB: per replica; {LEGEND_NOTE}.")
 
 
 def notes(rows: list[dict]) -> list[str]:
     """The notes under the table, one sentence each (printed after "note: ", wrapped)."""
-    out = [r["quiet_note"] for r in rows if r.get("quiet_note")]
-    return out + [sync_note(m, a) for a, m in matched_pairs(rows)]
+    out = [r[key] for key in ("warmup_note", "quiet_note") for r in rows if r.get(key)]
+    return [*correlation_note(rows), *out, *(sync_note(m, a) for a, m in matched_pairs(rows))]
+
+
+def correlation_note(rows: list[dict]) -> list[str]:
+    """How alike each row's replicas stayed: their mean pairwise correlation of parameters,
+    averaged over the logged steps (`mean_correlation`), as a note rather than a column: the
+    table's 120 columns have no room left for one beside the default job's labels."""
+    known = [r for r in rows if r.get("mean_correlation") is not None]
+    if not known:
+        return []
+    each = "; ".join(f"{r['strategy']} {figures(r['mean_correlation'], DIGITS)}" for r in known)
+    return [f"replica correlation (the replicas' mean pairwise Pearson r of their parameters, averaged over the "
+            f"logged steps): {each}."]
 
 
 def matched_pairs(rows: list[dict]) -> list[tuple[dict, dict]]:

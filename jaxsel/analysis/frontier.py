@@ -3,8 +3,10 @@
 Every method is swept over its budget knob (the small grid its strategy declares,
 `Strategy.budget`; `--grid` entries replace a method's points) on one task and partition,
 each point over the same seeds, every cell a real run (`cells.py`) made exactly as the lone
-`jaxsel compare` run of that configuration and seed makes it. Plain BSP always runs: the
-budget levels are shares of its bytes. `frontier_report.py` turns the cells into each
+`jaxsel compare` run of that configuration and seed makes it. Plain BSP always runs first:
+the budget levels are shares of its bytes, and a point given as "fires:F" (SelSync's
+delta) is derived from its runs' gradient norms (`frontier_points.py`, recorded in
+derived_points.json before such a point runs). `frontier_report.py` turns the cells into each
 method's accuracy-against-MB curve and Pareto front, the verdict table at the budget
 levels, and frontier.json, frontier.md and frontier.png.
 
@@ -27,6 +29,7 @@ from ..training.runlog import write_json
 from . import job
 from .cells import Cells, FailedCell
 from .compare import config_from_settings, unique_slugs
+from .frontier_points import DERIVED_FILE, fired, points_for, significance_of, stand_in
 from .frontier_report import REFERENCE, TASK_FILE, write_frontier
 from .progress import Progress
 from .seed_grid import check_seeds
@@ -87,7 +90,11 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
     if not any(not v.options for v in reference):
         reference.insert(0, parse_entry(REFERENCE))
     points = {REFERENCE: points.pop(REFERENCE), **points}
-    check_variants(base, [v for vs in points.values() for v in vs])
+    variants = [v for vs in points.values() for v in vs]
+    for v in variants:
+        if fired(v):
+            significance_of(base, v)
+    check_variants(base, [stand_in(v) for v in variants])
     return FrontierPlan(points, left_out, sorted(given))
 
 
@@ -118,7 +125,7 @@ def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> d
 
 def held(out: Path) -> list[str]:
     """What of a frontier `out` holds: its files and runs (relative paths)."""
-    files = [out / n for n in ("frontier.json", "frontier.md", TASK_FILE)]
+    files = [out / n for n in ("frontier.json", "frontier.md", TASK_FILE, DERIVED_FILE)]
     return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob("*/seed*/metrics.jsonl"))] if p.is_file()]
 
 
@@ -182,15 +189,28 @@ class Point:
 
 
 def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cells: Cells) -> list[Point]:
-    """Every point's cells, method by method, each point over the seeds."""
-    slugs = iter(unique_slugs(plan.variants))
-    points = []
-    n = len(plan.variants)
-    for method, variants in plan.methods.items():
-        for variant in variants:
-            i, slug = len(points) + 1, next(slugs)
-            runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
-                              f"[point {i} of {n}] {variant.entry}, seed {s}")
-                    for s in range(base.seed, base.seed + seeds)]
-            points.append(Point(method, variant, slug, runs))
+    """Every point's cells, method by method (plain BSP first), each point over the seeds; a
+    derived point (`frontier_points`) runs as derived from plain BSP's runs, and one that
+    trains another point's configuration is not run again."""
+    slugs = unique_slugs(plan.variants)
+    points: list[Point] = []
+    derived = None
+    planned = [(method, v) for method, vs in plan.methods.items() for v in vs]
+    for i, ((method, variant), slug) in enumerate(zip(planned, slugs), 1):
+        if fired(variant):
+            derived = derived if derived is not None else points_for(out, base, plan.variants, _plain(points))
+            if derived[variant.entry]["same_as"] is not None:
+                cells.progress.skip(seeds)
+                continue
+            variant = parse_entry(derived[variant.entry]["entry"])
+        runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
+                          f"[point {i} of {len(planned)}] {variant.entry}, seed {s}")
+                for s in range(base.seed, base.seed + seeds)]
+        points.append(Point(method, variant, slug, runs))
     return points
+
+
+def _plain(points: list[Point]) -> list | None:
+    """Plain BSP's runs among the points so far (None when it failed or has not run)."""
+    plain = next((p for p in points if p.method == REFERENCE and not p.variant.options), None)
+    return None if plain is None or plain.failed else plain.runs

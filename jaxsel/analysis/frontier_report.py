@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..training.numbers import significant
 from ..training.runlog import write_json
+from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD
 from .pareto import front
 from .plots import new_figure, row_color, save, wrapped
@@ -136,6 +137,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
               "left_out": plan.left_out, "failed": [f for f in figures if f["failed"]],
+              "derived": recorded_points(out, plan.variants) or {},
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
     write_json(out / "frontier.json", result)
     plot_frontier(result, out / "frontier.png")
@@ -234,6 +236,7 @@ def markdown(result: dict, out: Path) -> str:
                          f"{significant(f['sync_fraction'])} | {_pm(f)} | {'yes' if f['entry'] in curve['front'] else ''} |")
     if result["left_out"]:
         lines += ["", f"Left out (no budget grid declared; give points with --grid): {', '.join(result['left_out'])}."]
+    lines += derived_lines(result.get("derived") or {})
     lines += ["", "## Regenerate a cell", "",
               f"Each cell is the run `jaxsel compare` makes of that configuration and seed, bit for bit, with the "
               f"task in {result['task_file']}:", "", "```"]
@@ -246,6 +249,21 @@ def markdown(result: dict, out: Path) -> str:
                              f"--seed {s} --seeds 1 --no-match-budget --out {where}")
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+def derived_lines(derived: dict) -> list[str]:
+    """frontier.md's account of the points derived from plain BSP's runs (derived_points.json)."""
+    if not derived:
+        return []
+    lines = ["", "## Derived points", "",
+             "Each `fires:F` point's delta fires on a share F of the post-warm-up steps of plain BSP's runs (their "
+             "seeds pooled, the point's own statistic), worked out before the point ran:", "",
+             "| point | delta | statistic | fires on (BSP's steps) | runs as |", "|---|---|---|---|---|"]
+    for entry, p in derived.items():
+        runs = f"the same as {p['same_as']}" if p["same_as"] else p["entry"]
+        lines.append(f"| {entry} | {significant(p['delta'])} | {p['statistic']} | "
+                     f"{significant(100 * p['fires_on'], 3)} % of {p['steps']} | {runs} |")
+    return lines
 
 
 def format_verdict(result: dict) -> str:

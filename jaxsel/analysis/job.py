@@ -98,7 +98,7 @@ def read_job(out: Path) -> dict | None:
 
 
 #: what a job's directory is called in messages
-NOUNS = {"compare": "comparison", "frontier": "frontier"}
+NOUNS = {"compare": "comparison", "frontier": "frontier", "calibrate": "calibration"}
 
 
 def check_start(out: Path, kind: str, *, resume: bool, held: list[str]) -> dict | None:

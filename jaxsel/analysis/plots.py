@@ -1,5 +1,5 @@
 """The comparison's pictures: accuracy against step and bytes, and against projected
-time; a sync timeline with SelSync's significance statistic; replica divergence.
+time; a sync timeline with SelSync's significance statistic; replica divergence and correlation.
 
 Each takes the comparison's rows (`seed_grid.RowRuns`: a variant and its runs, one per
 seed) and draws the seed mean with the min-max over seeds as a band. Every label is the
@@ -15,7 +15,8 @@ tests/test_pictures.py checks on the drawn figures):
   titles are wrapped to the figure's width (`wrapped`).
 
 A figure is made of panels, one function each, which draw into an axes they are given
-(`accuracy_panel`, `sync_ticks_panel`, `significance_panel`, `divergence_panel`); the
+(`accuracy_panel`, `sync_ticks_panel`, `significance_panel`, `divergence_panel`,
+`correlation_panel`); the
 `figure_*` functions lay panels out and return the figure, `plot_*` save it.
 """
 from __future__ import annotations
@@ -228,14 +229,17 @@ def significance_panel(ax, rows) -> tuple[list, list[str]]:
         color = row_color(i)
         keep(band(ax, traces[0][0], [v for _, v in traces], color=color, lw=1),
              f"{label(row)}: Delta_bar (max over replicas)")
-        delta, window, alpha = significance_options(row.runs[0])
-        keep(ax.axhline(delta, color=color, ls="--", lw=1),
-             f"delta = {delta:g} (from a steady state: a {jump_needed(delta, window, alpha):.3g}x one-step jump "
-             f"of the gradient norm)")
-        keep(ax.axhline(fall_peak(window, alpha), color="gray", ls=":", lw=1),
-             f"peak of a sudden fall of the gradient norm to zero: {fall_peak(window, alpha):.3g}")
-        warm = 2 * window - 1
-        keep(ax.axvspan(0, warm, color=color, alpha=0.08), f"warm-up (t < 2W-1 = {warm}): always votes")
+        opts = significance_options(row.runs[0])
+        delta, window, alpha = opts.delta, opts.window, opts.alpha
+        reach = (f" (from a steady state: a {jump_needed(delta, window, alpha):.3g}x one-step jump of the gradient "
+                 f"norm)" if opts.statistic == "smoothed" else "")
+        keep(ax.axhline(delta, color=color, ls="--", lw=1), f"delta = {delta:g}{reach}")
+        if opts.statistic == "smoothed":
+            keep(ax.axhline(fall_peak(window, alpha), color="gray", ls=":", lw=1),
+                 f"peak of a sudden fall of the gradient norm to zero: {fall_peak(window, alpha):.3g}")
+        warm = opts.warmup_steps
+        if warm:
+            keep(ax.axvspan(0, warm, color=color, alpha=0.08), f"warm-up (t < {warm}): always votes")
     ax.set_ylabel("Delta_bar")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -255,6 +259,20 @@ def divergence_panel(ax, rows) -> list:
            ylabel="replica divergence\n(max L2 distance from the mean)")
     ax.grid(alpha=0.3)
     return lines
+
+
+def correlation_panel(ax, rows) -> None:
+    """The replicas' mean pairwise Pearson correlation of parameters, over steps (seed mean,
+    min-max band); LR milestones dotted. A row of one replica has no pairs and no line."""
+    for i, row in enumerate(rows):
+        traces = [[(x["step"], x["correlation"]) for x in r.records if x.get("correlation") is not None]
+                  for r in row.runs]
+        if traces[0]:
+            band(ax, [s for s, _ in traces[0]], [[c for _, c in t] for t in traces], **row_style(i))
+    mark_milestones(ax, rows[0])
+    ax.set(xlabel="step (dotted: learning-rate milestones)",
+           ylabel="replica correlation\n(mean pairwise Pearson r)")
+    ax.grid(alpha=0.3)
 
 
 # ----------------------------------------------------------------------------- figures
@@ -309,10 +327,11 @@ def plot_sync_timeline(rows, path: Path) -> None:
 
 
 def figure_divergence(rows):
-    """How far the replicas drift apart (`divergence_panel`), one legend under it."""
-    fig, axes = new_figure(8, 5)
-    ax = axes[0][0]
-    lines = divergence_panel(ax, rows)
+    """How far the replicas drift apart (`divergence_panel`) and how alike they stay
+    (`correlation_panel`), side by side, one legend under both."""
+    fig, axes = new_figure(12, 5, 1, 2)
+    lines = divergence_panel(axes[0][0], rows)
+    correlation_panel(axes[0][1], rows)
     fig.suptitle(wrapped(setting(rows[0]), fig, 9), fontsize=9)
     _row_legend(fig, rows, lines)
     return fig

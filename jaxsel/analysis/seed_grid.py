@@ -89,7 +89,8 @@ def per_seed(run: RunResult, goal) -> dict:
     return {"seed": run.config.seed, "final_test_accuracy": f["final_test_accuracy"],
             "final_test_loss": f["final_test_loss"], "sync_fraction": f["sync_fraction"],
             "syncs": synced_steps(run), "bytes_allreduced": f["bytes_allreduced"],
-            "replica_accuracy": f.get("replica_accuracy"), "wall_time_s": f["wall_time_s"],
+            "replica_accuracy": f.get("replica_accuracy"), "mean_correlation": f.get("mean_correlation"),
+            "wall_time_s": f["wall_time_s"],
             "projected_time_s": f["projected_time_s"], "run_dir": run.config.out_dir,
             **time_to_target(run.evals, goal.accuracy)}
 
@@ -107,7 +108,8 @@ def row_result(row: RowRuns, goal, network: str) -> dict:
            "options": dict(first.config.strategy_options), "seeds": [s["seed"] for s in seeds],
            "final_test_accuracy": acc, "final_test_accuracy_std": acc_std,
            "final_test_loss": mean("final_test_loss"), "replica_accuracy": replica_spread(row.runs),
-           **{k: mean(k) for k in ("sync_fraction", "syncs", "bytes_allreduced", "wall_time_s", "projected_time_s")},
+           **{k: mean(k) for k in ("sync_fraction", "syncs", "bytes_allreduced", "wall_time_s", "projected_time_s",
+                                   "mean_correlation")},
            "steps": first.final["steps"], "replicas": first.final["replicas"], "layout": first.final["layout"],
            "project_network": network, "target_accuracy": goal.accuracy, "target": goal.description,
            **time_to_target(mean_evals(row.runs), goal.accuracy)}

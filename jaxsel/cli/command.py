@@ -1,7 +1,7 @@
 """The `jaxsel` command: its parser, its dispatch and how errors end it.
 
-One module per command under cli/ (train, compare, frontier, strategies, report, bench,
-datasets and prepare), each with `add_parser(sub)` and its `cmd_*`; what they share is in
+One module per command under cli/ (train, compare, frontier, calibrate, strategies, report,
+bench, datasets and prepare), each with `add_parser(sub)` and its `cmd_*`; what they share is in
 common.py, job_args.py (--out, --resume, --config, --seeds), task_args.py (TrainConfig's
 flags in sections) and strategy_args.py. Building the parser imports no JAX, so `--help`
 is immediate. Bad input exits with code 2 and one line naming the value and what is
@@ -55,12 +55,13 @@ def _interrupted() -> type:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, compare, datasets, frontier, report, strategies, train
+    from . import bench, calibrate, compare, datasets, frontier, report, strategies, train
 
     parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     compare.add_parser(sub)
     frontier.add_parser(sub)
+    calibrate.add_parser(sub)
     train.add_parser(sub)
     strategies.add_parser(sub)
     datasets.add_parsers(sub)

@@ -22,6 +22,8 @@ class Job(NamedTuple):
     resume: str         # what --resume continues
     config: str         # what a --config file may set
     seeds: bool = False  # the command trains every point with several seeds
+    seeds_default: int = 3
+    seeds_help: str = "train every point with seeds --seed .. --seed+K-1; tables show mean ± std"
 
 
 def add_job_args(group, job: Job) -> None:
@@ -32,8 +34,7 @@ def add_job_args(group, job: Job) -> None:
     group.add_argument("--config", default=None, metavar="FILE",
                        help=f"settings from a TOML/JSON/YAML file ({job.config}); flags typed override it")
     if job.seeds:
-        group.add_argument("--seeds", type=int, default=3, metavar="K",
-                           help="train every point with seeds --seed .. --seed+K-1; tables show mean ± std")
+        group.add_argument("--seeds", type=int, default=job.seeds_default, metavar="K", help=job.seeds_help)
 
 
 def check_resume(args, job: Job) -> None:

@@ -6,7 +6,7 @@ the one guarded sync primitive, the step's ledger and the strategy protocol (`sy
 to sync (`triggers`), the replicated training state (`state`), a method's per-replica
 step and the method as an optax transformation (`transformation`), jaxsel's own
 shard_map'd step that drives it (`step`), how far a loop may run ahead of CPU devices
-(`pacing`),
+(`pacing`), epochs counted from samples in an optimizer's state (`sample_clock`),
 options as dataclass fields (`options`), the leaf registry of names (`registry`), the
 straggler models that Sync-Switch's emulation and the cost model share (`stragglers`), a
 method's budget knob (`budget`), and the error for an installed JAX, Flax or Orbax that lost

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 from . import robust
-from .checks import check_int
-from .collectives import (replica_count, replica_gather, replica_index, replica_max, replica_mean,
-                          replica_min, replica_sum)
+from .checks import MAX_SEED, check_int
+from .collectives import (Groups, replica_count, replica_gather, replica_index, replica_max, replica_mean,
+                          replica_min, replica_segment_sum, replica_sum)
 from .registry import Registry
 
 
@@ -30,6 +30,9 @@ class Aggregator:
     #: True when the aggregate is sum_i c_i x_i with `coefficient` giving c_i: only such an
     #: aggregate can be computed from compressed payloads (`jaxsel.core.compression`)
     linear: ClassVar[bool] = False
+    #: True when the result agrees only within groups of replicas that the aggregator itself
+    #: draws (islands): the sync core then records a group-level sync and checks no agreement
+    within_groups: ClassVar[bool] = False
     #: what `NAME:ARG` takes after the colon, its integer fields in order ("K" for
     #: trimmed:K, "F,M" for multikrum:F,M); None: the name takes no argument
     argument: ClassVar[str | None] = None
@@ -221,6 +224,66 @@ class RandomReplica(Aggregator):
         pick = jax.random.randint(jax.random.fold_in(jax.random.key(self.seed), ctx.step), (), 0, n)
         mine = replica_index(axis, ctx) == pick
         return _float_only(lambda x: replica_sum(jnp.where(mine, x, jnp.zeros_like(x)), axis))(tree, axis)
+
+
+#: folded into the seed's key so that the islands' draw is a stream of its own
+ISLAND_STREAM = 0x4953
+
+
+@AGGREGATORS.register("islands")
+@dataclasses.dataclass(frozen=True)
+class IslandMean(Aggregator):
+    """Island averaging: at each sync a fresh random permutation of the N replicas cuts them
+    into N/K islands of K (island j = the replicas at positions jK ... jK+K-1 of the
+    permutation), and each replica takes its island's mean. The permutation comes from
+    `jax.random.key(seed)`, a stream number and the step of the sync, so every replica draws
+    the same islands without exchanging anything, and a run's seed reproduces them. (Two
+    syncs in one step share the islands: the parameters and the optimizer state of a replica
+    go to the same island.) Each replica sends its payload once, into its island's
+    all-reduce: the bytes of a mean, among K replicas instead of N. `islands:K` by name has
+    seed 0; LocalSGD's `islands=K` takes the run's seed.
+
+    The simulation sums each island through `collectives.replica_segment_sum` (one psum of
+    N/K rows). Not linear in one coefficient per replica (a replica's weight depends on who
+    receives), so no codec compresses it."""
+
+    size: int = 2
+    seed: int = 0
+    within_groups: ClassVar[bool] = True
+    argument: ClassVar[str] = "K"
+
+    def __post_init__(self):
+        check_int("K in 'islands:K' (replicas per island)", self.size, 2)
+        check_int("the islands' seed", self.seed, 0, MAX_SEED)
+
+    def check_replicas(self, n: int) -> None:
+        if n % self.size:
+            raise ValueError(f"aggregator 'islands:{self.size}' cuts the {n} replicas into islands of "
+                             f"{self.size}: K must divide {n}")
+
+    def permutation(self, n: int, step) -> jax.Array:
+        """(n,) int32: the replicas in the order the sync of `step` cuts into islands."""
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.seed), ISLAND_STREAM), step)
+        return jax.random.permutation(key, n).astype(jnp.int32)
+
+    def islands(self, n: int, step) -> jax.Array:
+        """(n,) int32: the island of each replica at the sync of `step`."""
+        order = self.permutation(n, step)
+        return jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32) // self.size)
+
+    def __call__(self, tree, axis, ctx):
+        if isinstance(axis, Groups):
+            raise ValueError(f"aggregator 'islands:{self.size}' draws its own groups; it cannot combine "
+                             f"within a two-level method's fixed groups")
+        n = replica_count(axis)
+        self.check_replicas(n)
+        island = self.islands(n, ctx.step)
+        mine = island[replica_index(axis, ctx)]
+
+        def mean(x):
+            return (replica_segment_sum(x, island, n // self.size, axis)[mine] / self.size).astype(x.dtype)
+
+        return _float_only(mean)(tree, axis)
 
 
 @dataclasses.dataclass(frozen=True)

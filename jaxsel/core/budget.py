@@ -9,11 +9,20 @@ the options that differ from the method's defaults ({} is the method as it comes
 values suit runs of a few hundred to a few thousand steps (the default task: 600), from
 about 1 % to 100 % of BSP's bytes where the method reaches that far. `jaxsel frontier
 --grid` replaces a method's declared points with the user's.
+
+A threshold whose scale depends on the task (SelSync's delta: `jaxsel calibrate`) is given
+as `fires(F)`, the text "fires:F": the value that fires on a share F of the steps after the
+warm-up on plain BSP's trajectory of the same task. The frontier works it out from its BSP
+cells before the method's points run, and records it (analysis/frontier_points.py).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
+
+#: a grid value "fires:F" (`fires`)
+FIRES = "fires:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,3 +45,22 @@ class Budget:
 def sweep(option: str, *values, **fixed) -> Budget:
     """`option` over `values` (None: the method's default), each point with `fixed` too."""
     return Budget(option, tuple({**fixed, **({} if v is None else {option: v})} for v in values))
+
+
+def fires(share: float) -> str:
+    """The grid value of the threshold that fires on `share` of the post-warm-up steps."""
+    return f"{FIRES}{share:g}"
+
+
+def fires_share(value: Any) -> float | None:
+    """The share F of a "fires:F" value, None for any other value; a malformed one is a
+    one-line ValueError."""
+    if not (isinstance(value, str) and value.startswith(FIRES)):
+        return None
+    try:
+        share = float(value[len(FIRES):])
+    except ValueError:
+        share = math.nan
+    if not 0 < share <= 1:
+        raise ValueError(f"{value!r}: a {FIRES}F point is a share F of steps in (0, 1], e.g. {fires(0.1)}")
+    return share

@@ -26,6 +26,11 @@ purely local, the result batched over the device's replicas). Why gather, not ps
 (0.10) refuses `psum` with `axis_index_groups` inside a shard_map, and folding the gathered
 values in one fixed order leaves every member of a group bit-identical.
 
+Dynamic groups (island averaging: a fresh random split of the replicas at each sync):
+`replica_segment_sum` sums every replica's value into the row of its segment, the same
+rows on every replica, so each replica reads its own group's sum; the split is traced, so
+the collective is one `psum` of `count` rows, not a grouped one.
+
 Outside jaxsel's own step (a user's `shard_map` or `vmap` running `jaxsel.as_optax`), the
 axis is a `ReplicaAxes`: the mesh axis (or axes, or none) over devices and the vmap axis
 of a device's packed replicas (or none), named by the user. The two stages are the same;
@@ -195,6 +200,26 @@ def replica_gather(tree: Any, axis) -> Any:
         every = _over_mesh(lax.all_gather, local, axis) if mesh_axes(axis) else local[None]  # (M, k, ...)
         return every.reshape((-1,) + local.shape[1:])
     return jax.tree.map(gather, tree)
+
+
+def replica_segment_sum(x, segments: jax.Array, count: int, axis) -> jax.Array:
+    """(count, *x.shape): row s is the sum of `x` over the replicas r with segments[r] == s,
+    the same on every replica. `segments` (N,) int must be the same on every replica (drawn
+    from the replicated step: islands of a random permutation); replicas whose segment is
+    outside 0..count-1 add nothing. Each device adds its packed replicas into their rows, in
+    order, then one `psum` over the devices: `count` model-sized rows cross the mesh, where
+    an all_gather of the replicas would move N."""
+    segments = must_agree(segments, "replica_segment_sum: the segments differ across a device's packed "
+                                    "replicas; derive them from the replicated step, not from the replica")
+    local = local_stack(x, axis)                        # (k, ...)
+    k = local.shape[0]
+    mesh = replica_axes(axis).mesh
+    first = (lax.axis_index(mesh) if mesh_axes(axis) else 0) * k
+    mine = lax.dynamic_slice_in_dim(segments, first, k)
+    rows = jnp.zeros((count,) + local.shape[1:], local.dtype)
+    for j in range(k):
+        rows = rows.at[mine[j]].add(local[j], mode="drop")
+    return _over_mesh(lax.psum, rows, axis)
 
 
 def replica_count(axis) -> int:

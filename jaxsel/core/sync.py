@@ -225,7 +225,8 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
     linear aggregator, and the bytes recorded are the compressed ones.
     `groups`: the aggregate combines replicas within groups (`collectives.Groups`), so it
     agrees within a group only and may differ across a device's packed replicas; the
-    decision must still be replicated over all replicas.
+    decision must still be replicated over all replicas. An aggregator that draws groups of
+    its own (`within_groups`: islands) is recorded as a group-level sync the same way.
     `blocking` (a bool or a replicated traced bool): whether the replicas wait on this sync
     before they go on. False for an exchange consumed later (SSP's stale gradients): the
     step's report then counts its bytes but not a sync.
@@ -238,19 +239,20 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
     ensure_replicated(decide, ctx.axis, who=who)
     if isinstance(aggregate, (str, Aggregator)):
         aggregate = Bound(get_aggregator(aggregate), Groups(ctx.axis, groups) if groups else ctx.axis, ctx)
+    grouped = bool(groups) or (isinstance(aggregate, Bound) and aggregate.aggregator.within_groups)
     if finish is None:
         state, finish = payload, (lambda agg, _: agg)
     nbytes = compression.payload_bytes(payload, compress, residual)
     if compression.has_feedback(compress):
         payload, aggregate, state, finish = _with_residual(payload, aggregate, state, finish, compress,
-                                                           who, groups, residual)
+                                                           who, grouped, residual)
     else:
         if compression.check_codec(compress) is not None:
             if not isinstance(aggregate, Bound):
                 raise TypeError(f"{who}: sync_where(compress={compress!r}) needs the aggregate as "
                                 f"jaxsel.aggregate.Bound(aggregator, axis, ctx), got {aggregate!r}")
             aggregate = compression.compressed_aggregate(compress, aggregate)
-        aggregate = aggregate if groups else _checked(aggregate)
+        aggregate = aggregate if grouped else _checked(aggregate)
     if isinstance(decide, (bool, int)):
         decide = bool(decide)
         out = finish(aggregate(payload), state) if decide else state
@@ -261,7 +263,7 @@ def sync_where(decide, payload: Any, aggregate: str | Aggregator | Callable[[Any
                            lambda p, s: to_varying(s, ctx.axis),
                            payload, state)
     waited = decide if blocking is True else (False if blocking is False else decide & blocking)
-    ctx.ledger.record(waited, byte_count(nbytes, decide), grouped=bool(groups))
+    ctx.ledger.record(waited, byte_count(nbytes, decide), grouped=grouped)
     return out
 
 

@@ -39,6 +39,7 @@ from jax import lax
 
 from .collectives import (ReplicaAxes, local_count, local_stack, mesh_axes, replica_count,
                           varies_across_local_replicas)
+from .sample_clock import advance_sample_clocks
 from .state import TrainState, check_strategy
 from .sync import Ledger, StepContext, StepStats, Strategy, sync_where, varying_axes
 
@@ -80,9 +81,12 @@ def facts_of(ledger: Ledger) -> SyncFacts:
 def replica_step(strategy: Strategy, rs: TrainState, grads, stats: StepStats,
                  ctx: StepContext) -> tuple[TrainState, SyncFacts]:
     """One replica's step of `strategy` (its state `rs` without the replica axis): the new
-    state, its counter advanced, and the facts of its syncs. Every driver runs this."""
+    state, its counter advanced, and the facts of its syncs. Every driver runs this. An
+    optimizer that counts epochs from samples (`sample_clock.SampleClock` in its state)
+    has its clock advanced by this step's `synced`."""
     new = strategy.apply(rs, grads, stats, ctx).replace(step=rs.step + 1)
-    return new, facts_of(ctx.ledger)
+    facts = facts_of(ctx.ledger)
+    return new.replace(opt_state=advance_sample_clocks(new.opt_state, facts.synced)), facts
 
 
 # ------------------------------------------------------------------- the transformation

@@ -25,9 +25,17 @@ from .sync import StepStats
 
 
 def ewma_weights(window: int, alpha: float) -> jnp.ndarray:
-    """Normalised weights (1-alpha)^k, k = 1 (newest) ... window (oldest)."""
+    """Normalised weights (1-alpha)^k, k = 1 (newest) ... window (oldest), computed on the
+    device in float32 (the smoothed statistic's: its results stay what they were)."""
     w = (1.0 - alpha) ** jnp.arange(1, window + 1, dtype=jnp.float32)
     return w / jnp.sum(w)
+
+
+def ewma_constant(window: int, alpha: float) -> np.ndarray:
+    """The same weights worked out on the host in float64 and rounded to float32 once: a
+    constant of the compiled step, which computes nothing for them (the raw statistic's)."""
+    w = (1.0 - alpha) ** np.arange(1, window + 1, dtype=np.float64)
+    return (w / w.sum()).astype(np.float32)
 
 
 def any_replica(vote, axis: str):
@@ -187,27 +195,68 @@ class AnyOf(Trigger):
 
 
 class SignificanceState(NamedTuple):
+    """`statistic="smoothed"`'s window state."""
+
     t: Any            # steps seen (int32)
     s_hist: Any       # last W gradient norms, newest first
     g_prev: Any       # G_{t-1}
     d_hist: Any       # last W relative changes, newest first
 
 
+class RawSignificanceState(NamedTuple):
+    """`statistic="raw"`'s window state."""
+
+    t: Any            # steps seen (int32)
+    s_prev: Any       # s_{t-1}; 1.0 before the first step (the authors' prev_gradnorm)
+    d_hist: Any       # last W relative changes, newest first
+
+
+#: SelSync's two statistics: the released code's and its commented-out form (`Significance`)
+STATISTICS = ("smoothed", "raw")
+#: `Significance`'s and `SelSync`'s default statistic: the one delta = 0.3, the authors'
+#: setting, fits (on plain BSP's trajectories of the default task the smoothed Delta_bar
+#: never passes 0.018, the raw one passes 0.3 on 40-66 % of the steps: README, BENCHMARKS.md)
+DEFAULT_STATISTIC = "raw"
+
+
+def significance_fill(statistic: str, window: int) -> int:
+    """The first step t at which Delta_bar's window is full: W-1 for "raw" (Delta from
+    step 0), 2W-1 for "smoothed" (Delta from step W, once G has a full window)."""
+    return window - 1 if statistic == "raw" else 2 * window - 1
+
+
 @TRIGGERS.register("significance")
 @dataclasses.dataclass(frozen=True)
 class Significance(Trigger):
-    """SelSync's significance test (Tyagi & Swany, CLUSTER'23).
+    """SelSync's significance test (Tyagi & Swany, CLUSTER'23), with either of the two
+    statistics of the authors' code (`sahiltyagi4/SelSync`, helper/helper_fns.py), on
+    each replica's s_t = grad_norm (the sum over tensors of per-tensor L2 norms), steps
+    t = 0, 1, ...; EWMA_W is the windowed EWMA of the authors' `EWMAMeter`: weights
+    (1-alpha)^k for k = 1 (newest) ... W (oldest), normalized, over the last W values,
+    and 0 until W values have arrived.
 
-    s_t = grad_norm (sum over tensors of per-tensor L2 norms); G_t = windowed EWMA of s
-    over the last `window` values (defined for t >= W-1); Delta_t = |G_t - G_{t-1}| /
-    max(G_{t-1}, eps) (t >= W); Delta_bar_t = the same windowed EWMA of Delta (t >= 2W-1).
-    A replica votes while t < 2W-1 (warm-up) or when Delta_bar_t >= delta; any vote syncs.
+    - `statistic="raw"` (the form `TrackModelStats.compute_gradnorm` keeps commented out,
+      `# return total_gnorm`, which delta = 0.3 fits): Delta_t = |s_t - s_{t-1}| /
+      max(s_{t-1}, eps) with s_{-1} = 1.0 (the authors' initial prev_gradnorm, so Delta_0
+      = |s_0 - 1|), Delta_bar_t = EWMA_W(Delta)_t: 0 for t < W-1.
+    - `statistic="smoothed"` (what the released code computes): G_t = EWMA_W(s)_t (t >=
+      W-1), Delta_t = |G_t - G_{t-1}| / max(G_{t-1}, eps) from t = W (the released code
+      takes it against G = 0 at once and divides 0 by 0 at its second step), Delta_bar_t =
+      EWMA_W(Delta)_t: 0 for t < 2W-1.
+
+    A replica votes while t < `warmup` (forced syncs) or when Delta_bar_t >= delta; any
+    replica's vote syncs (a sum of the votes). `warmup=None` forces the steps before
+    Delta_bar's window is full (`significance_fill`): W-1 for "raw", as the authors' loop
+    (its smoothed delta is None while its 1-based step is below W), 2W-1 for "smoothed".
+    The metric `delta` is Delta_bar_t where it decided, NaN on a forced step.
     """
 
     delta: float = 0.3
     window: int = 25
     alpha: float = 0.01
     eps: float = 1e-12
+    statistic: str = DEFAULT_STATISTIC
+    warmup: int | None = None
     vote_bytes: ClassVar[int] = 4  # one float32 psum per step
 
     def __post_init__(self):
@@ -216,26 +265,52 @@ class Significance(Trigger):
         _check_step("window", self.window, 1)
         if not (0.0 <= float(self.alpha) < 1.0):
             raise ValueError(f"alpha must be in [0, 1), got {self.alpha!r}")
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"statistic must be 'smoothed' or 'raw', got {self.statistic!r}")
+        check_int("warmup", self.warmup, 0, optional=True)
+
+    @property
+    def fill(self) -> int:
+        """The first step with a full Delta_bar window."""
+        return significance_fill(self.statistic, self.window)
+
+    @property
+    def warmup_steps(self) -> int:
+        """The forced steps: `warmup`, or the steps before Delta_bar's window is full."""
+        return self.fill if self.warmup is None else int(self.warmup)
 
     def init(self):
         w = self.window
         z = jnp.zeros((), jnp.float32)
+        if self.statistic == "raw":
+            return RawSignificanceState(jnp.zeros((), jnp.int32), jnp.ones((), jnp.float32),
+                                        jnp.zeros((w,), jnp.float32))
         return SignificanceState(jnp.zeros((), jnp.int32), jnp.zeros((w,), jnp.float32), z,
                                  jnp.zeros((w,), jnp.float32))
 
-    def local_vote(self, st: SignificanceState, grad_norm):
-        """The per-replica part: new window state, this replica's vote and Delta_bar."""
-        w = self.window
-        weights = ewma_weights(w, self.alpha)
-        s_hist = jnp.concatenate([grad_norm.astype(jnp.float32)[None], st.s_hist[:-1]])
-        g = jnp.dot(weights, s_hist)
-        change = jnp.abs(g - st.g_prev) / jnp.maximum(st.g_prev, self.eps)
-        d_pushed = jnp.concatenate([change[None], st.d_hist[:-1]])
-        d_hist = jnp.where(st.t >= w, d_pushed, st.d_hist)
+    def local_vote(self, st, grad_norm):
+        """The per-replica part: new window state, this replica's vote and Delta_bar (NaN
+        on a forced step)."""
+        s = grad_norm.astype(jnp.float32)
+        if self.statistic == "raw":
+            weights = ewma_constant(self.window, self.alpha)
+            change = jnp.abs(s - st.s_prev) / jnp.maximum(st.s_prev, self.eps)
+            d_hist = jnp.concatenate([change[None], st.d_hist[:-1]])
+            new = RawSignificanceState(st.t + 1, s, d_hist)
+        else:
+            weights = ewma_weights(self.window, self.alpha)
+            s_hist = jnp.concatenate([s[None], st.s_hist[:-1]])
+            g = jnp.dot(weights, s_hist)
+            change = jnp.abs(g - st.g_prev) / jnp.maximum(st.g_prev, self.eps)
+            d_pushed = jnp.concatenate([change[None], st.d_hist[:-1]])
+            d_hist = jnp.where(st.t >= self.window, d_pushed, st.d_hist)
+            new = SignificanceState(st.t + 1, s_hist, g, d_hist)
         d_bar = jnp.dot(weights, d_hist)
-        warm = st.t < 2 * w - 1
+        if self.warmup_steps < self.fill:   # decided on before the window is full: 0 there, as EWMAMeter
+            d_bar = jnp.where(st.t >= self.fill, d_bar, 0.0)
+        warm = st.t < self.warmup_steps
         vote = warm | (d_bar >= self.delta)
-        return SignificanceState(st.t + 1, s_hist, g, d_hist), vote, jnp.where(warm, jnp.nan, d_bar)
+        return new, vote, jnp.where(warm, jnp.nan, d_bar)
 
     def __call__(self, tstate, stats, axis):
         new, vote, d_bar = self.local_vote(tstate, stats.grad_norm)

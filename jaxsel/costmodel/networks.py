@@ -195,6 +195,20 @@ class GroupLevel:
     note: str
 
 
+def island_level(cluster: Cluster, replicas: int, size: int) -> GroupLevel:
+    """Island averaging's group level (Timing.islands): islands of `size` replicas drawn
+    afresh at every sync, so an island's members may sit on any hosts: an all-reduce among
+    `size` replicas over the inter-host network (on a two-level cluster the slower one; an
+    island that happens to lie inside one host would be faster), a barrier for the island
+    only. The barrier takes contiguous blocks of `size` replicas, not each sync's draw: the
+    same without stragglers; with them, a slow replica holds back a fixed block."""
+    n = _check_replicas(replicas)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 2 or n % size:
+        raise ValueError(f"islands must be an integer >= 2 that divides the replicas ({n}), got {size!r}")
+    return GroupLevel(int(size), cluster.inter, f"random islands of {size} replicas, a fresh split per sync, "
+                                                f"over {cluster.inter.name}")
+
+
 def group_level(cluster: Cluster, replicas: int, groups: int | None) -> GroupLevel | None:
     """The group level of `groups` strategy groups (Timing.groups) on `cluster`.
 

@@ -33,7 +33,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from .networks import COLLECTIVES, Cluster, Network, cluster_collective_time, collective_time, get_cluster, \
-    get_network, group_level
+    get_network, group_level, island_level
 from ..core.stragglers import check_finite as _check_finite, check_replicas as _check_replicas, get_stragglers, \
     straggler_factors
 
@@ -57,17 +57,22 @@ class Projector:
     factors are drawn once for `total_steps` (so a live projection equals `project_run` on
     the same records). `network` is a network (every replica on its own host) or a
     two-level `Cluster`; `groups` is a two-level strategy's replica groups (Timing.groups),
-    whose group-level collectives are barriers for their group's members only.
+    whose group-level collectives are barriers for their group's members only; `islands`
+    island averaging's replicas per island (Timing.islands, `networks.island_level`).
     """
 
     def __init__(self, network, replicas: int, total_steps: int, stragglers=None, seed: int = 0, *,
                  collective: str = "allreduce", background: str = "async", staleness: int | None = None,
-                 groups: int | None = None, state: dict | None = None):
+                 groups: int | None = None, islands: int | None = None, state: dict | None = None):
         self.n = _check_replicas(replicas)
         self.cluster = get_cluster(network)
         self.cluster.hosts(self.n)   # the replicas fill whole hosts
         self.net = self.cluster.inter
-        self.groups = group_level(self.cluster, self.n, groups)
+        if groups is not None and islands is not None:
+            raise ValueError(f"a strategy has fixed replica groups (groups={groups}) or random islands "
+                             f"(islands={islands}), not both")
+        self.groups = (group_level(self.cluster, self.n, groups) if islands is None
+                       else island_level(self.cluster, self.n, islands))
         if collective not in COLLECTIVES:
             raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
         if background not in BACKGROUND_MODES:
@@ -323,6 +328,7 @@ def project_run(
     background: str = "async",
     staleness: int | None = None,
     groups: int | None = None,
+    islands: int | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Project a logged run onto `network` (or a two-level `Cluster`) with `replicas` workers.
 
@@ -336,10 +342,10 @@ def project_run(
         value per record).
     stragglers: None, a Stragglers model, a spec string ("fixed:factor=2,replicas=0") or
         a list of those (factors multiply); drawn with `seed`.
-    collective / background / staleness / groups: the strategy's `Timing` (the sync
-        collective of records without a `collective` key, how local steps that still move
-        a payload are charged (see the module docstring), the replica groups of a
-        two-level strategy).
+    collective / background / staleness / groups / islands: the strategy's `Timing` (the
+        sync collective of records without a `collective` key, how local steps that still
+        move a payload are charged (see the module docstring), the replica groups of a
+        two-level strategy, island averaging's replicas per island).
 
     Returns (cumulative seconds after each step, summary). The summary's `total` equals
     `compute + waiting + communication`: `compute` is the mean replica's busy time,
@@ -351,7 +357,7 @@ def project_run(
     steps = step_records(records, collective)
     compute = _compute_times(compute_time_s, len(steps))
     proj = Projector(cluster, n, len(steps), stragglers, seed, collective=collective, background=background,
-                     staleness=staleness, groups=groups)
+                     staleness=staleness, groups=groups, islands=islands)
     cumulative = np.array([proj.advance(i, s.synced, s.payload, s.vote, float(compute[i]), s.collective,
                                         group_payload=s.group_payload, group_synced=s.group_synced)
                            for i, s in enumerate(steps)])

@@ -3,14 +3,15 @@
 A strategy says nothing about time itself: the collective of its syncs follows from its
 aggregator and codec (`aggregator`, `compress`), how a sync nobody waits on is paid from its
 `background` (`Strategy.background`), how far an asynchronous worker may run ahead from its
-`staleness`, and the replica groups from the `Hierarchical` (two-level) composition.
+`staleness`, the replica groups from the `Hierarchical` (two-level) composition, and the
+islands of island averaging from its aggregator (`aggregate.IslandMean`).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from ..core import compression
-from ..core.aggregate import get_aggregator
+from ..core.aggregate import IslandMean, get_aggregator
 from ..strategies import Hierarchical
 
 
@@ -22,6 +23,8 @@ class Timing(NamedTuple):
     staleness: int | None = None         # async protocols: steps a worker may run ahead
     groups: int | None = None            # two-level methods: replica groups (hosts); steps report
                                          # their group-level bytes as the metric "group_bytes"
+    islands: int | None = None           # island averaging: replicas per island (a fresh random split
+                                         # per sync), its syncs reported as group-level ones
 
 
 def strategy_timing(strategy) -> Timing:
@@ -30,4 +33,5 @@ def strategy_timing(strategy) -> Timing:
         return strategy_timing(strategy.outer)._replace(groups=strategy.group_count())
     aggregator = get_aggregator(getattr(strategy, "aggregator", "mean"))
     return Timing(collective=compression.collective(getattr(strategy, "compress", None), aggregator),
-                  background=strategy.background, staleness=getattr(strategy, "staleness", None))
+                  background=strategy.background, staleness=getattr(strategy, "staleness", None),
+                  islands=aggregator.size if isinstance(aggregator, IslandMean) else None)

@@ -72,22 +72,24 @@ def _class_pools(labels: np.ndarray, seed: int) -> dict[int, np.ndarray]:
     return {int(c): rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)}
 
 
-def label_skew(labels: np.ndarray, replicas: int, seed: int = 0, classes_per_replica: int | None = None,
+def label_skew(labels: np.ndarray, replicas: int, seed: int = 0, classes_per_replica: int | str | None = None,
                classes=None) -> Partition:
     """Non-IID label skew (SelSync's non-IID mode: C/N classes per replica).
 
-    Replica r owns `classes_per_replica` consecutive classes starting at r*k (wrapping),
-    k = ceil(C/N) by default, so every class has an owner; or the explicit per-replica
-    class lists `classes`. A class owned by several replicas is split between them
-    disjointly; a class nobody owns is left out (reachable only through injection).
+    Replica r owns `classes_per_replica` = k consecutive classes starting at r*k
+    (wrapping), k = ceil(C/N) by default, so every class has an owner; or the explicit
+    per-replica class lists `classes`. `classes_per_replica="floor"` is the SelSync
+    authors' split (`helper/noniid_datapartitioner.py`, `get_labels_per_rank`): k =
+    floor(C/N), replica r owns classes r*k ... r*k + k - 1, and the last C - N*k classes
+    belong to nobody (N > C is an error: a replica would own nothing). A class owned by
+    several replicas is split between them disjointly; a class nobody owns is left out
+    (reachable only through injection).
     """
     labels = np.asarray(labels)
     pools_by_class = _class_pools(labels, seed)
     all_classes = sorted(pools_by_class)
     if classes is None:
-        k = math.ceil(len(all_classes) / replicas) if classes_per_replica is None else classes_per_replica
-        if not is_int(k) or not 1 <= k <= len(all_classes):
-            raise ValueError(f"classes_per_replica must be in 1..{len(all_classes)}, got {k}")
+        k = _classes_each(classes_per_replica, len(all_classes), replicas)
         classes = [[all_classes[(r * k + j) % len(all_classes)] for j in range(k)] for r in range(replicas)]
     owned = tuple(tuple(sorted({int(c) for c in cs})) for cs in classes)
     if len(owned) != replicas or not all(owned):
@@ -105,6 +107,22 @@ def label_skew(labels: np.ndarray, replicas: int, seed: int = 0, classes_per_rep
 
 
 label_skew.needs_labels = True
+
+#: `classes_per_replica`'s name for the SelSync authors' floor(C/N) split
+FLOOR = "floor"
+
+
+def _classes_each(classes_per_replica, num_classes: int, replicas: int) -> int:
+    """k, the classes each replica owns (ValueError naming a bad `classes_per_replica`)."""
+    if classes_per_replica == FLOOR:
+        if replicas > num_classes:
+            raise ValueError(f"label_skew classes_per_replica=floor gives floor({num_classes}/{replicas}) = 0 "
+                             f"classes per replica: it needs at most {num_classes} replicas (the dataset's classes)")
+        return num_classes // replicas
+    k = math.ceil(num_classes / replicas) if classes_per_replica is None else classes_per_replica
+    if not is_int(k) or not 1 <= k <= num_classes:
+        raise ValueError(f"classes_per_replica must be in 1..{num_classes} or 'floor', got {k!r}")
+    return k
 
 
 def dirichlet(labels: np.ndarray, replicas: int, seed: int = 0, alpha: float = 0.5, min_size: int = 1,
@@ -159,9 +177,12 @@ def check_partition_options(name: str, options: dict, replicas: int, num_classes
         theirs = f"its options: {', '.join(allowed)}" if allowed else "it takes no options"
         raise ValueError(f"partition {name!r} has no option {', '.join(map(repr, unknown))}; {theirs}")
     k = options.get("classes_per_replica")
-    if k is not None and not (is_int(k) and 1 <= k <= (num_classes or k)):
+    if k == FLOOR and num_classes:
+        _classes_each(k, num_classes, replicas)
+    elif k is not None and k != FLOOR and not (is_int(k) and 1 <= k <= (num_classes or k)):
         upper = f"1..{num_classes}" if num_classes else "an integer >= 1"
-        raise ValueError(f"label_skew classes_per_replica must be in {upper} (the dataset's classes), got {k!r}")
+        raise ValueError(f"label_skew classes_per_replica must be in {upper} (the dataset's classes) or "
+                         f"'floor' (the SelSync authors' floor(C/N), the rest dropped), got {k!r}")
     if "alpha" in options:
         _check_alpha(options["alpha"])
     for key in ("min_size", "max_tries"):

@@ -48,10 +48,12 @@ def _cifar_resnet(depth):
     return make
 
 
-def _vgg11(input_shape, num_classes, rngs):
-    if min(input_shape[:2]) < 32:
-        raise ValueError(f"vgg11 pools 5 times and needs inputs of at least 32x32, got {input_shape}")
-    return VGG(num_classes, _channels(input_shape), rngs=rngs)
+def _vgg11(batch_norm: bool):
+    def make(input_shape, num_classes, rngs):
+        if min(input_shape[:2]) < 32:
+            raise ValueError(f"vgg11 pools 5 times and needs inputs of at least 32x32, got {input_shape}")
+        return VGG(num_classes, _channels(input_shape), batch_norm=batch_norm, rngs=rngs)
+    return make
 
 
 def _alexnet(input_shape, num_classes, rngs):
@@ -73,7 +75,8 @@ MODEL_REGISTRY: dict[str, Callable] = {
     "resnet20": _cifar_resnet(20),
     "resnet32": _cifar_resnet(32),
     "resnet56": _cifar_resnet(56),
-    "vgg11": _vgg11,
+    "vgg11": _vgg11(batch_norm=True),
+    "vgg11_nobn": _vgg11(batch_norm=False),   # the paper's, and SelSync's authors' (torchvision vgg11)
     "alexnet": _alexnet,
     "transformer_lm": _transformer_lm,
 }

@@ -12,10 +12,12 @@ from .build import build_strategy, register_strategy
 from .demo import DeMo
 from .diloco import DiLoCo
 from .hierarchical import Hierarchical
+from .islands import IslandAveraging
 from .localsgd import FedAvg, LocalSGD
 from .phases import Phases
 from .postlocal import PostLocalSGD
 from .selsync import SelSync
+from .sparta import SPARTA
 from .ssdsgd import SSDSGD
 from .ssp import ASP, SSP
 from .streaming_diloco import StreamingDiLoCo

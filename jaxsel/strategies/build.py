@@ -71,7 +71,8 @@ def is_level_strategy(strategy) -> bool:
 
 def level_names() -> list[str]:
     """The registered strategies a level of a two-level strategy may be."""
-    return [name for name, cls in STRATEGIES.items() if issubclass(cls, Triggered) and cls.apply is Triggered.apply]
+    return [name for name, cls in STRATEGIES.items() if issubclass(cls, Triggered) and cls.apply is Triggered.apply
+            and getattr(cls, "composable", True)]
 
 
 def build_level(level: str, spec, options: dict | None = None, context: dict | None = None):

@@ -36,10 +36,12 @@ import optax
 
 from ..core.budget import Budget, sweep
 from ..core import compression
+from ..core.checks import MAX_SEED, check_int
 from ..core.aggregate import Bound, get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
 from .opt_state_period import average_on_periods, check_fields, check_period
+from .sparta import check_fraction, sparse_average, unless
 from .triggered import Synced
 
 
@@ -140,19 +142,33 @@ class DiLoCoState(NamedTuple):
 @STRATEGIES.register("diloco")
 @dataclasses.dataclass(frozen=True)
 class DiLoCo(OuterLoop, Strategy):
-    """inner_steps: H; the outer loop's options (OuterLoop)."""
+    """inner_steps: H; the outer loop's options (OuterLoop); sparta: p, SPARTA's sparse
+    average of a fraction p of the replicas' entries after every inner step but the outer
+    step's (SPARTA + DiLoCo; `strategies/sparta.py`), its entries drawn from `seed` (unset:
+    the run's); None: the inner steps exchange nothing."""
 
     inner_steps: int = 500
     """H: local steps between two outer steps (`period` also sets it)"""
     opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
+    sparta: float | None = None
+    """p: SPARTA's sparse average of a share p of the entries after every inner step but the outer step's (none: the
+    inner steps exchange nothing)"""
+    seed: int = 0
     name: ClassVar[str] = "diloco"
     budget: ClassVar[Budget] = sweep("inner_steps", 4, 8, 16, 50)
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
+    context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's (SPARTA's draw)
 
     def __post_init__(self):
         self.trigger  # validates H >= 1
         self.check_outer()
         self.settle(opt_state_period=check_period(self.opt_state_period))
+        check_int("seed", self.seed, 0, MAX_SEED)
+        if self.sparta is not None:
+            check_fraction("sparta", self.sparta)
+            if self.compress is not None:
+                raise ValueError(f"diloco sparta={self.sparta!r} sends its entries uncompressed; it takes no "
+                                 f"compress (got {self.compress!r})")
 
     @property
     def trigger(self) -> Periodic:
@@ -176,6 +192,9 @@ class DiLoCo(OuterLoop, Strategy):
         params, opt_state = local_update(rs.params, rs.opt_state, grads, ctx.optimizer)
         opt_state = average_on_periods(opt_state, self.opt_state_period, ctx)
         _, decide, _ = self.trigger((), stats, ctx.axis)
+        if self.sparta is not None:   # SPARTA between the outer steps
+            params = sparse_average(params, unless(True, decide), ctx, Bound(self.aggregator, ctx.axis, ctx),
+                                    self.sparta, self.seed)
         sent = self.sent(rs.strategy_state.global_params, params)
         payload = Synced(params=sent, model_state=rs.model_state if self.sync_model_state else None)
         out = ctx.sync(decide, payload, Bound(self.aggregator, ctx.axis, ctx),
@@ -187,4 +206,5 @@ class DiLoCo(OuterLoop, Strategy):
 
     def describe(self) -> str:
         tags = compression.tags(self.compress, self.aggregator, self.error_feedback)
-        return f"{self.name}{tags} (H={self.inner_steps}, {self.outer_label()})"
+        sparta = "" if self.sparta is None else f", SPARTA p={self.sparta:g}"
+        return f"{self.name}{tags} (H={self.inner_steps}, {self.outer_label()}{sparta})"

@@ -1,14 +1,17 @@
 """Local SGD / FedAvg: local optimizer steps, parameters replaced by their aggregate
 after every `period` steps (at step t when (t + 1) % period == 0), or on exactly `syncs`
 of the run's steps, evenly spread (`triggers.Spread`): the budget-matched baseline of an
-adaptive method, whose sync count an integer period can rarely hit."""
+adaptive method, whose sync count an integer period can rarely hit. `islands=K` averages
+within random islands of K replicas instead, drawn afresh at each sync (island averaging,
+`aggregate.IslandMean`); the `islands` strategy is local SGD with islands of 2."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
 
 from ..core.budget import Budget, sweep
-from ..core.aggregate import ClientSampled
+from ..core.aggregate import ClientSampled, IslandMean, Mean
+from ..core.checks import MAX_SEED, check_int
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic, Spread
 from .opt_state_period import average_on_periods, check_fields, check_period
@@ -26,7 +29,9 @@ class LocalSGD(Triggered):
     aggregated. `syncs=K` instead aggregates after exactly K of the run's `total_steps`
     updates, evenly spread (`triggers.Spread`; it takes no `period`). `opt_state_period`
     averages the optimizer's state on periods of its own (DES-LOC;
-    `strategies/opt_state_period.py`); None keeps it local."""
+    `strategies/opt_state_period.py`); None keeps it local. `islands=K`: each sync averages
+    within islands of K replicas, a fresh random split per sync drawn from `seed` (unset:
+    the run's) and the step (`aggregate.IslandMean`); it replaces the mean aggregator."""
 
     period: int | None = None
     """steps between two averagings of the updated parameters (none: 50)"""
@@ -38,12 +43,16 @@ class LocalSGD(Triggered):
     syncs: int | None = None
     """K: average after exactly K of the run's steps, evenly spread, instead of a period"""
     total_steps: int | None = None
+    islands: int | None = None
+    """K: each sync averages within random islands of K replicas, drawn afresh (none: over all)"""
+    seed: int = 0
     name: ClassVar[str] = "localsgd"
     budget: ClassVar[Budget] = sweep("period", 2, 4, 8, 16, 50)
     sync: ClassVar[str] = "model"
-    context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
+    context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed: the islands' draw
 
     def __post_init__(self):
+        self.settle_islands()
         if self.syncs is not None:
             if self.period is not None:
                 raise ValueError(f"{self.name} takes period={self.period!r} or syncs={self.syncs!r}, not both: "
@@ -55,6 +64,18 @@ class LocalSGD(Triggered):
             self.settle(period=DEFAULT_PERIOD)
         self.settle(opt_state_period=check_period(self.opt_state_period))
         super().__post_init__()
+
+    def settle_islands(self) -> None:
+        """`islands=K`: the aggregator becomes IslandMean(K, seed), in place of the mean."""
+        check_int("seed", self.seed, 0, MAX_SEED)
+        if self.islands is None:
+            return
+        check_int("islands (replicas per island)", self.islands, 2)
+        islands = IslandMean(int(self.islands), int(self.seed))
+        if self.aggregator != islands and not (self.aggregator == "mean" or isinstance(self.aggregator, Mean)):
+            raise ValueError(f"{self.name} islands={self.islands!r} takes a plain mean within each island; it "
+                             f"takes no other aggregator, got aggregator={self.aggregator!r}")
+        self.settle(aggregator=islands)
 
     @property
     def trigger(self):

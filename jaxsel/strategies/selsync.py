@@ -4,18 +4,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.budget import Budget, sweep
+from ..core.budget import Budget, fires, sweep
 from ..core.sync import STRATEGIES
 from ..core.checks import check_int
-from ..core.triggers import Capped, Significance
+from ..core.triggers import DEFAULT_STATISTIC, Capped, Significance
 from .triggered import Triggered
 
 
 @STRATEGIES.register("selsync")
 @dataclasses.dataclass(frozen=True)
 class SelSync(Triggered):
-    """Tyagi & Swany (CLUSTER'23). Each replica votes from a windowed EWMA of the relative
-    change of its gradient-norm EWMA; any vote syncs (a `psum` of the votes). A sync
+    """Tyagi & Swany (CLUSTER'23). Each replica votes from Delta_bar, a windowed EWMA of
+    the relative step-to-step change of its gradient norm (`statistic="raw"`, the form
+    the authors' code keeps commented out) or of that norm's own windowed EWMA
+    (`statistic="smoothed"`, what their released code computes), after `warmup` forced
+    syncs (None: until Delta_bar's window is full, W-1 or 2W-1 steps); exactly as
+    `core.triggers.Significance` defines them. Any vote syncs (a `psum` of the votes). A sync
     averages the parameters, then each replica applies its own update
     (`aggregate="params"`), or averages gradients (`aggregate="grads"`). Optimizer and
     BatchNorm state stay local unless configured. `max_local=K` also syncs a step when the
@@ -23,11 +27,16 @@ class SelSync(Triggered):
     statistic picks the extra syncs, the cap bounds how far replicas drift."""
 
     delta: float = 0.3
-    """sync when Delta_bar, the smoothed relative change of the gradient norm, reaches delta on any replica"""
+    """sync when Delta_bar, the windowed EWMA of the gradient norm's relative change, reaches delta on any replica"""
     window: int = 25
     """W: steps in Delta_bar's window"""
     alpha: float = 0.01
-    """smoothing rate of the gradient norm's EWMA, in [0, 1)"""
+    """smoothing rate of the windowed EWMAs, in [0, 1)"""
+    statistic: str = DEFAULT_STATISTIC
+    """raw: Delta_bar of the gradient norm's step-to-step change; smoothed: of its windowed EWMA's (the
+    released code)"""
+    warmup: int | None = None
+    """forced syncs first (none: until Delta_bar's window is full, W-1 or 2W-1 steps)"""
     aggregate: str = "params"
     """what a sync averages: params (each replica then applies its own update) or grads"""
     aggregator: Any = "mean"
@@ -37,7 +46,9 @@ class SelSync(Triggered):
     """K: also sync after K local steps in a row (none: the significance test alone)"""
     error_feedback: bool = True
     name: ClassVar[str] = "selsync"
-    budget: ClassVar[Budget] = sweep("delta", None, 0.1, 0.05) + sweep("max_local", 8, 32)
+    #: the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
+    budget: ClassVar[Budget] = (sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5)))
+                                + sweep("max_local", 8, 32))
 
     def __post_init__(self):
         if self.aggregate not in ("params", "grads"):
@@ -47,7 +58,8 @@ class SelSync(Triggered):
 
     @property
     def trigger(self):
-        significance = Significance(delta=float(self.delta), window=int(self.window), alpha=float(self.alpha))
+        significance = Significance(delta=float(self.delta), window=int(self.window), alpha=float(self.alpha),
+                                    statistic=self.statistic, warmup=self.warmup)
         return significance if self.max_local is None else Capped(significance, int(self.max_local))
 
     @property
@@ -55,5 +67,6 @@ class SelSync(Triggered):
         return self.aggregate
 
     def describe(self) -> str:
+        warm = "" if self.warmup is None else f", warmup={self.warmup}"
         cap = "" if self.max_local is None else f", at most {self.max_local} local steps in a row"
-        return f"{super().describe()} (delta={self.delta:g}, W={self.window}{cap})"
+        return f"{super().describe()} (delta={self.delta:g}, W={self.window}, {self.statistic}{warm}{cap})"

@@ -160,19 +160,21 @@ def check_identity(saved: dict, current: dict, where: str) -> None:
 
 def _spelt_out(config: dict) -> dict:
     """A trajectory config with every strategy option at its value, one entry each (the
-    strategy's default where none was given), and the LR schedule as (kind, milestones,
-    gamma): a default and the same value given explicitly compare equal."""
+    strategy's default where none was given), the LR schedule as (kind, milestones,
+    gamma, epoch samples), and a setting the checkpoint's jaxsel did not have yet at its
+    default (it ran that way): a default and the same value given explicitly compare equal."""
     from ..core.options import option_defaults
     from ..strategies import STRATEGIES
-    from .lr_schedule import parse_lr_schedule
+    from .config import TrainConfig
+    from .lr_schedule import read_lr_schedule
 
-    out = dict(config)
+    out = {**trajectory_config(TrainConfig()), **dict(config)}
     cls = STRATEGIES.get(out.get("strategy"))
     defaults = json.loads(json.dumps(option_defaults(cls), sort_keys=True, default=str)) if cls else {}
     for key, value in {**defaults, **(out.pop("strategy_options", None) or {})}.items():
         out[f"strategy_options.{key}"] = value   # one entry per option: a difference names it
     try:
-        out["lr_schedule"] = list(parse_lr_schedule(out.get("lr_schedule", "constant")))
+        out["lr_schedule"] = list(read_lr_schedule(out.get("lr_schedule", "constant")))
     except ValueError:
         pass
     return out

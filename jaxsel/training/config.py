@@ -24,6 +24,8 @@ from .declare import Flag, declarations, declare_flags, flag_of, named, option
 MAX_STEPS = INT32_MAX
 #: when each replica's own model is evaluated too (replica_eval.py)
 EVAL_REPLICAS = ("final", "every", "off")
+#: where `clip_norm` clips (training/grad_clip.py)
+CLIP_AT = ("update", "gradients")
 
 
 class ConfigError(ValueError):
@@ -83,8 +85,11 @@ class TrainConfig:
     optimizer: str = option("sgd", help="sgd, adam or adamw")
     lr: float = option(0.05, help="learning rate")
     lr_schedule: str = option("constant", metavar="SPEC",
-                              help="constant, or milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each "
-                                   "milestone (M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75)")
+                              help="constant; milestones[:M1,M2,...][@GAMMA]: lr x GAMMA (0.1) at each "
+                                   "milestone (M < 1: fraction of the run, M >= 1: step; 'milestones' = 0.5,0.75); "
+                                   "every:K[@GAMMA]: x GAMMA every K steps; sample-epochs:E1,E2,...[@GAMMA][/SAMPLES]: "
+                                   "x GAMMA at each epoch E counted from samples as SelSync's authors do (a local "
+                                   "step b, a synced step b*N; SAMPLES per epoch, default the training set's)")
     # a resumed run keeps the length its checkpoints record, so `--resume --steps` never moves them
     lr_schedule_steps: int | None = option(None, no_flag="the run length fractional milestones refer to "
                                            "(None: steps); a resumed run takes it from its checkpoints; a "
@@ -92,10 +97,15 @@ class TrainConfig:
     momentum: float = option(0.9, help="optimizer momentum (sgd)")
     weight_decay: float = option(0.0, help="weight decay")
     clip_norm: float | None = option(None, help="clip gradients to this global norm")
+    clip_at: str = option("update", choices=CLIP_AT,
+                          help="where --clip-norm clips: the update the optimizer applies, after the method's "
+                               "syncs (update), or each replica's gradients as backprop returns them, so the "
+                               "method's statistic, its syncs and the update see them clipped")
     partition: str = option("seldp", group=DATA, help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
     partition_options: dict = option(
         factory=dict, flag="--partition-opt", pairs=True, metavar="KEY=VALUE", group=DATA,
-        help="partitioner option, e.g. classes_per_replica=1 or alpha=0.5 (dirichlet)",
+        help="partitioner option, e.g. classes_per_replica=1 (label_skew; =floor: the SelSync authors' "
+             "floor(C/N) classes each, the rest dropped) or alpha=0.5 (dirichlet)",
         keys=(("injection", Flag(("--inject",), "SelSync data injection: ceil(ALPHA*C) foreign classes, "
                                  "BETA*b*N/C samples each", metavar="ALPHA,BETA", parse=_injection)),))
     seed: int = option(0, help="seed of the model, data order and sampling")
@@ -105,7 +115,7 @@ class TrainConfig:
     eval_every: int = option(50, group=EVAL, help="steps between test evaluations")
     log_every: int = option(10, group=EVAL, help="steps between metric reads (one host round-trip)")
     divergence_every: int | None = option(None, metavar="N", group=EVAL, help="steps between reads of the "
-                                          "replicas' divergence (default: --log-every)")
+                                          "replicas' divergence and correlation (default: --log-every)")
     data_dir: str | None = option(None, group=DATA, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
     out_dir: str | None = option(None, no_flag="the run directory; set by the job flag --out (cli/job_args.py), "
                                  "which compare and frontier read as their own folder", set_by="--out")
@@ -248,7 +258,7 @@ def _check_numbers(cfg: TrainConfig) -> None:
     _check_int("seed", cfg.seed, 0, MAX_SEED)
     _check_int("faulty_replicas", cfg.faulty_replicas, 0, cfg.replicas - 1)
     _check_number("lr", cfg.lr, positive=True)
-    _check_lr_schedule(cfg.lr_schedule)
+    _check_lr_schedule(cfg)
     _check_int("lr_schedule_steps", cfg.lr_schedule_steps, 1, MAX_STEPS, optional=True)
     _check_number("momentum", cfg.momentum, positive=False)
     if not cfg.momentum < 1:
@@ -256,6 +266,9 @@ def _check_numbers(cfg: TrainConfig) -> None:
                           f"and diverges), got {cfg.momentum!r}")
     _check_number("weight_decay", cfg.weight_decay, positive=False)
     _check_number("clip_norm", cfg.clip_norm, positive=True, optional=True)
+    if cfg.clip_at == "gradients" and cfg.clip_norm is None:
+        raise ConfigError(f"{named(TrainConfig, 'clip_at')} gradients clips to {named(TrainConfig, 'clip_norm')}, "
+                          f"which is unset: give the norm, or leave clip_at at its default")
     _check_number("project_compute_s", cfg.project_compute_s, positive=False, optional=True,
                   unit=" (seconds per step)")
     _check_int("project_gpus_per_host", cfg.project_gpus_per_host, 1)
@@ -300,13 +313,18 @@ def _check_texts(cfg: TrainConfig) -> None:
                               f"leave it out for the default")
 
 
-def _check_lr_schedule(spec) -> None:
-    from .lr_schedule import parse_lr_schedule
+def _check_lr_schedule(cfg: TrainConfig) -> None:
+    """The spec parses; a sample-epochs clock's int32 count holds an epoch plus a synced step
+    (replicas and batch_size are checked before)."""
+    from .lr_schedule import read_lr_schedule
 
     try:
-        parse_lr_schedule(spec)
+        spec = read_lr_schedule(cfg.lr_schedule)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if spec.kind == "sample-epochs" and (spec.epoch_samples or 0) + cfg.batch_size * cfg.replicas > INT32_MAX:
+        raise ConfigError(f"{named(TrainConfig, 'lr_schedule')} {cfg.lr_schedule}: an epoch's samples plus a synced "
+                          f"step's ({cfg.batch_size} x {cfg.replicas}) exceed the device's int32 count ({INT32_MAX})")
 
 
 def _check_names(cfg: TrainConfig) -> None:

@@ -3,8 +3,8 @@
 `option(default, help=..., ...)` is `dataclasses.field` with a `Flag` (or a `NoFlag` and
 its reason) in the field's metadata: the flag's names, help, choices and metavar, how its
 text becomes the field's value, which commands take it and the section (`group`) of
-`--help` and of config files it belongs to. The `train`, `compare` and `frontier` parsers
-(`jaxsel.cli.task_args`), config files (`config_file`) and the choice checks of
+`--help` and of config files it belongs to. The `train`, `compare`, `frontier` and `calibrate`
+parsers (`jaxsel.cli.task_args`), config files (`config_file`) and the choice checks of
 `check_config` all read these, so a default, a choice list or a spelling is written once
 and `jaxsel train --help` shows the field's own default. A field may instead be one key of
 a section's `KEY=VALUE` flag (`key_in`: `--project network=25gbe`), and may keep the names
@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any, Callable, NamedTuple
 
 #: the commands whose parsers are generated from the declarations
-COMMANDS = ("train", "compare", "frontier")
+COMMANDS = ("train", "compare", "frontier", "calibrate")
 #: the sections of a run's settings, in `--help`'s order (config files: `[section]` tables)
 SECTIONS = {"strategy": "strategy: the method and its options (`jaxsel strategies NAME` lists them)",
             "data": "data: the dataset, its shards over the replicas, the input pipeline",

@@ -34,7 +34,8 @@ from .checkpoint import existing_steps, newest_meta
 from .checkpoint_owner import claim, foreign_owner, fork, fork_root, fork_source
 from .config import ConfigError, TrainConfig, check_config
 from .evaluation import make_eval_fn
-from .lr_schedule import never_fires_warning
+from .grad_clip import with_clipped_gradients
+from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
 from .run_kinds import refuse_comparison
@@ -60,6 +61,7 @@ class Run:
     description: str      # the strategy as the run reports it (`describe_strategy`)
     layout: str           # where the replicas run and how packed ones are computed, printed and recorded
     packing: dict | None = None   # how packed replicas are computed (`packing.Choice.record`); None: one per device
+    samples: RunSamples | None = None   # b, N and the training set's examples (a `sample-epochs` schedule's count)
 
 
 def build_run(cfg: TrainConfig) -> Run:
@@ -88,19 +90,22 @@ def assemble_run(cfg: TrainConfig) -> Run:
     spec, loader = data.spec, data.loader
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
     fm = FunctionalModel.from_module(model)
-    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.clip_norm,
-                                lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length)
-    strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size))
+    samples = RunSamples(cfg.batch_size, cfg.replicas, len(loader.table))
+    at_update = cfg.clip_norm if cfg.clip_at == "update" else None
+    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, at_update,
+                                lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length, samples=samples)
+    strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size), samples)
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
-    loss_fn = fm.classification_loss(spec.input_key, spec.label_key)
+    loss_fn = with_clipped_gradients(fm.classification_loss(spec.input_key, spec.label_key),
+                                     cfg.clip_norm if cfg.clip_at == "gradients" else None)
     train_step = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
                                  local_replicas=cfg.local_replicas)
     choice = choose_packing(cfg, train_step, state, data, layout)
     return Run(cfg, mesh, fm, optimizer, strategy, state, data.wrap_step(train_step), loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
                describe_strategy(strategy, cfg.strategy), ", ".join(filter(None, (layout.describe(), choice.describe()))),
-               None if choice.how == "single" else choice.record())
+               None if choice.how == "single" else choice.record(), samples)
 
 
 def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.Layout) -> packing.Choice:
@@ -159,12 +164,13 @@ def with_faulty_replicas(strategy, count: int):
         raise ConfigError(f"faulty_replicas: {err}") from None
 
 
-def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
-    """The run's strategy (built once per run), with a warning if it would never sync."""
+def make_strategy(cfg: TrainConfig, steps_per_epoch: int, samples: RunSamples | None = None):
+    """The run's strategy (built once per run), with a warning if it would never sync
+    (or its learning rate never decay)."""
     strategy = check_strategy(cfg, steps_per_epoch)
     if jax.process_index() == 0:
         warn_if_never_syncs(strategy, cfg.steps)
-        late = never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps)
+        late = never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps, samples)
         if late:
             print(late, file=sys.stderr, flush=True)
     return strategy

@@ -73,6 +73,7 @@ class Counters:
     projected_time_s: float = 0.0
     synced_steps: int = 0
     skipped_steps: int = 0
+    skipped_synced_steps: int = 0   # skipped steps that had synchronized (a sample-epochs clock never saw them)
 
     @classmethod
     def from_meta(cls, meta: dict) -> "Counters":
@@ -240,6 +241,12 @@ def _plain(v):
     return v.item() if v.ndim == 0 else v.tolist()
 
 
+def _mean_of(records: list[dict], key: str) -> float | None:
+    """The mean of `key` over the records that logged it (None where none did)."""
+    values = [r[key] for r in records if r.get(key) is not None]
+    return float(np.mean(values)) if values else None
+
+
 class RunLog:
     """Metrics window, counters, evaluations, projection and the JSONL log of one run.
 
@@ -247,7 +254,7 @@ class RunLog:
     runs without a run directory). `history` is a checkpoint's meta (resuming)."""
 
     def __init__(self, cfg, timing: dict, out_dir: Path | None, start: int, history: dict,
-                 fetch: Callable = jax.device_get, bar=None, lead: bool = True):
+                 fetch: Callable = jax.device_get, bar=None, lead: bool = True, samples=None):
         self.cfg, self.fetch, self.bar, self.lead = cfg, fetch, bar, lead
         saved = history.get("counters", {})
         self.counters = Counters.from_meta(saved)
@@ -256,7 +263,7 @@ class RunLog:
         self.window: list[tuple[int, dict]] = []
         self.divergences: dict[int, Any] = {}
         self.skip_run = 0
-        self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length)
+        self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length, samples)
         file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
         self.records: list[dict] = list(file.earlier) if file else []
         self.writers: list[MetricWriter] = [file] if file else []
@@ -276,8 +283,10 @@ class RunLog:
     def add_step(self, t: int, metrics: dict) -> None:
         self.window.append((t, metrics))
 
-    def add_divergence(self, t: int, value) -> None:
-        self.divergences[t] = value
+    def add_replica_metrics(self, t: int, values: dict) -> None:
+        """Step t's reads of the replicas (`core.correlation.replica_metrics`: divergence,
+        correlation), unfetched: they travel with the window's metrics."""
+        self.divergences[t] = values
 
     def flush(self, t: int) -> dict | None:
         """Fetch, check, count, project and write the window; the record that must stop
@@ -299,13 +308,15 @@ class RunLog:
         c, bad = self.counters, None
         for i, rec in enumerate(new):
             if rec["step"] in divs:
-                rec["divergence"] = float(divs[rec["step"]])
-            rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps)   # a skipped step leaves the optimizer be
+                rec.update({name: float(v) for name, v in divs[rec["step"]].items()})
+            # a skipped step leaves the optimizer be (its sample clock too)
+            rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps, c.synced_steps - c.skipped_synced_steps)
             c.bytes_allreduced += int(rec["bytes_allreduced"])
             c.synced_steps += bool(rec["synced"])
             if self.cfg.nonfinite == "skip":
                 self.skip_run = self.skip_run + 1 if rec["nonfinite"] else 0
                 c.skipped_steps += bool(rec["nonfinite"])
+                c.skipped_synced_steps += bool(rec["nonfinite"]) and bool(rec["synced"])
                 if self.skip_run >= MAX_CONSECUTIVE_SKIPS and bad is None:
                     bad = i
             elif bad is None and describe_nonfinite(rec):
@@ -355,6 +366,7 @@ class RunLog:
             "final_test_accuracy": self.evals[-1]["test_accuracy"],
             "final_test_loss": self.evals[-1]["test_loss"],
             "final_train_loss": float(np.mean([r["loss"] for r in tail])) if tail else float("nan"),
+            "mean_correlation": _mean_of(self.records, "correlation"),
             "sync_fraction": c.synced_steps / cfg.steps,
             "bytes_allreduced": c.bytes_allreduced,
             "wall_time_s": c.train_time_s,

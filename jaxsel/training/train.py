@@ -19,7 +19,7 @@ import jax
 
 from ..core import parallel
 from ..core.pacing import pace
-from ..core.state import divergence
+from ..core.correlation import replica_metrics
 from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
 from .config import TrainConfig, agreed_settings, check_config
@@ -101,7 +101,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
     ckpt, start, state, history = _restore(cfg, run, lead)
     out_dir = _open_run_dir(cfg, run) if cfg.out_dir and lead else None   # one writer: process 0
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
-                 _progress(cfg, start) if lead else None, lead)
+                 _progress(cfg, start) if lead else None, lead, samples=run.samples)
     step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
     try:
         t0 = time.perf_counter()
@@ -117,7 +117,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals) -> RunResult:
             log.add_step(t, metrics)
             pace(metrics["loss"])   # the compiled step does not pace itself (core/pacing.py)
             if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
-                log.add_divergence(t, pace(divergence(state.params)))
+                log.add_replica_metrics(t, pace(replica_metrics(state.params)))
             due = _due(cfg, t, ckpt is not None, signals.signum is not None)
             if due.flush:
                 bad = log.flush(t)   # before a save: a checkpoint never holds an unchecked step

@@ -44,16 +44,17 @@ class Totals:
 
     def step_scalars(self, rec: dict) -> dict[str, float]:
         """A step's scalars: loss, running sync fraction, bytes so far (per replica),
-        Delta_bar (max over replicas, when the strategy records it), divergence (at the
-        steps it is measured) and the projected wall-clock so far."""
+        Delta_bar (max over replicas, when the strategy records it), divergence and
+        correlation (at the steps they are measured) and the projected wall-clock so far."""
         self.synced += bool(rec["synced"])
         self.nbytes += int(rec["bytes_allreduced"])
         out = {"train/loss": rec["loss"], "train/sync_fraction": self.synced / (rec["step"] + 1),
                "train/bytes_allreduced": self.nbytes, "time/projected_s": rec.get("projected_time_s")}
         if "delta" in rec:
             out["train/delta_bar"] = _peak(rec["delta"])
-        if "divergence" in rec:
-            out["train/divergence"] = rec["divergence"]
+        for name in ("divergence", "correlation"):
+            if name in rec:
+                out[f"train/{name}"] = rec[name]
         return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(float(v))}
 
 

@@ -2,17 +2,24 @@
 (issue 25, items 4 and 6). Both step one step at a time (`step(...) -> sync?`), so they run
 open loop on recorded statistics or inside a closed-loop simulation.
 
-Significance (jaxsel/triggers.py `Significance`, transcribed as it is at main 5b69bb5):
-    per replica, step t = 0, 1, ...; s_t = its gradient statistic (jaxsel: the sum over
-    tensors of each tensor's L2 norm); W = window; weights w_k = (1-alpha)^k / sum_j
-    (1-alpha)^j for k = 1 (newest) ... W (oldest).
-    s_hist <- [s_t, s_hist[:-1]]   (starts as W zeros)
-    G_t = w . s_hist
-    if t >= W: d_hist <- [|G_t - G_{t-1}| / max(G_{t-1}, eps), d_hist[:-1]]   (starts as W zeros)
-    D_t = w . d_hist
-    vote_t = (t < 2W - 1) or (D_t >= delta)
-    G_{t-1} for the next step <- G_t (G_{-1} = 0).
-    The step syncs when any replica votes.
+Significance, written from the authors' code (github sahiltyagi4/SelSync, selsync_py3/:
+helper/helper_fns.py `EWMAMeter` and `TrackModelStats.compute_gradnorm`,
+selsync/selsync_imgclassifier.py `start_training`), per replica:
+    EWMAMeter(W, alpha): a list of values; each new value is appended, and once W values
+        are held, ewma = sum_k (1-alpha)^k v_k / sum_k (1-alpha)^k, k = 1 for the newest
+        ... W for the oldest, then the oldest is dropped; its value is 0. until then.
+    globalstep g = 1, 2, ... (t = g - 1); prev_gradnorm = 1.0 before the first step.
+    statistic "raw" (compute_gradnorm's commented `# return total_gnorm`): curr = s_t.
+    statistic "smoothed" (what it returns): curr = norm_meter's value after s_t (0. until
+        W norms). The released loop then divides 0 by 0 at g = 2; jaxsel's definition,
+        transcribed here: the change enters the delta meter only from t = W on (once
+        the previous curr is a full window's).
+    change = |curr - prev_gradnorm| / max(prev_gradnorm, eps) (eps: jaxsel's guard);
+        delta_meter.smoothendata(change); smooth_delta = delta_meter's value.
+    The replica votes when t < warmup or smooth_delta >= delta; warmup None is the
+        authors' rule for "raw" (smooth_delta is None while g < W: W - 1 steps) and
+        jaxsel's for "smoothed" (2W - 1 steps, until the delta meter is full).
+    prev_gradnorm = curr. The step syncs when any replica votes (their all-reduced sum > 0).
 max_local=K (K >= 1; None: the paper's rule alone): step t also syncs when the K steps
     before it were all local, i.e. when the run of local steps just before t has length
     >= K. So at most K local steps run in a row; the significance state advances every step
@@ -34,35 +41,64 @@ Accordion (Agarwal et al., MLSys 2021; their code's auto_scale.py / main.py), wi
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
-def ewma_weights(window: int, alpha: float) -> np.ndarray:
-    w = (1.0 - alpha) ** np.arange(1, window + 1, dtype=np.float64)
-    return w / w.sum()
+#: jaxsel's default statistic (`jaxsel.SelSync().statistic`), which the references follow
+DEFAULT_STATISTIC = "raw"
+
+
+class EWMAMeter:
+    """The authors' `EWMAMeter`, as written (a list window, float64)."""
+
+    def __init__(self, windowsize: int = 25, alpha: float = 0.01):
+        self.windowsize, self.alpha = windowsize, alpha
+        self.window: list[float] = []
+        self.ewma_val = 0.0
+
+    def smoothendata(self, val: float) -> None:
+        sum_val, count = 0.0, 0.0
+        self.window.append(val)
+        if len(self.window) == self.windowsize:
+            for index, datum in reversed(list(enumerate(self.window))):
+                pow_ix = len(self.window) - index
+                sum_val += math.pow(1 - self.alpha, pow_ix) * datum
+                count += math.pow(1 - self.alpha, pow_ix)
+            self.ewma_val = sum_val / count
+            self.window.pop(0)
+
+    def smooth_val(self) -> float:
+        return self.ewma_val
 
 
 class Significance:
-    """One replica's significance test."""
+    """One replica's significance test, the authors' loop (module docstring)."""
 
-    def __init__(self, delta: float = 0.3, window: int = 25, alpha: float = 0.01, eps: float = 1e-12):
-        self.delta, self.window, self.eps = delta, window, eps
-        self.weights = ewma_weights(window, alpha)
-        self.t, self.g_prev = 0, 0.0
-        self.s_hist, self.d_hist = np.zeros(window), np.zeros(window)
+    def __init__(self, delta: float = 0.3, window: int = 25, alpha: float = 0.01, eps: float = 1e-12,
+                 statistic: str = DEFAULT_STATISTIC, warmup: int | None = None):
+        if statistic not in ("raw", "smoothed"):
+            raise ValueError(f"statistic must be 'raw' or 'smoothed', got {statistic!r}")
+        self.delta, self.window, self.eps, self.statistic = delta, window, eps, statistic
+        self.warmup = (window - 1 if statistic == "raw" else 2 * window - 1) if warmup is None else warmup
+        self.norm_meter, self.delta_meter = EWMAMeter(window, alpha), EWMAMeter(window, alpha)
+        self.t, self.prev_gradnorm = 0, 1.0
 
     def step(self, s: float) -> tuple[bool, float]:
-        """(vote, D_t; NaN during the warm-up)."""
-        w = self.window
-        self.s_hist = np.concatenate([[s], self.s_hist[:-1]])
-        g = float(self.weights @ self.s_hist)
-        if self.t >= w:
-            change = abs(g - self.g_prev) / max(self.g_prev, self.eps)
-            self.d_hist = np.concatenate([[change], self.d_hist[:-1]])
-        d_bar = float(self.weights @ self.d_hist)
-        warm = self.t < 2 * w - 1
-        self.t, self.g_prev = self.t + 1, g
-        return warm or d_bar >= self.delta, (float("nan") if warm else d_bar)
+        """(vote, Delta_bar; NaN on a forced step)."""
+        if self.statistic == "raw":
+            curr = float(s)
+            self.delta_meter.smoothendata(abs(curr - self.prev_gradnorm) / max(self.prev_gradnorm, self.eps))
+        else:
+            self.norm_meter.smoothendata(float(s))
+            curr = self.norm_meter.smooth_val()
+            if self.t >= self.window:
+                self.delta_meter.smoothendata(abs(curr - self.prev_gradnorm) / max(self.prev_gradnorm, self.eps))
+        smooth_delta = self.delta_meter.smooth_val()
+        forced = self.t < self.warmup
+        self.t, self.prev_gradnorm = self.t + 1, curr
+        return forced or smooth_delta >= self.delta, (float("nan") if forced else smooth_delta)
 
 
 class SelSync:
@@ -82,6 +118,16 @@ class SelSync:
         sync = any(votes) or capped
         self.local_run = 0 if sync else self.local_run + 1
         return sync
+
+
+def significance_trace(s, **significance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The authors' loop on a recorded trace s [T, N] (each replica's own test):
+    (the step's sync [T], each replica's vote [T, N], its Delta_bar [T, N], NaN where forced)."""
+    s = np.asarray(s, np.float64)
+    replicas = [Significance(**significance) for _ in range(s.shape[1])]
+    out = [[rep.step(x) for rep, x in zip(replicas, row)] for row in s]
+    votes = np.array([[v for v, _ in row] for row in out], bool)
+    return votes.any(axis=1), votes, np.array([[d for _, d in row] for row in out])
 
 
 class Accordion:
