@@ -28,10 +28,10 @@ def test_phases_is_post_local_sgd(mesh):
 
 def test_phases_then_counts_its_steps_from_the_switch(mesh):
     """A stateful `then` starts fresh at `until`: SelSync's warm-up (it syncs for its first
-    2W - 1 steps) runs from the switch, not from step 0, then it stays local."""
-    then = jaxsel.SelSync(window=2, delta=1e6)   # after its warm-up it never votes
+    `warmup` steps) runs from the switch, not from step 0, then it stays local."""
+    warm = 3   # longer than the raw default's W - 1 = 1, so a warm-up counted from step 0 would show
+    then = jaxsel.SelSync(window=2, delta=1e6, warmup=warm)   # after its warm-up it never votes
     _, hist = run(jaxsel.Phases(jaxsel.BSP(), UNTIL, then), mesh, softmax_batches(STEPS))
-    warm = 2 * 2 - 1
     assert [bool(m["synced"]) for _, m in hist] == [t < UNTIL + warm for t in range(STEPS)]
 
 
