@@ -266,7 +266,7 @@ def test_a_run_with_a_faulty_replica_fails_with_the_mean_and_trains_with_krum(tm
 @pytest.mark.parametrize("argv, message", [
     (["--strategy", "ssp", "--faulty-replicas", "1"], "faulty_replicas needs a strategy with an aggregator option"),
     (["--strategy", "bsp", "--faulty-replicas", "8"], "must be an integer >= 0 and <= 7"),
-    (["--strategy", "bsp", "--compress", "int8", "--faulty-replicas", "1"], "faulty_replicas: compress='int8' needs"),
+    (["--strategy", "bsp:compress=int8", "--faulty-replicas", "1"], "faulty_replicas: compress='int8' needs"),
 ])
 def test_faulty_replicas_errors_are_one_line(tmp_path, capsys, argv, message):
     from jaxsel.cli import main

@@ -5,9 +5,9 @@ import pytest
 from jaxsel.cli import main as cli_main
 
 BAD = [
-    (["--strategy", "selsync", "--delta", "-0.5"], ["delta", "-0.5", ">= 0"]),
-    (["--strategy", "selsync", "--window", "0"], ["window", "0", ">= 1"]),
-    (["--strategy", "localsgd", "--period", "0"], ["period", "0", ">= 1"]),
+    (["--strategy", "selsync:delta=-0.5"], ["delta", "-0.5", ">= 0"]),
+    (["--strategy", "selsync:window=0"], ["window", "0", ">= 1"]),
+    (["--strategy", "localsgd", "--opt", "period=0"], ["period", "0", ">= 1"]),
     (["--global-batch-size", "100", "--replicas", "8"], ["--global-batch-size 100", "multiple of --replicas 8"]),
     (["--batch-size", "0"], ["batch_size", "0", ">= 1"]),
     (["--replicas", "0"], ["replicas", "0", ">= 1"]),
@@ -17,14 +17,13 @@ BAD = [
     (["--strategy", "nope"], ["'nope'", "bsp", "selsync"]),
     (["--model", "nope"], ["unknown model 'nope'", "mlp"]),
     (["--dataset", "nope"], ["unknown dataset 'nope'", "digits"]),
-    (["--aggregator", "nope"], ["unknown aggregator 'nope'", "median"]),
+    (["--opt", "aggregator=nope"], ["unknown aggregator 'nope'", "median"]),
     (["--partition", "nope"], ["unknown partition 'nope'", "seldp"]),
     (["--optimizer", "nope"], ["unknown optimizer 'nope'", "adam"]),
     (["--weight-decay", "-1"], ["weight_decay", ">= 0"]),
     (["--dataset", "mnist", "--data-dir", "{tmp}/missing"], ["data_dir", "missing", "does not exist",
                                                             "'mnist' is not prepared", "tfds build mnist"]),
     (["--out", "{tmp}/file/out"], ["--out", "file/out", "cannot be created", "not an existing directory"]),
-    (["--out", "{tmp}/no/such/out"], ["--out", "no/such/out", "jaxsel creates only the last component"]),
     (["--checkpoint-dir", "{tmp}/file/ck"], ["--checkpoint-dir", "file/ck", "cannot be created"]),
     (["--checkpoint-every", "0"], ["checkpoint_every", ">= 1"]),
     (["--keep", "0"], ["keep", ">= 1"]),
@@ -37,17 +36,20 @@ BAD = [
     (["--devices", "9"], ["devices=9", "1..8"]),
     (["--devices", "0"], ["devices=0", "choose 1..8"]),
     (["--platform", "tpu"], ["platform 'tpu'", "not available"]),
-    (["--project-network", "token-ring"], ["--project-network", "unknown network preset 'token-ring'", "10gbe"]),
-    (["--intra-network", "infiniband"], ["--intra-network", "unknown network preset 'infiniband'", "pcie"]),
-    (["--gpus-per-host", "0"], ["project_gpus_per_host", ">= 1", "got 0"]),
-    (["--gpus-per-host", "3"], ["--gpus-per-host", "3 must divide replicas 8"]),
+    (["--project", "network=token-ring"], ["--project network", "unknown network preset 'token-ring'", "10gbe"]),
+    (["--project", "intra_network=infiniband"], ["--project intra_network", "unknown network preset 'infiniband'",
+                                                 "pcie"]),
+    (["--project", "gpus_per_host=0"], ["project_gpus_per_host", ">= 1", "got 0"]),
+    (["--project", "gpus_per_host=3"], ["--project gpus_per_host", "3 must divide replicas 8"]),
+    (["--project", "gpus=3"], ["--project has no key 'gpus'", "gpus_per_host"]),
+    (["--project", "compute_s=fast"], ["--project compute_s", "'fast'"]),
     # issue 23: each of these crashed after data loading, or was silently accepted
     (["--seed", "9223372036854775808"], ["seed", "9223372036854775808", "<= 4294967295"]),
-    (["--aggregator", "trimmed:4"], ["'trimmed:4'", "8 replicas", "K must be in 0..3"]),
-    (["--aggregator", "trimmed:-1"], ["integer K >= 0", "-1"]),
-    (["--aggregator", "trimmed:"], ["integer K", "'trimmed:'"]),
-    (["--project-stragglers", "fixed:factor=2,replicas=99"], ["--project-stragglers", "[99]", "0..7"]),
-    (["--project-stragglers", "lognormal:sigma=1e308"], ["--project-stragglers", "sigma", "1e308", "[0, 10]"]),
+    (["--strategy", "selsync:aggregator=trimmed:4"], ["'trimmed:4'", "8 replicas", "K must be in 0..3"]),
+    (["--opt", "aggregator=trimmed:-1"], ["integer K >= 0", "-1"]),
+    (["--opt", "aggregator=trimmed:"], ["integer K", "'trimmed:'"]),
+    (["--project", "stragglers=fixed:factor=2,replicas=99"], ["--project stragglers", "[99]", "0..7"]),
+    (["--project", "stragglers=lognormal:sigma=1e308"], ["--project stragglers", "sigma", "1e308", "[0, 10]"]),
     (["--partition", "label_skew", "--inject", "0.1,nan"], ["injection beta", "finite", "nan"]),
     (["--partition", "label_skew", "--inject", "2,0.5"], ["injection alpha", "(0, 1]", "2.0"]),
     (["--inject", "0.1,0.5"], ["label-aware partition", "'seldp'"]),
@@ -62,20 +64,22 @@ BAD = [
     (["--dataset", "mnist1d", "--dataset-opt", "num_samples=0"], ["num_samples", "multiple of 10", "got 0"]),
     (["--dataset", "mnist1d", "--dataset-opt", "num_samples=-5"], ["num_samples", "got -5"]),
     (["--dataset", "mnist1d", "--dataset-opt", "num_samples=abc"], ["num_samples", "'abc'"]),
-    (["--strategy", "selsync", "--delta", "inf"], ["delta", "finite", "inf"]),
+    (["--strategy", "selsync:delta=inf"], ["delta", "finite", "inf"]),
     (["--momentum", "1.5"], ["momentum", "[0, 1)", "1.5"]),
     (["--out", ""], ["out_dir (--out)", "non-empty", "''"]),
     (["--checkpoint-dir", ""], ["checkpoint_dir (--checkpoint-dir)", "non-empty"]),
     (["--data-dir", ""], ["data_dir (--data-dir)", "non-empty"]),
     (["--platform", ""], ["platform (--platform)", "non-empty"]),
     (["--opt", "delta=0.1", "--opt", "delta=0.2"], ["--opt delta is given twice", "give it once"]),
-    (["--delta", "0.1", "--opt", "delta=0.2"], ["--delta 0.1 and --opt delta=0.2 both set delta"]),
+    (["--strategy", "selsync:delta=0.1", "--opt", "delta=0.2"],
+     ["--strategy 'selsync:delta=0.1' and --opt delta=0.2 both set delta"]),
+    (["--strategy", "selsync:delta"], ["--strategy 'selsync:delta'", "expected NAME:KEY=VALUE"]),
     (["--lr-schedule", "milestones:"], ["lr_schedule", "'milestones:'"]),
     (["--lr-schedule", "milestones:0.5,0.5"], ["lr_schedule", "each M once", "'milestones:0.5,0.5'"]),
     # issue 35: integers past int32 crashed inside jit after the run dir was created
-    (["--strategy", "localsgd", "--period", "2147483648"], ["period", "<= 2147483647", "2147483648"]),
+    (["--strategy", "localsgd:period=2147483648"], ["period", "<= 2147483647", "2147483648"]),
     (["--strategy", "selsync", "--opt", "max_local=1e20"], ["max_local", "<= 2147483647", "100000000000000000000"]),
-    (["--strategy", "selsync", "--window", "99999999999999999999"], ["window", "<= 2147483647"]),
+    (["--strategy", "selsync:window=99999999999999999999"], ["window", "<= 2147483647"]),
     (["--eval-every", "2147483648"], ["eval_every", "<= 2147483647", "2147483648"]),
     (["--keep", "2147483648"], ["keep", "<= 2147483647", "2147483648"]),
     (["--strategy", "triggered", "--opt", "trigger=periodic", "--opt", "trigger.period=4294967296"],
@@ -113,8 +117,8 @@ def test_bad_input_is_one_line_and_exit_code_2(args, expected, tmp, capsys):
 @pytest.mark.parametrize("args", [["--seed", "-1"], ["--partition", "dirichlet", "--partition-opt", "alpha=0"],
                                   ["--momentum", "1.5"],
                                   # issue 35: found only once the run was being built
-                                  ["--dataset", "cifar10"], ["--strategy", "selsync", "--window", "2000000000"],
-                                  ["--strategy", "selsync", "--window", "99999999999999999999"]])
+                                  ["--dataset", "cifar10"], ["--strategy", "selsync:window=2000000000"],
+                                  ["--strategy", "selsync:window=99999999999999999999"]])
 def test_a_usage_error_leaves_no_default_folders_behind(args, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli_main(["train", "--no-progress", "--steps", "2", *args]) == 2
@@ -139,6 +143,19 @@ def test_a_broken_plugin_is_one_line_naming_the_file(name, code, message, tmp_pa
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert message in err and (not name or f"--plugin '{plugin}'" in err), err
+
+
+def test_out_makes_its_parents_and_removes_them_when_the_run_fails_early(tmp_path, capsys):
+    """Issue 36/44: `--out results/exp1` works when results/ does not exist yet, as every tool
+    that writes a run directory does; a run refused before writing leaves none of it."""
+    out = tmp_path / "results" / "deep" / "exp1"
+    assert cli_main(["train", "--strategy", "bsp", "--steps", "2", "--eval-every", "2", "--log-every", "2",
+                     "--no-progress", "--no-checkpoint", "--out", str(out)]) == 0
+    assert (out / "metrics.jsonl").is_file()
+    late = tmp_path / "later" / "x" / "run"
+    assert cli_main(["train", "--strategy", "selsync:window=1000000000", "--steps", "2", "--no-progress",
+                     "--no-checkpoint", "--out", str(late)]) == 2   # refused once the run is built
+    assert not (tmp_path / "later").exists()
 
 
 def test_resume_needs_to_know_the_run(capsys):
@@ -180,7 +197,7 @@ def test_a_run_that_fails_before_its_first_step_leaves_nothing_behind(tmp_path, 
     load_arrays("digits", "train")   # built already, whichever test ran first: its one-time note is no error
     capsys.readouterr()
     out = tmp_path / "run"
-    assert cli_main(["train", "--strategy", "bsp", "--delta", "0.1", "--out", str(out),
+    assert cli_main(["train", "--strategy", "bsp:delta=0.1", "--out", str(out),
                      "--checkpoint-dir", str(tmp_path / "ck")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not out.exists() and not (tmp_path / "ck").exists()
@@ -248,7 +265,8 @@ def test_compare_entries_past_int32_are_one_line(tmp_path, capsys):
     (["--lr=0.1", "--lr", "0.2"], "--lr"),
     (["--progress", "--no-progress"], "--progress/--no-progress"),
     (["--intra-network", "pcie", "--project-intra-network", "nvlink"], "--intra-network"),
-    (["--delta", "0.1", "--delta", "0.2"], "--delta"),
+    (["--strategy", "bsp", "--strategy", "selsync"], "--strategy"),
+    (["--delta", "0.1", "--delta", "0.2"], "--delta"),   # last release's flag (hidden, noted) too
     (["--seed", "1", "--seed", "1"], "--seed"),   # the same value twice is still a typo
 ])
 def test_an_option_given_twice_is_refused(argv, shown, capsys):

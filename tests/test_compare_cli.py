@@ -21,9 +21,9 @@ def test_compare_options_go_to_the_strategies_that_take_them(tmp_path, capsys):
     shared = {"delta": 0.05, "window": 2, "period": 5, "aggregator": "median"}
     assert options_for("selsync", shared) == {"delta": 0.05, "window": 2, "aggregator": "median"}
     assert options_for("localsgd", shared) == {"period": 5, "aggregator": "median"}
-    assert options_for("diloco", shared) == {"period": 5, "aggregator": "median"}   # --period sets H
+    assert options_for("diloco", shared) == {"period": 5, "aggregator": "median"}   # period sets H
     assert options_for("bsp", shared) == {"aggregator": "median"}
-    assert main(["compare", "--strategies", "bsp", "--period", "5", "--out", str(tmp_path / "x")]) == 2
+    assert main(["compare", "--strategies", "bsp", "--opt", "period=5", "--out", str(tmp_path / "x")]) == 2
     assert "no strategy of bsp has option 'period'" in capsys.readouterr().err
 
 
@@ -31,8 +31,8 @@ def test_compare_two_level_flags(tmp_path, capsys):
     from jaxsel import TrainConfig
     from jaxsel.analysis.compare import format_table, network_label
 
-    for argv, text in ((["--gpus-per-host", "3"], "3 must divide replicas 8"),
-                       (["--intra-network", "ib"], "unknown network preset 'ib'")):
+    for argv, text in ((["--project", "gpus_per_host=3"], "3 must divide replicas 8"),
+                       (["--project", "intra_network=ib"], "unknown network preset 'ib'")):
         assert main(["compare", *argv, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and text in err[0] and err[0].startswith("jaxsel compare: error: ")

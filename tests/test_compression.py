@@ -221,7 +221,7 @@ def test_unknown_codec_lists_the_choices():
 
 @pytest.mark.parametrize("args, expected", [
     (["--strategy", "bsp", "--opt", "compress=int4"], ["compress must be one of none, bf16, int8", "'int4'"]),
-    (["--strategy", "selsync", "--aggregator", "median", "--opt", "compress=int8"], ["'median'", "mean, weighted mean or sum"]),
+    (["--strategy", "selsync:aggregator=median", "--opt", "compress=int8"], ["'median'", "mean, weighted mean or sum"]),
     (["--strategy", "ssp", "--opt", "compress=bf16"], ["no option 'compress'"]),
 ], ids=["bad-codec", "median", "strategy-without-codecs"])
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys, args, expected):

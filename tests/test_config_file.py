@@ -15,7 +15,9 @@ import pytest
 from run_hooks import trees_equal
 
 from jaxsel.cli import main as cli_main
-from jaxsel.cli.command import TRAIN_DEFAULTS, _apply_config_file, build_parser, config_from_args
+from jaxsel.cli.command import _apply_config_file, build_parser
+from jaxsel.cli.task_args import config_from_args
+from jaxsel.cli.train import TRAIN_DEFAULTS
 from jaxsel.training.checkpoint import Checkpointer
 from jaxsel.training.config import ConfigError, TrainConfig
 from jaxsel.training.config_file import explicit_dests, load_settings
@@ -46,7 +48,7 @@ def parsed(argv):
 
 def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
     (tmp_path / "run.toml").write_text('partition = "label_skew"\n' + RUN_TOML)
-    _, cfg = parsed(["train", "--config", str(tmp_path / "run.toml"), "--lr=0.05", "--window", "5",
+    _, cfg = parsed(["train", "--config", str(tmp_path / "run.toml"), "--lr=0.05", "--opt", "window=5",
                      "--lr-sched", "constant"])   # 0.05 and constant are the defaults: typed, they still win
     assert (cfg.lr, cfg.lr_schedule, cfg.steps, cfg.strategy, cfg.progress, cfg.prefetch) == \
         (0.05, "constant", 30, "selsync", False, 3)
@@ -60,9 +62,9 @@ def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
 
 
 def test_explicit_flags_are_read_from_the_command_line_not_guessed_from_values():
-    argv = ["compare", "--lr", "0.05", "--steps=600", "--intra-network", "nvlink", "--no-progress", "--window", "3"]
-    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project_intra_network", "progress",
-                                                    "strategy.window"}
+    argv = ["compare", "--lr", "0.05", "--steps=600", "--project", "intra_network=nvlink", "--no-progress", "--opt",
+            "window=3"]
+    assert explicit_dests(build_parser(), argv) == {"lr", "steps", "project", "progress", "opt"}
 
 
 def test_a_compare_file_sets_the_strategies_and_the_target(tmp_path):
@@ -113,7 +115,7 @@ def without_times(rows):
 def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # default checkpoint dirs: checkpoints/<run name>
     (tmp_path / "runs").mkdir()
-    assert cli_main(["train", "--strategy", "selsync", "--window", "3", "--delta", "0.2", "--lr", "0.08",
+    assert cli_main(["train", "--strategy", "selsync:window=3:delta=0.2", "--lr", "0.08",
                      "--partition", "label_skew", "--inject", "0.2,0.5", "--steps", "12", "--log-every", "4",
                      "--eval-every", "6", "--checkpoint-every", "6", "--seed", "4", "--no-progress",
                      "--out", "runs/a"]) == 0

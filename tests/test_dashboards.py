@@ -91,7 +91,7 @@ def test_compare_writes_tensorboard_and_wandb_runs_per_strategy(tmp_path, monkey
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "cmp"
     assert cli_main(["compare", "--strategies", "bsp,selsync", "--dataset", "digits", "--steps", "20",
-                     "--log-every", "5", "--eval-every", "10", "--window", "3", "--no-progress",
+                     "--log-every", "5", "--eval-every", "10", "--opt", "window=3", "--no-progress",
                      "--tensorboard", "--wandb", "jaxsel-test", "--seeds", "1", "--no-match-budget",
                      "--out", str(out)]) == 0
     for strategy in ("bsp", "selsync"):

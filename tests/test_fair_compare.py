@@ -19,7 +19,7 @@ from jaxsel.cli import main
 from jaxsel.strategies import build_strategy
 from jaxsel.training.config import ConfigError, TrainConfig, check_config
 
-FAST = ["--steps", "40", "--eval-every", "20", "--window", "4", "--no-progress"]
+FAST = ["--steps", "40", "--eval-every", "20", "--opt", "window=4", "--no-progress"]
 
 
 def test_entries_split_on_commas_and_colons_only_between_entries_and_options():
@@ -53,7 +53,7 @@ def test_entries_split_on_commas_and_colons_only_between_entries_and_options():
     (["--strategies", "selsync:delta=0.05,"], "has an empty entry"),
     (["--strategies", "bsp,bsp"], "lists 'bsp' twice"),
     (["--strategies", "selsync,selsync:delta=0.3"], "train the same configuration"),
-    (["--strategies", "selsync:delta=0.05,bsp", "--delta", "0.1"], "reaches no row"),
+    (["--strategies", "selsync:delta=0.05,bsp", "--opt", "delta=0.1"], "reaches no row"),
     (["--seeds", "0"], "seeds must be an integer >= 1"),
 ])
 def test_bad_entries_are_one_line_exit_2_before_anything_trains(tmp_path, capsys, argv, message):
@@ -194,7 +194,7 @@ def test_replicas_are_evaluated_one_by_one_packed_and_at_every_evaluation(tmp_pa
     """Packed (4 replicas per device), local SGD syncing after steps 3 and 6 of 6: at every
     evaluation (steps 0, 3, 6) the replicas agree with the evaluated model."""
     out = tmp_path / "run"
-    assert main(["train", "--strategy", "localsgd", "--period", "3", "--steps", "6", "--eval-every", "3",
+    assert main(["train", "--strategy", "localsgd:period=3", "--steps", "6", "--eval-every", "3",
                  "--devices", "2", "--eval-replicas", "every", "--no-checkpoint", "--no-progress",
                  "--out", str(out)]) == 0
     evals = json.loads((out / "evals.json").read_text())

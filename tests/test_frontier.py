@@ -72,7 +72,7 @@ def test_given_points_replace_a_method_s_grid_and_bsp_always_runs():
     (["--levels", "0.1,2"], "budget levels must be distinct shares of BSP's bytes in (0, 1]"),
     (["--levels", "a"], "--levels 'a' must be comma-separated shares"),
     (["--seeds", "0"], "seeds must be an integer >= 1"),
-    (["--methods", "localsgd", "--window", "4"], "no strategy of bsp, localsgd:period=2"),
+    (["--methods", "localsgd", "--opt", "window=4"], "no strategy of bsp, localsgd:period=2"),
     (["--methods", "selsync", "--grid", "selsync:delta=fires:1.5"], "share F of steps in (0, 1]"),
     (["--methods", "localsgd", "--grid", "localsgd:period=fires:0.1"], "gives the delta of SelSync's significance"),
 ])
@@ -253,7 +253,7 @@ def test_a_frontier_derives_selsync_s_deltas_from_its_bsp_cells_and_a_resume_kee
     delta, not at one derived again."""
     out = tmp_path / "front"
     argv = ["frontier", "--methods", "selsync", "--grid", "selsync:delta=fires:0.5,selsync:delta=fires:0.1",
-            "--dataset", "digits", "--steps", "16", "--batch-size", "4", "--window", "2", "--seeds", "1",
+            "--dataset", "digits", "--steps", "16", "--batch-size", "4", "--opt", "window=2", "--seeds", "1",
             "--eval-every", "16", "--no-progress", "--out", str(out)]
     assert main(argv) == 0
     derived = json.loads((out / DERIVED_FILE).read_text())["points"]

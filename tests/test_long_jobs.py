@@ -19,7 +19,7 @@ import pytest
 from jaxsel.cli import main
 
 COMPARE = ["compare", "--strategies", "selsync:delta=0.05", "--seeds", "2", "--steps", "12", "--eval-every", "6",
-           "--window", "2", "--no-progress"]
+           "--opt", "window=2", "--no-progress"]
 FRONTIER = ["frontier", "--methods", "localsgd,bsp", "--grid", "localsgd:period=3,bsp", "--seeds", "2", "--steps", "12",
             "--eval-every", "6", "--no-progress"]
 #: figures that measure this host's time (or name the directory), not the training

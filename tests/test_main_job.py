@@ -69,9 +69,10 @@ def test_table_numbers_have_four_significant_digits_and_no_negative_zero():
 def test_periodic_strategy_longer_than_the_run_warns_in_one_line():
     line = never_syncs_warning(build_strategy("diloco", {}, total_steps=200), 200)
     assert line and "\n" not in line and "diloco" in line and "initialization" in line
-    assert line.endswith("lower its inner_steps (--inner-steps, which --period also sets) or raise --steps")
+    assert line.endswith("lower its inner_steps (diloco:inner_steps=... in its entry, or --opt inner_steps=...) "
+                         "or raise --steps")
     assert never_syncs_warning(build_strategy("superstep", {"steps_per_epoch": 1000}), 200).endswith(
-        "lower its epochs (--epochs) or raise --steps")   # its option, not a --period it does not take
+        "lower its epochs (superstep:epochs=... in its entry, or --opt epochs=...) or raise --steps")   # not period
     assert never_syncs_warning(build_strategy("diloco", {"period": 50}), 200) is None
     assert "localsgd" in never_syncs_warning(build_strategy("localsgd", {"period": 300}), 200)
     for name in ("bsp", "selsync", "localsgd"):   # syncing, or data-dependent: no warning

@@ -46,29 +46,32 @@ def test_unknown_option_exits_2_naming_the_valid_options(name, run_args, capsys)
 
 
 @pytest.mark.parametrize("flags, strategy, missing", [
-    (["--period", "5"], "bsp", "'period'"),
-    (["--delta", "0.1"], "bsp", "'delta'"),
-    (["--window", "5"], "localsgd", "'window'"),
-    (["--delta", "0.1"], "diloco", "'delta'"),
+    (["--opt", "period=5"], "bsp", "'period'"),
+    ([], "bsp:delta=0.1", "'delta'"),
+    (["--opt", "window=5"], "localsgd", "'window'"),
+    ([], "diloco:delta=0.1", "'delta'"),
 ])
-def test_inapplicable_flag_exits_2(flags, strategy, missing, run_args, capsys):
+def test_inapplicable_option_exits_2(flags, strategy, missing, run_args, capsys):
     assert cli_main(["train", "--strategy", strategy, *flags, *run_args]) == 2
     err = capsys.readouterr().err.strip()
     assert missing in err and "its options" in err and len(err.splitlines()) == 1
 
 
-def test_compare_refuses_a_flag_no_chosen_strategy_takes(tmp_path, capsys):
-    code = cli_main(["compare", "--strategies", "bsp,selsync", "--period", "5", "--out", str(tmp_path / "c")])
+def test_compare_refuses_an_option_no_chosen_strategy_takes(tmp_path, capsys):
+    code = cli_main(["compare", "--strategies", "bsp,selsync", "--opt", "period=5", "--out", str(tmp_path / "c")])
     err = capsys.readouterr().err
     assert code == 2 and "no strategy of bsp, selsync has option 'period'" in err
 
 
-def test_help_lists_strategies_and_defaults(capsys):
+def test_help_names_the_defaults_and_strategies_lists_each_ones(capsys):
     with pytest.raises(SystemExit):
         cli_main(["train", "--help"])
+    assert "(default: 0.05)" in capsys.readouterr().out
+    assert cli_main(["strategies"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in STRATEGIES)
-    assert "(default: 0.05)" in out and re.search(r"\n  selsync +delta=0.3, window=25", out)
+    assert all(re.search(rf"\n  {name} ", out) for name in STRATEGIES)
+    assert cli_main(["strategies", "selsync"]) == 0
+    assert re.search(r"\n  delta +float +0\.3 ", capsys.readouterr().out)
 
 
 PLUGIN = textwrap.dedent('''
@@ -112,7 +115,7 @@ def test_user_trigger_and_aggregator_run_from_jaxsel_train(tmp_path, capsys):
     plugin.write_text(PLUGIN)
     out = tmp_path / "run"
     args = ["train", "--plugin", str(plugin), "--strategy", "triggered", "--opt", "trigger=loss_above",
-            "--opt", "trigger.threshold=2.0", "--aggregator", "midrange", "--steps", "6", "--replicas", "8",
+            "--opt", "trigger.threshold=2.0", "--opt", "aggregator=midrange", "--steps", "6", "--replicas", "8",
             "--eval-every", "6", "--log-every", "2", "--no-progress", "--no-checkpoint", "--out", str(out)]
     assert cli_main(args) == 0, capsys.readouterr().err
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -174,7 +174,7 @@ def test_readme_first_screen_holds_what_a_newcomer_needs():
 MOVED = {"docs/COMPARE.md": ["The frontier: the best method at each budget", "Time: bench, projected wall-clock, report"],
          "docs/LIBRARY.md": ["As a library"],
          "docs/STRATEGIES.md": ["Strategies", "A strategy from scratch"],
-         "docs/RUNS.md": ["Preparing real datasets", "Dashboards, input workers, config files: quick reference",
+         "docs/RUNS.md": ["The command line", "Preparing real datasets", "Dashboards, input workers, config files: quick reference",
                           "Checkpoints, resume and faults", "Multi-host"]}
 
 

@@ -254,7 +254,7 @@ def test_an_out_path_that_is_not_utf8_is_one_line(tmp_path, capsys):
 # 8-10. up-front checks: one line, exit 2, within seconds -----------------------------------
 
 UPFRONT = [
-    (["--strategy", "selsync", "--window", "1000000000"], ["needs about", "GiB", "state"]),
+    (["--strategy", "selsync:window=1000000000"], ["needs about", "GiB", "state"]),
     (["--batch-size", "1000000"], ["needs about", "GiB", "activations"]),
     (["--steps", "3000000000"], ["steps", "<= 2147483647"]),
     (["--steps", "2000000000"], ["needs about", "GiB", "projection tables"]),
@@ -315,8 +315,8 @@ def free_port() -> int:
 def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_path):
     env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", "selsync", "--steps", "4",
-                               "--delta", str(delta), "--no-progress", "--no-checkpoint", "--out", str(tmp_path / "o"),
+    procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", "--strategy", f"selsync:delta={delta}",
+                               "--steps", "4", "--no-progress", "--no-checkpoint", "--out", str(tmp_path / "o"),
                                "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i, delta in enumerate((0.3, 0.5))]

@@ -5,8 +5,8 @@ so an entry carries its own options. Values may themselves hold ':' and ','
 (`aggregator=trimmed:2`): a ','-piece that does not start with a registered strategy name
 (followed by ':' or nothing) continues the value before it, and so does a ':'-segment
 without '='. Values are read like `--opt` values (`options.parse_value`). The global
-strategy flags (`--delta`, `--period`, `--opt`, ...) are defaults for every entry that
-takes them; an entry's own options win.
+options (`--opt KEY=VALUE`) are defaults for every entry that takes them; an entry's own
+options win.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Any
 
-from ..core.options import OptionError, parse_value
+from ..core.options import OptionError, parse_value, split_entry
 from ..strategies.build import options_for, takes
 
 
@@ -95,24 +95,13 @@ def split_entries(text: str) -> list[str]:
 def parse_entry(entry: str) -> Variant:
     """`NAME` or `NAME:KEY=VALUE[:KEY=VALUE...]` -> Variant; a bad name or key is an
     OptionError naming the entry and what is allowed."""
-    name, *segments = entry.strip().split(":")
-    name = name.strip()
+    name, pairs = split_entry(entry)
     strategies = registered()
     if name not in strategies:
         raise OptionError(f"--strategies entry {entry!r}: unknown strategy {name!r}; choose from "
                           f"{', '.join(strategies)}")
-    pairs: list[list[str]] = []
-    for seg in segments:
-        if "=" in seg:
-            pairs.append(seg.split("=", 1))
-        elif pairs:
-            pairs[-1][1] += ":" + seg     # a value holding ':' (aggregator=trimmed:2)
-        else:
-            raise OptionError(f"--strategies entry {entry!r}: expected NAME:KEY=VALUE after {name!r}, "
-                              f"got {seg!r}")
     options: dict = {}
     for key, raw in pairs:
-        key = key.strip()
         if not takes(strategies[name], key):
             from ..core.options import option_names
 
@@ -120,7 +109,7 @@ def parse_entry(entry: str) -> Variant:
                               f"options: {', '.join(option_names(strategies[name])) or 'none'}")
         if key in options:
             raise OptionError(f"--strategies entry {entry!r} sets {key!r} twice; set it once")
-        options[key] = parse_value(raw.strip())
+        options[key] = parse_value(raw)
     return Variant(name, options, entry.strip())
 
 

@@ -1,36 +1,27 @@
 """`jaxsel frontier`: every method swept over its budget knob, on one task and partition,
 with seeds; which method gives the best model at each budget (analysis/frontier.py).
 
-The command takes `jaxsel compare`'s task flags (its default task, evaluated every 100
-steps: the frontier reads final accuracies) and strategy flags, and its own: the methods,
-the points that replace a method's declared grid, the seeds, the budget levels of the
-verdict table, the directory, and `--resume`. What it shares with the other commands
-(the task flags, the run directory, the layout line, usage errors) comes as a `Kit` from
-cli/command.py, which builds the parser: this module cannot import that one back (no
-import cycle, tests/test_layers.py).
+The command takes `jaxsel compare`'s task (its default task, evaluated every 100 steps:
+the frontier reads final accuracies), its task and strategy sections and job flags, and
+its own: the methods, the points that replace a method's declared grid and the budget
+levels of the verdict table.
 """
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
-from typing import Callable, NamedTuple
 
+from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
+from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
+from .job_args import Job, add_job_args, check_resume
+from .strategy_args import add_strategy_args
+from .task_args import add_task_args, config_from_args
 
-class Kit(NamedTuple):
-    """cli/command.py's pieces the frontier command uses (see there)."""
-
-    add_training_args: Callable     # (parser, command, overrides)
-    config_from_args: Callable      # (args, **fixed) -> TrainConfig
-    start_jax: Callable             # (replicas)
-    layout: Callable                # (cfg) -> the true layout line
-    ensure_writable: Callable       # (path, option="--out", *, default) -> created
-    default_out: Callable           # (prefix) -> runs/<prefix>-<time>
-    user_input: Callable            # a context: ValueError -> usage error
-    usage_error: type
-    default_task: dict              # compare's default task
-    default_task_note: str
-    overrides_note: Callable        # (command, overrides) -> the help's sentence
+#: analysis/frontier.py's DEFAULT_LEVELS as --help shows them (that module imports JAX; a test keeps them equal)
+LEVELS_SHOWN = "0.02,0.1,0.3,1"
+JOB = Job("frontier directory", "runs/frontier-<time>",
+          "the frontier stopped there (same settings): finished cells are loaded, the rest run",
+          "TrainConfig's settings, methods, ...", seeds=True)
 
 
 def frontier_task(default_task: dict) -> dict:
@@ -38,40 +29,36 @@ def frontier_task(default_task: dict) -> dict:
     return {**default_task, "eval_every": 100}
 
 
-def add_frontier(sub, kit: Kit) -> None:
-    from ..analysis.frontier import DEFAULT_LEVELS
-    from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
-
-    task = frontier_task(kit.default_task)
-    p = sub.add_parser("frontier", help="every method swept over its budget knob: which wins at each budget",
+def add_parser(sub) -> None:
+    task = frontier_task(DEFAULT_TASK)
+    p = sub.add_parser("frontier", usage="%(prog)s [OPTIONS]",
+                       help="every method swept over its budget knob: which wins at each budget",
                        description=f"Every method over its declared budget grid, with seeds. The default task: "
-                                   f"{kit.default_task_note} {kit.overrides_note('frontier', task)} "
+                                   f"{DEFAULT_TASK_NOTE} {overrides_note('frontier', task)} "
                                    f"Writes frontier.json, frontier.md and frontier.png.",
-                       formatter_class=HelpFormatter, epilog=strategy_epilog())
-    kit.add_training_args(p, "frontier", task)
-    p.add_argument("--methods", default=None, metavar="NAMES",
-                   help="comma-separated strategies (default: every registered one that declares a budget grid); "
-                        "plain bsp always runs: the budget levels are shares of its bytes")
-    p.add_argument("--grid", default=None, metavar="ENTRIES",
-                   help="points that replace the declared grid of the methods they name, as compare's --strategies "
-                        "entries (e.g. localsgd:period=4,localsgd:period=16)")
-    p.add_argument("--seeds", type=int, default=3, metavar="K", help="every point with seeds --seed .. --seed+K-1")
-    p.add_argument("--levels", default=",".join(f"{x:g}" for x in DEFAULT_LEVELS), metavar="SHARES",
-                   help="budget levels of the verdict table: shares of plain BSP's bytes, in (0, 1]")
-    p.add_argument("--out", default=None, help="directory (default runs/frontier-<time>)")
-    p.add_argument("--resume", dest="resume_job", action="store_true",
-                   help="continue the frontier stopped in --out (same settings): finished cells are loaded, the "
-                        "rest run")
-    p.add_argument("--config", default=None, metavar="FILE",
-                   help="settings from a TOML/JSON/YAML file (TrainConfig fields, methods, ...); flags typed "
-                        "override it")
-    add_strategy_args(p)
-    p.set_defaults(func=functools.partial(cmd_frontier, kit=kit))
+                       formatter_class=HelpFormatter)
+    job = p.add_argument_group("the frontier: its directory, seeds and budget levels")
+    add_job_args(job, JOB)
+    job.add_argument("--levels", default=None, metavar="SHARES",
+                     help=f"budget levels of the verdict table: shares of plain BSP's bytes, in (0, 1] "
+                          f"(default {LEVELS_SHOWN})")
+    groups = add_task_args(p, "frontier", task)
+    s = groups["strategy"]
+    s.add_argument("--methods", default=None, metavar="NAMES",
+                   help="comma-separated strategies (default: every one that declares a budget grid); plain bsp "
+                        "always runs: the levels are shares of its bytes")
+    s.add_argument("--grid", default=None, metavar="ENTRIES",
+                   help="points that replace the grid of the methods they name, as compare's entries "
+                        "(e.g. localsgd:period=4,localsgd:period=16)")
+    add_strategy_args(s)
+    p.set_defaults(func=cmd_frontier)
 
 
-def parse_levels(text: str) -> tuple[float, ...]:
-    from ..analysis.frontier import check_levels
+def parse_levels(text: str | None) -> tuple[float, ...]:
+    from ..analysis.frontier import DEFAULT_LEVELS, check_levels
 
+    if text is None:
+        return DEFAULT_LEVELS
     try:
         values = [float(x) for x in text.split(",")]
     except ValueError:
@@ -80,29 +67,28 @@ def parse_levels(text: str) -> tuple[float, ...]:
     return check_levels(values)
 
 
-def cmd_frontier(args, kit: Kit) -> int:
+def cmd_frontier(args) -> int:
     from ..analysis.job import kept_compilations
 
-    kit.start_jax(args.replicas)
-    if args.resume_job and not args.out:
-        raise kit.usage_error("--resume needs --out DIR: the directory of the frontier to continue")
-    out = args.out or kit.default_out("frontier")
+    start_jax(args.replicas)
+    check_resume(args, JOB)
+    out = args.out or default_out("frontier")
     with kept_compilations(out):   # before anything compiles
-        return _frontier(args, out, kit)
+        return _frontier(args, out)
 
 
-def _frontier(args, out: str, kit: Kit) -> int:
+def _frontier(args, out: str) -> int:
     from ..analysis.frontier import check_fresh, plan_frontier, run_frontier
     from ..analysis.frontier_report import format_verdict
     from ..data.paths import undo_created
 
-    with kit.user_input():
+    with user_input():
         levels = parse_levels(args.levels)
-        base = kit.config_from_args(args, strategy="bsp")   # each point sets its strategy
+        base = config_from_args(args, strategy="bsp")   # each point sets its strategy
         plan = plan_frontier(base, args.methods, args.grid, args.seeds)   # every point, before anything trains
-        layout = kit.layout(base)
-        check_fresh(Path(out), args.resume_job)
-    created = kit.ensure_writable(out, default=not args.out)
+        layout = layout_line(base)
+        check_fresh(Path(out), args.resume)
+    top = ensure_writable(out)
     cells = len(plan.variants) * args.seeds
 
     def start():
@@ -113,8 +99,8 @@ def _frontier(args, out: str, kit: Kit) -> int:
               flush=True)
 
     started = time.perf_counter()
-    with undo_created(out, created):
-        result = run_frontier(base, plan, out, seeds=args.seeds, levels=levels, resume=args.resume_job,
+    with undo_created(top or out, top is not None):
+        result = run_frontier(base, plan, out, seeds=args.seeds, levels=levels, resume=args.resume,
                               announce=lambda text: print(text, flush=True), on_start=start)
     print(f"\n{result['setting']}; {layout}; took {time.perf_counter() - started:.0f} s")
     print(format_verdict(result))

@@ -3,12 +3,17 @@
 `build(cls, options, ...)` is how a name plus user settings (CLI flags, `--opt key=value`,
 experiment configs) become an object: an unknown or inapplicable option is an error that
 names the valid ones, never dropped; values are coerced to the field's declared type with
-an error that names the option. `parse_kv` reads `key=value` pairs.
+an error that names the option. `parse_kv` reads `key=value` pairs. An option's meaning is
+the string written under its field (an attribute docstring), read by `option_docs` for
+help texts (`jaxsel strategies NAME`): declared once, beside the field.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import math
+import textwrap
 import types
 import typing
 from typing import Any, Mapping
@@ -29,6 +34,32 @@ def _options(cls) -> list[dataclasses.Field]:
 def option_names(cls) -> list[str]:
     """The options `cls` declares: its dataclass init fields."""
     return [f.name for f in _options(cls)]
+
+
+def option_docs(cls) -> dict[str, str]:
+    """Each field's attribute docstring (the string literal under `name: type = default`),
+    whitespace folded, from `cls` and its bases (the nearest class's wins); a class whose
+    source cannot be read (defined in a console) gives none."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object:
+            continue
+        docs.update(_class_docs(klass))
+    return docs
+
+
+def _class_docs(klass) -> dict[str, str]:
+    try:
+        source = textwrap.dedent(inspect.getsource(klass))
+    except (OSError, TypeError):
+        return {}
+    body = next((n.body for n in ast.parse(source).body if isinstance(n, ast.ClassDef)), [])
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
 
 
 def accepts(cls, option: str) -> bool:
@@ -175,3 +206,19 @@ def parse_value(raw: str):
         except ValueError:
             continue
     return {"true": True, "false": False}.get(raw.lower(), raw)
+
+
+def split_entry(entry: str, where: str = "--strategies entry") -> tuple[str, list[tuple[str, str]]]:
+    """`NAME[:KEY=VALUE[:KEY=VALUE...]]` -> (name, [(key, raw value), ...]), nothing checked
+    against a registry: a ':'-segment without '=' continues the value before it (a value
+    holding ':', `aggregator=trimmed:2`); one before any KEY=VALUE is an OptionError."""
+    name, *segments = entry.strip().split(":")
+    pairs: list[list[str]] = []
+    for seg in segments:
+        if "=" in seg:
+            pairs.append(seg.split("=", 1))
+        elif pairs:
+            pairs[-1][1] += ":" + seg
+        else:
+            raise OptionError(f"{where} {entry!r}: expected NAME:KEY=VALUE after {name.strip()!r}, got {seg!r}")
+    return name.strip(), [(k.strip(), v.strip()) for k, v in pairs]

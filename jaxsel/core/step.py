@@ -31,9 +31,7 @@ from .parallel import AXIS, LayoutError
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
 from .transformation import grad_norm_sum, norm_sum, replica_step, tensor_square_sums
-
-
-LOCAL_LOOPS = ("auto", "vmap", "map", "unroll", "matmul")
+from .choices import LOCAL_LOOPS  # noqa: F401  (the loops by name: core/choices.py)
 
 
 def resolve_local_loop(local_replicas: str, mesh, per_device: int = 2) -> str:

@@ -2,9 +2,11 @@
 
 A path that cannot be used is an `UnusablePath` (a ValueError) whose message is one line
 naming the option, the path and what is wrong, so the CLI reports it with exit code 2 and
-no traceback. jaxsel creates only the leaf directory it was asked for (never a chain of
-parents: a typo in a parent is an error, not a silently created tree) and says so on
-stderr; `undo_created` removes such a leaf again when the work that needed it fails.
+no traceback. Where the user names an input (`--data-dir` of a dataset to read), jaxsel
+creates only the leaf directory (a typo in a parent is an error, not a silently created
+tree) and says so on stderr; a run's output directory (`--out`) gets its parents too, as
+`mkdir -p` would (`parents=True`). `undo_created` removes what was created again when the
+work that needed it fails (`first_missing`: the outermost directory a creation adds).
 """
 from __future__ import annotations
 
@@ -70,6 +72,17 @@ def writable_dir(path: str | os.PathLike, option: str = "--data-dir", *, quiet: 
     if not quiet:
         print(f"jaxsel: created {option} directory {p}", file=sys.stderr)
     return True
+
+
+def first_missing(path: str | os.PathLike) -> Path | None:
+    """The outermost directory that creating `path` with its parents would create (None:
+    `path` exists), so the whole chain can be removed again (`undo_created`)."""
+    p = Path(path).expanduser()
+    if p.exists():
+        return None
+    while not p.parent.exists() and p.parent != p:
+        p = p.parent
+    return p
 
 
 def claim_new_dir(path: str | os.PathLike, option: str = "--out") -> str:

@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 
 from ..core import parallel
 from ..core.checks import check_int
+from ..core.choices import LOADERS  # noqa: F401  (how batches are built, TrainConfig.loader: see `uses_processes`)
 from .augment import make_device_transform, normalize_np, with_device_transform
 from .catalog import DatasetSpec
 from .injection import Injection, parse_injection
@@ -27,8 +28,6 @@ from .sources import open_source, read_split, resolve_data_dir, spec_of
 from .text import PixelTokens, TokenWindows
 
 DATASET_OPTIONS = ("seq_len", "in_memory", "records_per_window", "num_samples", "seed")
-#: how batches are built (TrainConfig.loader): see `uses_processes`
-LOADERS = ("auto", "grain", "threads")
 #: threads building in-memory batches when loader_workers is unset
 DEFAULT_THREADS = 2
 

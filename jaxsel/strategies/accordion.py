@@ -23,9 +23,13 @@ class Accordion(Triggered):
     is not part of it."""
 
     interval: int = 100
+    """steps between two looks at each replica's gradient norm summed over the interval"""
     eta: float = 0.5
+    """relative change of that norm, against the previous interval's, that marks a critical regime"""
     low: int = 2
+    """averaging period in a critical regime"""
     high: int = 16
+    """averaging period otherwise"""
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None

@@ -87,11 +87,18 @@ class DeMo(Strategy):
     weight_decay; average_over: "senders" (the authors' code) or "replicas"."""
 
     lr: float = 1e-3
+    """DeMo's step size (DeMo replaces the run's optimizer; the authors take SGD's lr)"""
     beta: float = 0.999
+    """momentum decay"""
     chunk: int = 64
+    """chunk length of the DCT (the target s)"""
     topk: int = 32
+    """DCT coefficients sent per chunk"""
     weight_decay: float = 0.0
+    """decoupled weight decay on the parameters"""
     average_over: str = "senders"
+    """senders: per coefficient, the mean over the replicas that sent it (the authors' code); replicas: the sum over
+    all N, / N"""
     name: ClassVar[str] = "demo"
     budget: ClassVar[Budget] = sweep("topk", None, 4)
     own_optimizer: ClassVar[bool] = True

@@ -60,8 +60,11 @@ class OuterLoop:
     top-k / sign did not send as a residual added to the next payload."""
 
     outer_optimizer: str = "nesterov"
+    """the outer step on the pseudo-gradient: nesterov (the paper's), sgd, adam, adamw"""
     outer_lr: float = 0.7
+    """outer learning rate (adam wants about 1e-2 to 1e-1)"""
     outer_momentum: float = 0.9
+    """outer momentum of nesterov and sgd (0: none)"""
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
@@ -145,8 +148,11 @@ class DiLoCo(OuterLoop, Strategy):
     the run's); None: the inner steps exchange nothing."""
 
     inner_steps: int = 500
+    """H: local steps between two outer steps (`period` also sets it)"""
     opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
     sparta: float | None = None
+    """p: SPARTA's sparse average of a share p of the entries after every inner step but the outer step's (none: the
+    inner steps exchange nothing)"""
     seed: int = 0
     name: ClassVar[str] = "diloco"
     budget: ClassVar[Budget] = sweep("inner_steps", 4, 8, 16, 50)

@@ -73,10 +73,16 @@ class Hierarchical(Strategy):
     --opt groups=2 --opt outer.delta=0.2` (LEVEL.FIELD options go to that level)."""
 
     inner: Any = "bsp"
+    """the group level: a trigger-based strategy by name (bsp, localsgd, fedavg, selsync, superstep, triggered);
+    inner.FIELD=VALUE sets its options"""
     outer: Any = "selsync"
+    """the all-replica level, as inner; outer.FIELD=VALUE sets its options"""
     groups: int | None = None
+    """G: replica groups of the inner level, dividing the replicas (none: one per process)"""
     inner_options: dict = dataclasses.field(default_factory=dict)
+    """the inner level's options (inner.FIELD=VALUE)"""
     outer_options: dict = dataclasses.field(default_factory=dict)
+    """the outer level's options (outer.FIELD=VALUE)"""
     name: ClassVar[str] = "hierarchical"
     budget: ClassVar[Budget] = sweep("groups", 2, 4)
     levels: ClassVar[tuple[str, ...]] = ("inner", "outer")   # fields holding a strategy

@@ -25,6 +25,7 @@ class IslandAveraging(LocalSGD):
     (unset: the run's) and the rest: local SGD's."""
 
     islands: int | None = 2
+    """K: the replicas per island, dividing N; a fresh random split at each sync"""
     name: ClassVar[str] = "islands"
     composable: ClassVar[bool] = False   # random islands cannot sit inside a two-level method's groups
     budget: ClassVar[Budget] = sweep("period", 4, 16) + sweep("islands", 4, period=4)

@@ -34,14 +34,17 @@ class LocalSGD(Triggered):
     the run's) and the step (`aggregate.IslandMean`); it replaces the mean aggregator."""
 
     period: int | None = None
+    """steps between two averagings of the updated parameters (none: 50)"""
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None
     opt_state_period: Any = None
     error_feedback: bool = True
     syncs: int | None = None
+    """K: average after exactly K of the run's steps, evenly spread, instead of a period"""
     total_steps: int | None = None
     islands: int | None = None
+    """K: each sync averages within random islands of K replicas, drawn afresh (none: over all)"""
     seed: int = 0
     name: ClassVar[str] = "localsgd"
     budget: ClassVar[Budget] = sweep("period", 2, 4, 8, 16, 50)
@@ -116,6 +119,7 @@ class FedAvg(LocalSGD):
 
     aggregator: Any = "weighted"
     fraction: float = 1.0
+    """C: the share of replicas (clients) averaged at a sync, drawn afresh each time (1: all)"""
     seed: int = 0
     name: ClassVar[str] = "fedavg"
     budget: ClassVar[Budget] = sweep("period", 8, 50)

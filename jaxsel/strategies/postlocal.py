@@ -29,7 +29,9 @@ class PostLocalSGD(Strategy):
     averaging period after it; aggregator, sync_model_state, compress: both phases'."""
 
     switch_step: int | None = None
+    """the first local step, BSP before it (none: half of the run)"""
     period: int = 16
+    """local SGD's averaging period after the switch"""
     aggregator: Any = "mean"
     sync_model_state: bool = True
     total_steps: int | None = None

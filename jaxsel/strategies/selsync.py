@@ -27,15 +27,23 @@ class SelSync(Triggered):
     statistic picks the extra syncs, the cap bounds how far replicas drift."""
 
     delta: float = 0.3
+    """sync when Delta_bar, the windowed EWMA of the gradient norm's relative change, reaches delta on any replica"""
     window: int = 25
+    """W: steps in Delta_bar's window"""
     alpha: float = 0.01
+    """smoothing rate of the windowed EWMAs, in [0, 1)"""
     statistic: str = DEFAULT_STATISTIC
+    """raw: Delta_bar of the gradient norm's step-to-step change; smoothed: of its windowed EWMA's (the
+    released code)"""
     warmup: int | None = None
+    """forced syncs first (none: until Delta_bar's window is full, W-1 or 2W-1 steps)"""
     aggregate: str = "params"
+    """what a sync averages: params (each replica then applies its own update) or grads"""
     aggregator: Any = "mean"
     sync_model_state: bool = False
     compress: str | None = None
     max_local: int | None = None
+    """K: also sync after K local steps in a row (none: the significance test alone)"""
     error_feedback: bool = True
     name: ClassVar[str] = "selsync"
     #: the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps

@@ -80,8 +80,10 @@ class SPARTA(Triggered):
     aggregator, sync_model_state (at a full sync), compress (bf16 or int8): as local SGD's."""
 
     fraction: float = 0.05
+    """p: the share of the parameters' entries averaged every step (the same random entries on every replica)"""
     seed: int = 0
     period: int | None = None
+    """a full average after every `period` steps (none: never)"""
     aggregator: Any = "mean"
     sync_model_state: bool = True
     compress: str | None = None

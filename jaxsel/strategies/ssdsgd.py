@@ -49,9 +49,13 @@ class SSDSGD(Strategy):
     one; glu_beta: GLU correction weight (None: 1/k); aggregator: for the gradients."""
 
     k: int = 5
+    """pull period: the global weights are pulled every k steps (`period` also sets it)"""
     warmup_steps: int | None = None
+    """BSP steps first (none: one epoch)"""
     local_lr_scale: float = 4.0
+    """local step size over the global one"""
     glu_beta: float | None = None
+    """weight of the GLU correction (none: 1/k)"""
     aggregator: Any = "mean"
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"

@@ -27,6 +27,7 @@ class Stale(Strategy):
     """Shared by SSP and ASP: the staleness for N replicas, and the step."""
 
     lr_scale: float = 1.0
+    """multiplies the optimizer's updates (1.0: the formula as written)"""
 
     def staleness_for(self, n: int | None) -> int | None:
         raise NotImplementedError
@@ -61,6 +62,7 @@ class SSP(Stale):
     lr_scale: multiplies the optimizer's updates (1.0: the formula as written)."""
 
     staleness: int | None = 1
+    """s: a replica applies gradients up to s steps old; none: ASP's s = N - 1"""
     lr_scale: float = 1.0
     name: ClassVar[str] = "ssp"
     budget: ClassVar[Budget] = sweep("staleness", None, 4)

@@ -60,9 +60,13 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     options (OuterLoop; its sync_model_state averages BatchNorm statistics with fragment 0)."""
 
     inner_steps: int = 100
+    """H: local steps between two outer steps of one fragment (`period` also sets it)"""
     fragments: int = 2
+    """P: the model's fragments, synced in turn, H/P steps apart"""
     alpha: float = 1.0
+    """weight of the synced fragment in the replica's new fragment (1: replace it)"""
     fragment_by: str = "contiguous"
+    """contiguous: consecutive parameter tensors per fragment; strided: every P-th"""
     name: ClassVar[str] = "streamingdiloco"
     budget: ClassVar[Budget] = sweep("inner_steps", 8, 32)
     aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H

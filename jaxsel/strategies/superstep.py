@@ -19,6 +19,7 @@ class Superstep(Triggered):
     loop passes `steps_per_epoch`; syncs fall after step t with (t + 1) % period == 0."""
 
     epochs: float = 1.0
+    """epochs between two averagings (fractions allowed; at least one step)"""
     steps_per_epoch: int | None = None
     aggregator: Any = "mean"
     sync_model_state: bool = True

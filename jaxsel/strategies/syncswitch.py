@@ -120,18 +120,29 @@ class SyncSwitch(Strategy):
     """
 
     policy: str = "offline"
+    """offline: BSP, then asynchronous from the switch on; online: asynchronous while a straggler exists"""
     bsp_fraction: float = 0.25
+    """offline: the share of the run trained with BSP first"""
     total_steps: int | None = None
     switch_step: int | None = None
+    """offline: the first asynchronous step (none: bsp_fraction x the run)"""
     staleness: int | None = None
+    """s of the asynchronous steps (none: N - 1)"""
     lr_scale: float = 1.0
+    """multiplies the optimizer's updates in the asynchronous steps (1.0: the paper's lr / N, built in)"""
     momentum: str = "keep"
+    """at a switch to asynchronous: keep, reset or scale the optimizer's momentum"""
     momentum_scale: float | None = None
+    """the factor of momentum=scale (none: 1/N)"""
     aggregator: Any = "mean"
     straggler_factor: float = 1.5
+    """online: a step slower than this x the median marks a straggler"""
     straggler_steps: int = 3
+    """online: consecutive slow steps before a replica counts as a straggler"""
     step_times: str = "simulated"
+    """online: simulated (drawn from `stragglers`) or state (fed by the loop)"""
     stragglers: str = "transient:probability=0.02,factor=4"
+    """the simulated slowdowns, a straggler model (e.g. transient:probability=0.05,factor=4)"""
     seed: int = 0
     name: ClassVar[str] = "syncswitch"
     budget: ClassVar[Budget] = sweep("bsp_fraction", None, 0.5)

@@ -213,11 +213,14 @@ class TriggeredStrategy(Triggered):
     name, see `jaxsel.register_trigger`)."""
 
     trigger: Any = "never"
+    """when to sync: a registered trigger by name; trigger.FIELD=VALUE sets its options"""
     sync: str = "params"
+    """what a sync averages: grads, params (before the update) or model (after it)"""
     aggregator: Any = "mean"
     sync_model_state: bool = False
     sync_opt_state: bool = False
     trigger_options: dict = dataclasses.field(default_factory=dict)
+    """the trigger's options (trigger.FIELD=VALUE)"""
     compress: str | None = None
     error_feedback: bool = True
     name: ClassVar[str] = "triggered"

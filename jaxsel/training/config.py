@@ -17,6 +17,7 @@ import importlib.util
 from pathlib import Path
 
 from ..core.checks import INT32_MAX, MAX_SEED, check_int, check_number
+from ..core.choices import LOADERS, LOCAL_LOOPS, NONFINITE_POLICIES   # listed without JAX: `--help` reads them
 from .declare import Flag, declarations, declare_flags, flag_of, named, option
 
 #: the step counter is an int32 on the device
@@ -33,8 +34,8 @@ class ConfigError(ValueError):
 
 #: `--augment`'s spellings of the field's values (None: the dataset's own default)
 AUGMENT = {"auto": None, "on": True, "off": False}
-#: the `--help` groups of the flags other than "training" (cli/config_args.py titles them)
-DASHBOARDS, PROJECTION, CHECKPOINTS = "dashboards", "projection", "checkpoints"
+#: the sections of the settings other than "optim", the default (declare.SECTIONS titles them)
+STRATEGY, DATA, REPLICAS, EVAL, PROJECT, CHECKPOINTS = "strategy", "data", "replicas", "eval", "project", "checkpoints"
 
 
 def _augment(text: str) -> bool | None:
@@ -57,49 +58,28 @@ def _injection(text: str) -> tuple[float, float]:
         raise ValueError(f"expects ALPHA,BETA (two numbers), got {text!r}") from None
 
 
-# The choices their owners list, imported when a parser or a check reads them: importing
-# data.pipeline with this module would load TFDS for every `import jaxsel`.
-def _local_loops() -> tuple:
-    from ..core.step import LOCAL_LOOPS
-
-    return LOCAL_LOOPS
-
-
-def _loaders() -> tuple:
-    from ..data.pipeline import LOADERS
-
-    return LOADERS
-
-
-def _nonfinite_policies() -> tuple:
-    from .faults import NONFINITE_POLICIES
-
-    return NONFINITE_POLICIES
-
-
 @declare_flags
 @dataclasses.dataclass
 class TrainConfig:
     """Every setting of a run, each declared once with its flag (`declare.option`)."""
 
-    dataset: str = option("digits", help="dataset name (`jaxsel datasets` lists them)")
+    dataset: str = option("digits", group=DATA, help="dataset name (`jaxsel datasets` lists them)")
     model: str = option("mlp", help="model name (mlp, cnn, ...)")
-    strategy: str = option("selsync", commands=("train",), help="the strategy to train (listed below)")
-    strategy_options: dict = option(factory=dict, no_flag="set by the strategy flags and --opt KEY=VALUE, "
-                                    "generated from the strategies' own fields (cli/strategy_args.py)")
-    replicas: int = option(8, help="model replicas, packed k per device when there are fewer devices "
-                                   "(1..M or a multiple of M)")
+    strategy: str = option("selsync", commands=("train",), group=STRATEGY, metavar="NAME[:KEY=VALUE...]",
+                           help="the method and its options, e.g. selsync:delta=0.2 (`jaxsel strategies [NAME]`)")
+    strategy_options: dict = option(factory=dict, no_flag="set in the --strategy entry or by --opt KEY=VALUE, "
+                                    "checked against the strategy's own fields (cli/strategy_args.py)")
+    replicas: int = option(8, group=REPLICAS, help="model replicas, packed k per device when there are fewer "
+                                                   "devices (1..M or a multiple of M)")
     # where the replicas go (parallel.data_mesh): `platform`'s devices (None: the default
     # backend, an accelerator when there is one; never a silent CPU fall-back), the first
     # `devices` of them (None: all); replicas must be 1..M or a multiple of M devices
-    platform: str | None = option(None, help="put the replicas on this platform's devices, e.g. cpu "
-                                             "(default: the accelerator if any)")
-    devices: int | None = option(None, help="use the first N devices (default: all)")
-    local_replicas: str = option("auto", choices=_local_loops,   # core/step.py
-                                 help="a device's packed replicas: batched (vmap), k plain copies (unroll), "
-                                      "a loop (map), vmap with convolutions as batched matmuls (matmul); auto: "
-                                      "the fastest, measured once per model and batch on an accelerator and "
-                                      "cached (unroll on CPU)")
+    platform: str | None = option(None, group=REPLICAS, help="put the replicas on this platform's devices, e.g. "
+                                                            "cpu (default: the accelerator if any)")
+    devices: int | None = option(None, group=REPLICAS, help="use the first N devices (default: all)")
+    local_replicas: str = option("auto", choices=LOCAL_LOOPS, group=REPLICAS,   # core/step.py
+                                 help="how a device computes its packed replicas; auto: the fastest, measured "
+                                      "once per model and batch and cached (unroll on CPU)")
     batch_size: int = option(16, help="per-replica batch size")
     steps: int = option(600, help="training steps")
     optimizer: str = option("sgd", help="sgd, adam or adamw")
@@ -120,55 +100,53 @@ class TrainConfig:
     clip_at: str = option("update", choices=CLIP_AT,
                           help="where --clip-norm clips: the update the optimizer applies, after the method's "
                                "syncs (update), or each replica's gradients as backprop returns them, so the "
-                               "method's statistic (SelSync's s_t), its syncs and the update see them clipped "
-                               "(gradients: SelSync's authors' Transformer)")
-    partition: str = option("seldp", help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
+                               "method's statistic, its syncs and the update see them clipped")
+    partition: str = option("seldp", group=DATA, help="data partitioning (seldp, disjoint, label_skew, dirichlet)")
     partition_options: dict = option(
-        factory=dict, flag="--partition-opt", pairs=True, metavar="KEY=VALUE",
+        factory=dict, flag="--partition-opt", pairs=True, metavar="KEY=VALUE", group=DATA,
         help="partitioner option, e.g. classes_per_replica=1 (label_skew; =floor: the SelSync authors' "
              "floor(C/N) classes each, the rest dropped) or alpha=0.5 (dirichlet)",
         keys=(("injection", Flag(("--inject",), "SelSync data injection: ceil(ALPHA*C) foreign classes, "
                                  "BETA*b*N/C samples each", metavar="ALPHA,BETA", parse=_injection)),))
     seed: int = option(0, help="seed of the model, data order and sampling")
-    faulty_replicas: int = option(0, metavar="N", help="the last N replicas send Gaussian garbage (std 100) "
-                                  "instead of their payload at every sync: a test of the robust aggregators "
-                                  "(krum, multikrum, bulyan)")
-    eval_every: int = option(50, help="steps between test evaluations")
-    log_every: int = option(10, help="steps between metric reads (one host round-trip)")
-    divergence_every: int | None = option(None, metavar="N", help="steps between reads of the replicas' "
-                                          "divergence and correlation, model-sized reductions (default: "
-                                          "--log-every)")
-    data_dir: str | None = option(None, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
-    out_dir: str | None = option(None, flag="--out", commands=("train",),   # compare's --out: its own folder
-                                 help="run directory (default runs/<strategy>-<time>); metrics.jsonl and "
-                                      "config.json go here")
+    faulty_replicas: int = option(0, metavar="N", group=REPLICAS,
+                                  help="the last N replicas send Gaussian garbage at every sync (a test of the "
+                                       "robust aggregators)")
+    eval_every: int = option(50, group=EVAL, help="steps between test evaluations")
+    log_every: int = option(10, group=EVAL, help="steps between metric reads (one host round-trip)")
+    divergence_every: int | None = option(None, metavar="N", group=EVAL, help="steps between reads of the "
+                                          "replicas' divergence and correlation (default: --log-every)")
+    data_dir: str | None = option(None, group=DATA, help="TFDS data dir (default ~/.cache/jaxsel/tfds)")
+    out_dir: str | None = option(None, no_flag="the run directory; set by the job flag --out (cli/job_args.py), "
+                                 "which compare and frontier read as their own folder", set_by="--out")
     # live dashboards (writers.py), written at the metric reads: TensorBoard event files in
     # out_dir, a W&B run in this project; run_group groups the runs of one comparison
-    tensorboard: bool = option(False, group=DASHBOARDS, help="TensorBoard event files in the run directory "
-                                                             '(pip install "jaxsel[tensorboard]")')
-    wandb_project: str | None = option(None, flag="--wandb", metavar="PROJECT", group=DASHBOARDS,
+    tensorboard: bool = option(False, group=EVAL, help="TensorBoard event files in the run directory "
+                                                       '(pip install "jaxsel[tensorboard]")')
+    wandb_project: str | None = option(None, flag="--wandb", metavar="PROJECT", group=EVAL,
                                        help="log to this W&B project; WANDB_MODE=offline writes it locally "
                                             '(pip install "jaxsel[wandb]")')
-    run_group: str | None = option(None, metavar="NAME", group=DASHBOARDS,
+    run_group: str | None = option(None, metavar="NAME", group=EVAL,
                                    help="group the dashboards' runs under this name (compare: its directory's)")
-    progress: bool = option(True, help="show the progress bar")
+    progress: bool = option(True, group=EVAL, help="show the progress bar")
     # data pipeline (jaxsel/data): dataset_options: seq_len, in_memory, records_per_window
     # (token/big sets), num_samples/seed (mnist1d); partition_options may hold
     # injection=(alpha, beta); augment None = the dataset's default crop+flip
-    dataset_options: dict = option(factory=dict, flag="--dataset-opt", pairs=True, metavar="KEY=VALUE",
+    dataset_options: dict = option(factory=dict, flag="--dataset-opt", pairs=True, metavar="KEY=VALUE", group=DATA,
                                    help="dataset option: seq_len, in_memory, records_per_window, num_samples, seed")
-    augment: bool | None = option(None, parse=_augment, show=_augment_text, metavar="{auto,on,off}",
+    augment: bool | None = option(None, parse=_augment, show=_augment_text, metavar="{auto,on,off}", group=DATA,
                                   help="on-device random crop + flip (auto: the dataset's default)")
-    prefetch: int = option(2, metavar="N", help="batches placed on the devices ahead of the step")
-    loader: str = option("auto", choices=_loaders,
-                         help="how batches are built: Grain worker processes or threads (auto: Grain for image "
-                              "sets decoded on the host, e.g. imagenet2012, cars196; threads for in-memory sets)")
-    loader_workers: int | None = option(None, metavar="N", help="Grain worker processes (default: all cores but "
-                                                                "one) or loader threads (default 2)")
-    eval_examples: int | None = option(None, help="evaluate on the first N test examples (default: all)")
-    eval_replicas: str = option("final", choices=EVAL_REPLICAS,
-                                help="also evaluate each replica's own model (replica_accuracy): at the end, "
-                                     "at every evaluation, or not")
+    prefetch: int = option(2, metavar="N", group=DATA, help="batches placed on the devices ahead of the step")
+    loader: str = option("auto", choices=LOADERS, group=DATA,
+                         help="how batches are built: Grain processes or threads (auto: Grain for image sets "
+                              "decoded on the host, threads for in-memory sets)")
+    loader_workers: int | None = option(None, metavar="N", group=DATA, help="Grain worker processes (default: all "
+                                                                            "cores but one) or threads (default 2)")
+    eval_examples: int | None = option(None, group=EVAL, help="evaluate on the first N test examples (default: "
+                                                              "all)")
+    eval_replicas: str = option("final", choices=EVAL_REPLICAS, group=EVAL,
+                                help="also evaluate each replica's own model: at the end, at every evaluation, "
+                                     "or not")
     # checkpoints and faults (checkpoint.py, faults.py): checkpointing is on when any of
     # checkpoint_dir / checkpoint_every / resume is set; the dir defaults to
     # checkpoints/<run> (`default_checkpoint_name`: unique per out_dir)
@@ -179,9 +157,9 @@ class TrainConfig:
                                           help="steps between asynchronous checkpoints (also saved at the end "
                                                "and on SIGTERM/SIGINT)")
     keep: int = option(3, commands=("train",), group=CHECKPOINTS, help="newest checkpoints to keep")
-    resume: bool = option(False, commands=("train",), group=CHECKPOINTS,
-                          help="continue from the newest readable checkpoint (needs --out or --checkpoint-dir)")
-    nonfinite: str = option("stop", choices=_nonfinite_policies, commands=("train",), group=CHECKPOINTS,
+    resume: bool = option(False, no_flag="continue the run from its newest readable checkpoint; set by the job "
+                          "flag --resume (cli/job_args.py)", set_by="--resume")
+    nonfinite: str = option("stop", choices=NONFINITE_POLICIES, commands=("train",), group=CHECKPOINTS,
                             help="NaN/inf loss or gradient: stop (keep the last good checkpoint) or skip the step")
     # projected wall-clock (jaxsel.costmodel): every logged step carries `projected_time_s`, what
     # the run would have taken so far on `project_network` with the same replicas, sync
@@ -189,22 +167,21 @@ class TrainConfig:
     # `project_compute_s`, e.g. a GPU step time measured elsewhere). With
     # `project_gpus_per_host` > 1 the projected cluster has two levels: hosts of that many
     # replicas joined inside by `project_intra_network`, between by `project_network`
-    project_network: str = option("10gbe", group=PROJECTION,
-                                  help="network preset of the projection (between hosts with --gpus-per-host "
-                                       "> 1): nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
-    project_intra_network: str = option("nvlink", flag=("--intra-network", "--project-intra-network"),
-                                        metavar="PRESET", group=PROJECTION,
-                                        help="network inside a projected host (with --gpus-per-host > 1): "
-                                             "nvlink, pcie, ...")
-    project_gpus_per_host: int = option(1, flag=("--gpus-per-host", "--project-gpus-per-host"), metavar="K",
-                                        group=PROJECTION, help="replicas per projected host (divides --replicas); "
-                                                               "1: every replica on its own host, one network")
-    project_stragglers: str | None = option(None, metavar="SPEC", group=PROJECTION,
-                                            help="straggler model, e.g. fixed:factor=2,replicas=0 or "
-                                                 "lognormal:sigma=0.2")
-    project_compute_s: float | None = option(None, metavar="SECONDS", group=PROJECTION,
-                                             help="per-step compute time to project with (default: this run's "
-                                                  "measured step time)")
+    project_network: str = option("10gbe", group=PROJECT, key_in=("--project", "network"), metavar="PRESET",
+                                  old=("--project-network",),
+                                  help="network between the projected hosts: nvlink, pcie, 100gbe, 25gbe, 10gbe, 1gbe")
+    project_intra_network: str = option("nvlink", group=PROJECT, key_in=("--project", "intra_network"),
+                                        metavar="PRESET", old=("--intra-network", "--project-intra-network"),
+                                        help="network inside a host of more than one replica")
+    project_gpus_per_host: int = option(1, group=PROJECT, key_in=("--project", "gpus_per_host"), metavar="K",
+                                        old=("--gpus-per-host", "--project-gpus-per-host"),
+                                        help="replicas per host, dividing --replicas (1: one network)")
+    project_stragglers: str | None = option(None, group=PROJECT, key_in=("--project", "stragglers"), metavar="SPEC",
+                                            old=("--project-stragglers",),
+                                            help="straggler model, e.g. lognormal:sigma=0.2")
+    project_compute_s: float | None = option(None, group=PROJECT, key_in=("--project", "compute_s"),
+                                             metavar="SECONDS", old=("--project-compute-s",),
+                                             help="step compute time (default: this run's, measured)")
 
     def checkpoint_root(self) -> Path | None:
         """Where checkpoints go, or None when checkpointing is off."""

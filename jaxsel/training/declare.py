@@ -2,10 +2,13 @@
 
 `option(default, help=..., ...)` is `dataclasses.field` with a `Flag` (or a `NoFlag` and
 its reason) in the field's metadata: the flag's names, help, choices and metavar, how its
-text becomes the field's value, and which commands take it. The `train`, `compare`,
-`frontier` and `calibrate` parsers (`jaxsel.cli.config_args`), config files (`config_file`)
-and the choice checks of `check_config` all read these, so a default, a choice list or a spelling is written once
-and `jaxsel train --help` shows the field's own default.
+text becomes the field's value, which commands take it and the section (`group`) of
+`--help` and of config files it belongs to. The `train`, `compare`, `frontier` and `calibrate`
+parsers (`jaxsel.cli.task_args`), config files (`config_file`) and the choice checks of
+`check_config` all read these, so a default, a choice list or a spelling is written once
+and `jaxsel train --help` shows the field's own default. A field may instead be one key of
+a section's `KEY=VALUE` flag (`key_in`: `--project network=25gbe`), and may keep the names
+it had in the last release (`old`) for one more, hidden from `--help`, each use noted.
 """
 from __future__ import annotations
 
@@ -14,6 +17,14 @@ from typing import Any, Callable, NamedTuple
 
 #: the commands whose parsers are generated from the declarations
 COMMANDS = ("train", "compare", "frontier", "calibrate")
+#: the sections of a run's settings, in `--help`'s order (config files: `[section]` tables)
+SECTIONS = {"strategy": "strategy: the method and its options (`jaxsel strategies NAME` lists them)",
+            "data": "data: the dataset, its shards over the replicas, the input pipeline",
+            "optim": "model and optimizer",
+            "replicas": "replicas and devices",
+            "eval": "evaluation and logging",
+            "project": "projected wall-clock: each logged step's projected_time_s (`jaxsel report` projects again)",
+            "checkpoints": "checkpoints and faults"}
 
 
 class Flag(NamedTuple):
@@ -26,9 +37,11 @@ class Flag(NamedTuple):
     metavar: str | None = None
     parse: Callable[[str], Any] | None = None   # the flag's text -> the field's value (None: by its type)
     show: Callable[[Any], str] | None = None    # the field's value -> the flag's text (`parse`'s inverse)
-    group: str = "training"
+    group: str = "optim"              # its section (SECTIONS)
     pairs: bool = False               # a dict field: repeatable KEY=VALUE
     keys: tuple[tuple[str, "Flag"], ...] = ()   # flags that set one key of a dict field
+    key_in: tuple[str, str] | None = None       # (flag, key): the field is `flag KEY=VALUE`, no flag of its own
+    old: tuple[str, ...] = ()         # last release's names: still read, hidden, each use noted
 
     def allowed(self) -> tuple | None:
         return self.choices() if callable(self.choices) else self.choices
@@ -38,15 +51,18 @@ class NoFlag(NamedTuple):
     """A field deliberately without a flag of its own, and why."""
 
     why: str
+    set_by: str | None = None   # the command line's flag that sets it all the same (a job flag: --out)
 
 
 def option(default: Any = dataclasses.MISSING, *, help: str = "", flag: str | tuple[str, ...] | None = None,
-           no_flag: str | None = None, factory: Callable[[], Any] | None = None, **spec) -> Any:
+           no_flag: str | None = None, set_by: str | None = None, factory: Callable[[], Any] | None = None,
+           **spec) -> Any:
     """A TrainConfig field declared once: its default (or `factory`), and its `Flag` (`flag`:
     the names, default `--field-name`; `spec`: the Flag's other parts) or, with `no_flag`,
-    the reason it has none. The flag's names are filled in by `declare_flags`."""
+    the reason it has none (and `set_by`, the command line's flag that sets it anyway). The
+    flag's names are filled in by `declare_flags`."""
     names = (flag,) if isinstance(flag, str) else tuple(flag or ())
-    meta = {"cli": NoFlag(no_flag) if no_flag else Flag(names, help, **spec)}
+    meta = {"cli": NoFlag(no_flag, set_by) if no_flag else Flag(names, help, **spec)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -59,12 +75,14 @@ def flag_name(name: str) -> str:
 
 def declare_flags(cls):
     """Class decorator after @dataclass: every field must be declared with `option`; a flag
-    without names gets `--field-name`."""
+    without names (and not a key of a section's flag) gets `--field-name`."""
     for f in dataclasses.fields(cls):
         decl = f.metadata.get("cli")
         if decl is None:
             raise TypeError(f"{cls.__name__}.{f.name} is not declared with option(...)")
-        if isinstance(decl, Flag) and not decl.names:
+        if isinstance(decl, Flag) and decl.group not in SECTIONS:
+            raise TypeError(f"{cls.__name__}.{f.name}: group {decl.group!r} is not a section ({', '.join(SECTIONS)})")
+        if isinstance(decl, Flag) and not decl.names and decl.key_in is None:
             f.metadata = type(f.metadata)({**f.metadata, "cli": decl._replace(names=(flag_name(f.name),))})
     return cls
 
@@ -80,14 +98,24 @@ def flags_of(cls, command: str) -> dict[str, Flag]:
 
 
 def flag_of(cls, name: str) -> str | None:
-    """A field's flag (its first name), None for a field without one."""
+    """A field's flag (its first name; `--project network` for a key of a section's flag),
+    None for a field without one."""
     decl = declarations(cls)[name]
-    return decl.names[0] if isinstance(decl, Flag) else None
+    if not isinstance(decl, Flag):
+        return None
+    return " ".join(decl.key_in) if decl.key_in else decl.names[0]
+
+
+def section_of(cls, name: str) -> str | None:
+    """The section a field belongs to (None: a field without a flag, e.g. the strategy's options)."""
+    decl = declarations(cls)[name]
+    return decl.group if isinstance(decl, Flag) else None
 
 
 def named(cls, name: str) -> str:
     """A field's name and its flag, as errors name a setting: `wandb_project (--wandb)`."""
-    flag = flag_of(cls, name)
+    decl = declarations(cls)[name]
+    flag = decl.set_by if isinstance(decl, NoFlag) else flag_of(cls, name)
     return f"{name} ({flag})" if flag else name
 
 

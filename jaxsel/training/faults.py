@@ -33,9 +33,9 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from ..core.choices import NONFINITE_POLICIES
 from . import early_stop
 
-NONFINITE_POLICIES = ("stop", "skip")
 MAX_CONSECUTIVE_SKIPS = 50
 
 

@@ -12,7 +12,6 @@ import sys
 
 from ..core.options import option_names
 from ..core.triggers import UNKNOWN, first_sync_step
-from .declare import flag_name
 
 
 #: what a two-level method's level never synchronizing means
@@ -53,18 +52,16 @@ def never_syncs_warning(strategy, total_steps: int) -> str | None:
 
 def remedy(strategy) -> str:
     """How to make the strategy sync sooner, by the option that sets its period as the
-    strategy names it: DiLoCo's H is `inner_steps` (which --period also sets), superstep's
-    `epochs`, a generic trigger's own options."""
+    strategy names it (DiLoCo's H is `inner_steps`, superstep's `epochs`, a generic
+    trigger's own options), written as the command line takes it: in the strategy's entry
+    or with --opt."""
     cls = type(strategy)
     names = option_names(cls) if hasattr(cls, "__dataclass_fields__") else []
-    alias = getattr(cls, "aliases", {}).get("period")
-    if alias:
-        return f"lower its {alias} ({flag_name(alias)}, which --period also sets)"
-    if "period" in names:
-        return "lower its period (--period)"
-    knob = getattr(getattr(cls, "budget", None), "knob", None)
+    knob = getattr(cls, "aliases", {}).get("period") or ("period" if "period" in names else None)
+    knob = knob or getattr(getattr(cls, "budget", None), "knob", None)
     if knob in names:
-        return f"lower its {knob} ({flag_name(knob)})"
+        name = getattr(strategy, "name", cls.__name__)
+        return f"lower its {knob} ({name}:{knob}=... in its entry, or --opt {knob}=...)"
     if "trigger" in names:
         return "give it a trigger that fires within the run (--opt trigger=NAME, --opt trigger.KEY=VALUE)"
     return "make it sync sooner"

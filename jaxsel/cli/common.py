@@ -1,0 +1,103 @@
+"""What every `jaxsel` command shares: usage errors, the help layout, paths the user
+gives, the run directory's default name, and JAX's start.
+
+Importing this imports neither JAX nor anything of jaxsel's below the command line: a
+command's parser is built, and `--help` printed, before anything heavy is loaded.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class UsageError(ValueError):
+    """Bad user input: reported as one line, exit code 2."""
+
+
+@contextmanager
+def user_input():
+    """A ValueError raised while checking what the user asked for is a usage error (exit 2);
+    elsewhere a ValueError is a bug and keeps its traceback."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every flag's default in its help line, unless its help says it in words ("(default
+    all)") or there is none to say (unset, or a switch that is off unless given);
+    descriptions kept as written."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        switch = action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction)
+        if "(default" in text or action.default is None or (switch and action.default is False):
+            return text
+        return super()._get_help_string(action)
+
+
+def check_path_text(path: str | None, option: str) -> None:
+    """A path that cannot be written as UTF-8 (bytes from a broken locale) breaks every
+    log line and JSON file that names it: refuse it up front."""
+    if path is None:
+        return
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{option} {ascii(str(path))} is not valid UTF-8; choose a path that is") from None
+
+
+def ensure_writable(path: str, option: str = "--out") -> Path | None:
+    """Make `path` a writable directory, its missing parents too (as `mkdir -p`: a run's
+    folder under a results/ tree not made yet); return the outermost directory this
+    created, for `paths.undo_created` to remove again if the run fails before writing, or
+    None when `path` existed. The run prints its directory itself: no second announcement."""
+    from ..data.paths import first_missing, writable_dir
+
+    check_path_text(path, option)
+    top = first_missing(path)
+    writable_dir(path, option, parents=True, quiet=True)
+    return top
+
+
+def default_out(prefix: str) -> str:
+    """runs/<prefix>-<time>, or -2, -3, ... if taken: the name the run will claim once every
+    check has passed (`paths.claim_new_dir`, atomic: two runs never get the same one)."""
+    from ..data.paths import free_name
+
+    return free_name(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def request_devices(replicas: int) -> None:
+    """Give a CPU-only host enough simulated devices before JAX initialises."""
+    from ..core.parallel import request_cpu_devices
+
+    request_cpu_devices(max(8, replicas))
+
+
+def start_jax(replicas: int) -> None:
+    """`request_devices`, then JAX's backend, so a platform this machine lacks is one
+    JaxEnvironmentError before anything is built."""
+    from .backend import start_backend
+
+    request_devices(replicas)
+    start_backend()
+
+
+def layout_line(cfg) -> str:
+    """The true layout line of a run's config; replicas that do not fit: a usage error."""
+    from ..core.parallel import choose_layout
+
+    with user_input():
+        return choose_layout(cfg.replicas, devices=cfg.devices, platform=cfg.platform).describe()
+
+
+def overrides_note(command: str, overrides: dict) -> str:
+    """The sentence of `command`'s help that names its defaults other than TrainConfig's."""
+    shown = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in overrides.items())
+    return f"`jaxsel {command}`'s own defaults (a TrainConfig's differ): {shown}."

@@ -1,0 +1,104 @@
+"""`jaxsel compare`, the default job: strategies (and variants of one) side by side, over
+seeds, on one task (analysis/compare.py): a table, results.json and five pictures.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, \
+    start_jax, user_input
+from .job_args import Job, add_job_args, check_resume
+from .strategy_args import add_strategy_args
+from .task_args import add_task_args, config_from_args
+
+DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
+#: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
+#: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
+DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": "milestones", "eval_every": 25}
+#: compare's description (printed as written: argparse %-formats help strings, not descriptions)
+DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
+                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50% and 75% of the steps; "
+                     "SelSync's data injection with --inject ALPHA,BETA.")
+JOB = Job("comparison directory", "runs/compare-<time>",
+          "the comparison stopped there (same settings): its finished runs are loaded, the rest run",
+          "TrainConfig's settings, strategies, seeds, ...", seeds=True)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("compare", usage="%(prog)s [OPTIONS]",
+                       help="train several strategies side by side (the default job)",
+                       description=f"The default job: {DEFAULT_TASK_NOTE} {overrides_note('compare', DEFAULT_TASK)}",
+                       formatter_class=HelpFormatter)
+    job = p.add_argument_group("the comparison: its directory, seeds, baseline and target")
+    add_job_args(job, JOB)
+    job.add_argument("--match-budget", action=argparse.BooleanOptionalAction, default=None,
+                     help="add local SGD with as many syncs as each adaptive row (selsync, ...), and say whether "
+                          "the row beat it beyond the seed spread (default: on)")
+    job.add_argument("--target", default="99%", metavar="ACC|PCT%",
+                     help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
+    groups = add_task_args(p, "compare", DEFAULT_TASK)
+    add_strategies_arg(groups["strategy"], DEFAULT_STRATEGIES)
+    add_strategy_args(groups["strategy"])
+    p.set_defaults(func=cmd_compare)
+
+
+def add_strategies_arg(group, default: str | None) -> None:
+    group.add_argument("--strategies", default=default, metavar="ENTRIES",
+                       help="comma-separated entries NAME[:KEY=VALUE...], e.g. "
+                            "bsp,localsgd:period=8,selsync:delta=0.05; --opt options are defaults for every entry "
+                            "that takes them")
+
+
+def cmd_compare(args) -> int:
+    start_jax(args.replicas)
+    check_resume(args, JOB)
+    return _compare(args, args.out or default_out("compare"))
+
+
+def _compare(args, out: str) -> int:
+    from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
+    from ..analysis.job import kept_compilations
+    from ..analysis.time_to_accuracy import parse_target
+    from ..data.paths import claim_new_dir, undo_created
+    from ..data.sources import check_prepared
+    from ..training.run_kinds import refuse_run
+
+    match = args.match_budget is not False   # on unless --no-match-budget
+    with user_input():
+        parse_target(args.target)
+        base = config_from_args(args, strategy="bsp")   # each row sets its strategy
+        plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
+        layout = layout_line(base)
+        check_fresh(Path(out), args.resume)
+        refuse_run(out)   # a `jaxsel train` run's directory
+    check_prepared(base.dataset, base.data_dir)
+    if args.out:
+        top = ensure_writable(out)
+        undo = undo_created(top or out, top is not None)
+    else:   # runs/compare-<time>[-N]: a name no other comparison has
+        out = claim_new_dir(out)
+        undo = undo_created(out, True)
+
+    def start():   # the directory is ours (locked, fresh): say what runs where
+        print(f"run directory: {out}", flush=True)
+        print(f"layout: {layout}", flush=True)
+        if args.match_budget and not any(m for _, m in plan):
+            print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
+
+    started = time.perf_counter()
+    with undo, kept_compilations(out):   # before anything compiles
+        done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
+                              plan=plan, on_start=start, announce=lambda text: print(text, flush=True),
+                              resume=args.resume)
+    seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
+    options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
+    print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
+          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
+          f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
+          f"{layout}; took {time.perf_counter() - started:.0f} s")
+    print(format_table(done.rows))
+    print(f"\nwrote {out}/results.json and {', '.join(PICTURES)}")
+    return 0
+

@@ -1,0 +1,198 @@
+"""`jaxsel train`: one strategy, one run directory, checkpoints, multi-host.
+
+Every check runs before anything is created or printed (`run.check_run`); then the run's
+directories are made, said, and the run trains (training/train.py). A multi-host run
+starts jax.distributed and a peer watchdog first, and runs in a supervised child process
+where the platform allows (training/supervisor.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from ..core.checks import INT32_MAX
+from .common import HelpFormatter, UsageError, check_path_text, default_out, ensure_writable, overrides_note, \
+    request_devices, user_input
+from .job_args import Job, add_job_args
+from .strategy_args import add_strategy_args
+from .task_args import add_task_args, config_from_args
+
+#: `jaxsel train`'s own defaults: the command line checkpoints a run (a library TrainConfig
+#: writes no checkpoints unless asked, so its checkpoint_every is None)
+TRAIN_DEFAULTS = {"checkpoint_every": 100}
+TRAIN_DEFAULTS_NOTE = "--no-checkpoint writes none."
+JOB = Job("run directory", "runs/<strategy>-<time>", "the run from its newest checkpoint",
+          "TrainConfig's settings; RUN_DIR/config.json reproduces that run")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("train", usage="%(prog)s [OPTIONS]",
+                       help="train one strategy", formatter_class=HelpFormatter,
+                       description=overrides_note("train", TRAIN_DEFAULTS) + " " + TRAIN_DEFAULTS_NOTE)
+    add_job_args(p.add_argument_group("run: its directory, resuming it, a config file"), JOB)
+    groups = add_task_args(p, "train", TRAIN_DEFAULTS)
+    add_strategy_args(groups["strategy"])
+    groups["checkpoints"].add_argument("--no-checkpoint", action="store_true", help="write no checkpoints")
+    m = p.add_argument_group("multi-host (jax.distributed; every process runs the same command)")
+    m.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="process 0's address")
+    m.add_argument("--num-processes", type=int, default=None, help="number of processes")
+    m.add_argument("--process-id", type=int, default=None, help="this process's index, 0..P-1")
+    m.add_argument("--distributed", choices=("off", "auto"), default="off",
+                   help="auto: let jax.distributed detect the cluster (SLURM, Open MPI, TPU, ...)")
+    m.add_argument("--peer-timeout", type=float, default=60.0,
+                   help="seconds without a peer's heartbeat before this process exits")
+    m.add_argument("--join-timeout", type=float, default=120.0,
+                   help="seconds for every process to join; the missing ones are named")
+    p.set_defaults(func=cmd_train)
+
+
+def multihost(args) -> bool:
+    return bool(args.coordinator or args.distributed == "auto")
+
+
+def _start_processes(args):
+    """Simulated CPU devices and, for a multi-host run, jax.distributed plus the peer
+    watchdog; all before JAX starts its backends. Returns the watchdog (or None)."""
+    from ..training import distributed
+
+    auto = args.distributed == "auto"
+    check_layout(args)
+    if not multihost(args):
+        request_devices(args.replicas)
+        return None
+    if args.num_processes and "JAX_NUM_CPU_DEVICES" not in os.environ:
+        from ..core.parallel import request_cpu_devices
+
+        request_cpu_devices(max(1, args.replicas // args.num_processes))  # CPU hosts only
+    with user_input():   # --distributed auto found no cluster
+        return distributed.start(args.coordinator, args.num_processes, args.process_id, auto=auto,
+                                 peer_timeout=args.peer_timeout, join_timeout=args.join_timeout)
+
+
+def check_layout(args) -> None:
+    """The multi-host flags, before any process starts."""
+    from ..training.distributed import check_process_layout
+
+    for flag, value in (("--num-processes", args.num_processes), ("--process-id", args.process_id)):
+        if value is not None and value > INT32_MAX:   # jax.distributed takes 32-bit counts
+            raise UsageError(f"{flag} must be an integer <= {INT32_MAX}, got {value}")
+    with user_input():
+        check_process_layout(args.coordinator, args.num_processes, args.process_id,
+                             args.distributed == "auto", args.peer_timeout, args.join_timeout)
+
+
+def supervised(args, argv: list[str]) -> int:
+    """A multi-host `train` runs in a child process that reports a gloo abort clearly."""
+    from ..training import early_stop, supervisor
+
+    check_layout(args)   # usage errors from here, before a child starts
+    early_stop.check()
+    who = (f"process {args.process_id} of {args.num_processes}" if args.process_id is not None
+           else "this process")
+    return supervisor.supervise([sys.executable, "-m", "jaxsel.cli", *argv], who)
+
+
+def _check_train_args(args) -> None:
+    """What `jaxsel train` can refuse before JAX starts."""
+    if args.resume and args.out is None and args.checkpoint_dir is None:
+        raise UsageError("--resume needs --out RUN_DIR or --checkpoint-dir DIR to know which run to continue")
+    if args.resume and args.no_checkpoint:
+        raise UsageError("--resume and --no-checkpoint contradict each other; drop one")
+    for option, path in (("--out", args.out), ("--checkpoint-dir", args.checkpoint_dir),
+                         ("--data-dir", args.data_dir)):
+        check_path_text(path, option)
+
+
+def _train_config(args, out: str):
+    """The TrainConfig of `jaxsel train` and its layout, every check made (run.check_run):
+    nothing is created or printed before a usage error."""
+    import dataclasses
+
+    from ..training.run import check_run, resumed_settings
+    from .common import layout_line
+
+    with user_input():
+        cfg = config_from_args(args, out_dir=out, resume=args.resume)
+        if args.no_checkpoint:
+            cfg = dataclasses.replace(cfg, checkpoint_dir=None, checkpoint_every=None, resume=False)
+        cfg = resumed_settings(cfg)
+        layout = layout_line(cfg)
+        check_run(cfg)
+    return cfg, layout
+
+
+def _make_run_dirs(cfg, args, lead: bool, undo: contextlib.ExitStack):
+    """Create the run and checkpoint directories (each removed again, by `undo`, if the run
+    fails before writing to it); `cfg` with their final names: a default run directory
+    gets a name no other run has (`paths.claim_new_dir`)."""
+    import dataclasses
+
+    from ..data.paths import claim_new_dir, undo_created
+
+    if lead and args.out is None:   # runs/<strategy>-<time>[-N]
+        cfg = dataclasses.replace(cfg, out_dir=claim_new_dir(cfg.out_dir))
+        undo.enter_context(undo_created(cfg.out_dir, True))
+    elif lead:
+        created = ensure_writable(cfg.out_dir)
+        undo.enter_context(undo_created(created or cfg.out_dir, created is not None))
+    root = cfg.checkpoint_root()
+    if root is not None:
+        created = ensure_writable(str(root), "--checkpoint-dir")
+        undo.enter_context(undo_created(created or root, created is not None))
+    return cfg
+
+
+def cmd_train(args) -> int:
+    from ..training import early_stop
+    from .backend import start_backend
+
+    _check_train_args(args)
+    watchdog = _start_processes(args)
+    start_backend()
+    import jax
+
+    from ..training.train import train
+
+    lead = jax.process_index() == 0
+    out = args.out if args.out is not None else default_out(args.strategy.split(":")[0])
+    try:
+        cfg, layout = _train_config(args, out)
+        early_stop.check()   # a Ctrl-C so far: stop before anything is created
+        with contextlib.ExitStack() as undo:
+            def make_dirs(cfg):   # every check passed and the run is built: create, then say where
+                cfg = _make_run_dirs(cfg, args, lead, undo)
+                if lead:
+                    print(f"run directory: {cfg.out_dir}", flush=True)
+                    print(f"layout: {layout}", flush=True)
+                return cfg
+
+            result = train(cfg, checked=True, make_dirs=make_dirs)   # _train_config ran run.check_run
+    except BaseException as err:
+        if watchdog is not None:   # never leave the other processes waiting in a collective
+            from ..training.distributed import leave_after_error
+
+            leave_after_error(watchdog, err, f"jaxsel {args.command}")
+        raise
+    if watchdog is not None:
+        watchdog.finish()
+    if lead:
+        print_summary(result.final)
+    return 0
+
+
+def print_summary(final: dict) -> None:
+    """The run's final figures, 4 significant digits, no negative zeros."""
+    from ..training.numbers import significant
+
+    for k, v in final.items():
+        if k != "projection":
+            shown = significant(v) if isinstance(v, float) else v
+            if isinstance(v, dict) and "per_replica" in v:   # replica_accuracy, replica_loss
+                shown = f"mean {significant(v['mean'])}, min {significant(v['min'])}, max {significant(v['max'])}"
+            print(f"{k:>22}: {shown}")
+    p = final["projection"]
+    print(f"{'projected on':>22}: {p['network']}, stragglers {p['stragglers']} (compute "
+          f"{significant(p['compute'])} s, waiting {significant(max(p['waiting'], 0.0))} s, communication "
+          f"{significant(p['communication'])} s)")
+
