@@ -18,6 +18,7 @@ from pathlib import Path
 def add_calibrate(sub, kit) -> None:
     from ..strategies.selsync import SelSync
     from .strategy_args import HelpFormatter
+    from .task_flag import add_task_flag
 
     defaults = SelSync()
     p = sub.add_parser("calibrate", help="which SelSync delta fires how often on this task, for both statistics",
@@ -27,6 +28,7 @@ def add_calibrate(sub, kit) -> None:
                                    f"Writes calibration.json and calibration.png.",
                        formatter_class=HelpFormatter)
     kit.add_training_args(p, "calibrate", kit.default_task)
+    add_task_flag(p)
     p.add_argument("--window", type=int, default=defaults.window, metavar="W", help="the significance test's window")
     p.add_argument("--alpha", type=float, default=defaults.alpha, help="its EWMA decay")
     p.add_argument("--warmup", type=int, default=None, metavar="STEPS",
@@ -57,6 +59,8 @@ def _calibrate(args, out: str, kit) -> int:
     from ..data.paths import undo_created
     from ..training.config import check_config
 
+    from .task_flag import task_line
+
     with kit.user_input():
         sig = Significance(window=args.window, alpha=args.alpha, warmup=args.warmup, delta=args.delta)
         base = kit.config_from_args(args, strategy="bsp")
@@ -69,6 +73,7 @@ def _calibrate(args, out: str, kit) -> int:
 
     def start():
         print(f"run directory: {out}", flush=True)
+        print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
 
     started = time.perf_counter()

@@ -15,18 +15,22 @@ from pathlib import Path
 
 from ..core.checks import INT32_MAX
 
+from ..training.tasks import DEFAULT_TASK_NAME, TASKS
+
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
-#: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
-#: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
-DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": "milestones", "eval_every": 25}
+#: `jaxsel compare`'s own defaults beside its task's: evaluations for the time-to-accuracy
+COMPARE_DEFAULTS = {"eval_every": 25}
+#: `jaxsel compare`'s defaults (flags override each): the default named task's settings
+#: (training/tasks.py; `--task` picks another) and compare's own
+DEFAULT_TASK = {**TASKS[DEFAULT_TASK_NAME].settings, **COMPARE_DEFAULTS}
 #: `jaxsel train`'s own defaults: the command line checkpoints a run (a library TrainConfig
 #: writes no checkpoints unless asked, so its checkpoint_every is None)
 TRAIN_DEFAULTS = {"checkpoint_every": 100}
 TRAIN_DEFAULTS_NOTE = "--no-checkpoint writes none."
 #: compare's description (printed as written: argparse %-formats help strings, not descriptions)
-DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
-                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50% and 75% of the steps; "
-                     "SelSync's data injection with --inject ALPHA,BETA.")
+DEFAULT_TASK_NOTE = (f"task {DEFAULT_TASK_NAME} ({TASKS[DEFAULT_TASK_NAME].summary}; --task "
+                     + "; --task ".join(f"{t.name}: {t.summary}" for t in TASKS.values() if t.name != DEFAULT_TASK_NAME)
+                     + "); SelSync's data injection with --inject ALPHA,BETA.")
 
 
 class UsageError(ValueError):
@@ -241,6 +245,10 @@ def _compare(args, out: str) -> int:
     from ..data.sources import check_prepared
     from ..training.run_kinds import refuse_run
 
+    from ..training.tasks import task_of
+
+    from .task_flag import task_line
+
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
@@ -257,6 +265,7 @@ def _compare(args, out: str) -> int:
 
     def start():   # the directory is ours (locked, fresh): say what runs where
         print(f"run directory: {out}", flush=True)
+        print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
         if args.match_budget and not any(m for _, m in plan):
             print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
@@ -268,7 +277,8 @@ def _compare(args, out: str) -> int:
                               resume=args.resume_job)
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
-    print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
+    named = task_of(base)
+    print(f"\n{f'task {named}: ' if named else ''}{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
           f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
           f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
           f"{layout}; took {time.perf_counter() - started:.0f} s")
@@ -346,6 +356,10 @@ def cmd_train(args) -> int:
                 cfg = _make_run_dirs(cfg, args, lead, undo)
                 if lead:
                     print(f"run directory: {cfg.out_dir}", flush=True)
+                    if args.task is not None:   # train's own defaults are no task
+                        from .task_flag import task_line
+
+                        print(task_line(cfg, args), flush=True)
                     print(f"layout: {layout}", flush=True)
                 return cfg
 
@@ -463,19 +477,22 @@ def cmd_report(args) -> int:
 
 def _overrides_note(command: str, overrides: dict) -> str:
     """The sentence of `command`'s help that names its defaults other than TrainConfig's."""
-    from ..training.declare import flag_name
+    from ..training.config import TrainConfig
+    from ..training.declare import default_of, flag_name
 
-    shown = ", ".join(f"{flag_name(k)} {v}" for k, v in overrides.items())
+    shown = ", ".join(f"{flag_name(k)} {v}" for k, v in overrides.items() if v != default_of(TrainConfig, k))
     return f"`jaxsel {command}`'s own defaults (a TrainConfig's differ): {shown}."
 
 
 def _add_compare(sub) -> None:
     from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
+    from .task_flag import add_task_flag
 
     p = sub.add_parser("compare", help="train several strategies side by side (the default job)",
                        description=f"The default job: {DEFAULT_TASK_NOTE} {_overrides_note('compare', DEFAULT_TASK)}",
                        formatter_class=HelpFormatter, epilog=strategy_epilog())
     add_training_args(p, "compare", DEFAULT_TASK)
+    add_task_flag(p)
     p.add_argument("--strategies", default=DEFAULT_STRATEGIES, metavar="ENTRIES",
                    help="comma-separated entries, each a strategy name or a variant NAME:KEY=VALUE[:KEY=VALUE...] "
                         "(e.g. bsp,localsgd:period=8,selsync,selsync:delta=0.05); global strategy flags are "
@@ -522,11 +539,13 @@ def _add_calibrate(sub) -> None:
 
 def _add_train(sub) -> None:
     from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
+    from .task_flag import add_task_flag
 
     p = sub.add_parser("train", help="train one strategy", formatter_class=HelpFormatter,
                        description=_overrides_note("train", TRAIN_DEFAULTS) + " " + TRAIN_DEFAULTS_NOTE,
                        epilog=strategy_epilog())
     add_training_args(p, "train", TRAIN_DEFAULTS)
+    add_task_flag(p)
     add_run_control_args(p)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="settings from a TOML/JSON/YAML file (TrainConfig fields); flags typed override it; "
@@ -639,6 +658,7 @@ def run(argv: list[str] | None, startup) -> int:
     try:
         if getattr(args, "config", None):
             _apply_config_file(args, argv)
+        _apply_task(args, argv)
         multihost_train = args.command == "train" and (args.coordinator or args.distributed == "auto")
         if multihost_train:
             from ..training.supervisor import available
@@ -679,6 +699,18 @@ def _apply_config_file(args, argv: list[str]) -> None:
     add_strategy_args(training)
     settings = load_settings(args.config, command_keys(subcommand(build_parser(), args.command), training))
     args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
+    args.config_set = set(settings)   # a --task leaves these as the file set them
+
+
+def _apply_task(args, argv: list[str]) -> None:
+    """--task NAME: its settings where neither a typed flag nor --config set the field."""
+    if getattr(args, "task", None) is None:
+        return
+    from ..training.config_file import explicit_dests
+
+    from .task_flag import apply_task
+
+    apply_task(args, explicit_dests(build_parser(), argv) | getattr(args, "config_set", set()))
 
 
 def one_line(err: BaseException) -> str:

@@ -41,6 +41,7 @@ def frontier_task(default_task: dict) -> dict:
 def add_frontier(sub, kit: Kit) -> None:
     from ..analysis.frontier import DEFAULT_LEVELS
     from .strategy_args import HelpFormatter, add_strategy_args, strategy_epilog
+    from .task_flag import add_task_flag
 
     task = frontier_task(kit.default_task)
     p = sub.add_parser("frontier", help="every method swept over its budget knob: which wins at each budget",
@@ -49,6 +50,7 @@ def add_frontier(sub, kit: Kit) -> None:
                                    f"Writes frontier.json, frontier.md and frontier.png.",
                        formatter_class=HelpFormatter, epilog=strategy_epilog())
     kit.add_training_args(p, "frontier", task)
+    add_task_flag(p)
     p.add_argument("--methods", default=None, metavar="NAMES",
                    help="comma-separated strategies (default: every registered one that declares a budget grid); "
                         "plain bsp always runs: the budget levels are shares of its bytes")
@@ -96,6 +98,8 @@ def _frontier(args, out: str, kit: Kit) -> int:
     from ..analysis.frontier_report import format_verdict
     from ..data.paths import undo_created
 
+    from .task_flag import task_line
+
     with kit.user_input():
         levels = parse_levels(args.levels)
         base = kit.config_from_args(args, strategy="bsp")   # each point sets its strategy
@@ -107,6 +111,7 @@ def _frontier(args, out: str, kit: Kit) -> int:
 
     def start():
         print(f"run directory: {out}", flush=True)
+        print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
         print(f"{len(plan.variants)} points of {len(plan.methods)} methods x {args.seeds} seeds = {cells} cells"
               + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else ""),
