@@ -117,6 +117,39 @@ def test_fronts_and_the_verdict_at_each_budget():
     assert one_seed["beyond_spread"] is None and "with one seed" in one_seed["sentence"]
 
 
+def test_adaptive_points_are_judged_against_local_sgd_at_their_own_budget():
+    """Against the local SGD point with exactly as many syncs where the frontier has one,
+    else local SGD's most accurate point within the adaptive point's MB; the standing as
+    compare's (beyond the seed spread: the difference exceeds the sum of the stds)."""
+    from jaxsel.analysis.frontier_report import format_verdict, own_budget, own_budget_lines, standing
+
+    def seeds(*syncs):
+        return {"per_seed": [{"syncs": k} for k in syncs]}
+
+    figures = [point("localsgd", "p4", 25.0, 0.60, 0.01), {**point("localsgd", "k49", 8.0, 0.55, 0.01),
+                                                           "options": {"syncs": 49}},
+               point("localsgd", "p16", 6.0, 0.50, 0.01), point("localsgd", "p50", 2.0, 0.45, 0.01)]
+    for f in figures:
+        f.setdefault("options", {})
+    figures += [{**point("selsync", "smoothed", 7.0, 0.48, 0.02), **seeds(49, 49, 49)},      # k49 matches it
+                {**point("selsync", "raw", 24.0, 0.61, 0.02), **seeds(400, 401, 402)},      # k49: best within 24 MB
+                {**point("selsync", "tiny", 1.0, 0.30, 0.02), **seeds(3, 3, 3)},            # nothing within 1 MB
+                {**point("selsync", "bad", 9.0, None, None, failed="seed 0: NaN"), **seeds(1)},
+                {**point("bsp", "bsp", 100.0, 0.62, 0.01), **seeds(600)}]
+    rows = own_budget(figures, {"smoothed", "raw", "tiny", "bad"})
+    assert [(r["point"]["entry"], r["syncs"], r["baseline"] and r["baseline"]["entry"], r["how"]) for r in rows] == [
+        ("smoothed", 49, "k49", "matched"), ("raw", 401, "k49", "within its MB"), ("tiny", 3, None, "within its MB")]
+    assert [standing(r) for r in rows] == ["worse beyond the seed spread", "better beyond the seed spread",
+                                           "no local SGD point within its MB"]
+    assert rows[0]["lead"] == pytest.approx(-0.07)
+    close = own_budget([*figures[:4], {**point("selsync", "near", 7.0, 0.53, 0.02), **seeds(49, 48, 50)}], {"near"})
+    assert close[0]["baseline"]["entry"] == "k49" and standing(close[0]) == "within the seed spread"
+    table = own_budget_lines(rows)
+    assert "| smoothed | 7 | 1 | 0.48 ± 0.02 | k49 | matched | 8 | 0.55 ± 0.01 | worse beyond the seed spread |" in table
+    text = format_verdict({"verdict": [], "beyond_spread": "b", "own_budget": rows})
+    assert "  raw: 0.61 ± 0.02 on 24 MB; k49 (within its MB) 0.55 ± 0.01 on 8 MB: better beyond the seed spread" in text
+
+
 def test_levels_are_shares_of_bsp_in_increasing_order():
     assert check_levels([1, 0.02, 0.3]) == (0.02, 0.3, 1.0)
     for bad in ([], [0], [1.5], [0.1, 0.1]):
@@ -146,7 +179,7 @@ def test_a_diverging_cell_is_recorded_as_failed_and_never_run_again(tmp_path, mo
 
     trained = []
 
-    def diverges(cfg, checked=False):
+    def diverges(cfg, checked=False, job_cell=False):
         trained.append(cfg.seed)
         raise NonFiniteError("non-finite loss at step 13; training stopped", 13)
 

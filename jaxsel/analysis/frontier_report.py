@@ -10,6 +10,14 @@ and whether the lead is beyond the seed spread as `jaxsel compare` defines it
 (`matched_budget.BEYOND_SPREAD`: the difference of the two means exceeds the sum of their
 standard deviations). A point with a failed seed (a non-finite loss) has no accuracy: it
 is named, never ranked.
+
+An adaptive point (`Strategy.adaptive_sync`: SelSync, a two-level method with such a
+level) is also judged at its own budget against local SGD (`own_budget`): against the
+local SGD point that syncs exactly as often (`localsgd:syncs=K`, `jaxsel compare`'s
+budget-matched baseline) where the frontier has one, else against local SGD's most
+accurate point within the adaptive point's MB. The verdict table answers "which method is
+best at this budget"; this table answers "did the adaptive choice of steps beat periodic
+averaging at its own budget", SelSync's paper's claim.
 """
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ from pathlib import Path
 from ..training.numbers import significant
 from ..training.runlog import write_json
 from .frontier_points import recorded_points
-from .matched_budget import BEYOND_SPREAD
+from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front
 from .plots import new_figure, row_color, save, wrapped
 from .seed_grid import mean_std, synced_steps
@@ -29,6 +37,8 @@ from .variants import entry_of
 REFERENCE = "bsp"
 #: the frontier's task as `jaxsel compare --config` reads it, beside frontier.json
 TASK_FILE = "task.json"
+#: the periodic method an adaptive point is judged against at its own budget
+BASELINE = "localsgd"
 
 
 def point_figures(point, base_options: dict) -> dict:
@@ -86,6 +96,40 @@ def verdict_row(curves: list[dict], level: float, reference_mb: float) -> dict:
     return row
 
 
+def own_budget(figures: list[dict], adaptive: set[str]) -> list[dict]:
+    """Each adaptive point (its entry in `adaptive`) against local SGD at its own budget:
+    the local SGD point with exactly its mean sync count, rounded, where there is one
+    ("matched"), else the most accurate local SGD point within its MB ("within its MB");
+    the lead and whether it is beyond the seed spread."""
+    ok = [f for f in figures if not f["failed"]]
+    baseline = [f for f in ok if f["method"] == BASELINE]
+    rows = []
+    for f in (f for f in ok if f["entry"] in adaptive):
+        syncs = matched_syncs(sum(s["syncs"] for s in f["per_seed"]) / len(f["per_seed"]))
+        matched = [b for b in baseline if b["options"].get("syncs") == syncs]
+        within = [b for b in baseline if b["mb"] <= f["mb"] * (1 + 1e-9)]
+        against = matched[0] if matched else max(within, key=lambda b: (b["accuracy"], -b["mb"]), default=None)
+        row = {"point": f, "syncs": syncs, "baseline": against, "how": "matched" if matched else "within its MB",
+               "lead": None, "beyond_spread": None}
+        if against is not None:
+            row["lead"] = f["accuracy"] - against["accuracy"]
+            if f["accuracy_std"] is not None and against["accuracy_std"] is not None:
+                row["beyond_spread"] = bool(abs(row["lead"]) > f["accuracy_std"] + against["accuracy_std"])
+        rows.append(row)
+    return rows
+
+
+def standing(row: dict) -> str:
+    """An own-budget row's verdict in a few words."""
+    if row["baseline"] is None:
+        return "no local SGD point within its MB"
+    if row["beyond_spread"] is None:
+        return "one seed: no spread to judge by"
+    if not row["beyond_spread"]:
+        return "within the seed spread"
+    return "better beyond the seed spread" if row["lead"] > 0 else "worse beyond the seed spread"
+
+
 def _pm(f: dict) -> str:
     std = f["accuracy_std"]
     return significant(f["accuracy"]) + ("" if std is None else f" ± {significant(std, 2)}")
@@ -128,6 +172,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
     knobs = {m: ("given with --grid" if m in plan.given or STRATEGIES[m].budget is None else STRATEGIES[m].budget.knob)
              for m in plan.methods}
     curves = method_curves(figures, knobs)
+    adaptive = {f["entry"] for p, f in zip(points, figures) if _adaptive(base, p.variant)}
     reference = next(f for f in figures if f["method"] == REFERENCE and not f["options"])
     if reference["failed"]:
         raise ValueError(f"plain BSP, the reference of the budget levels, failed ({reference['failed']}); "
@@ -136,6 +181,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
               "seeds": list(range(base.seed, base.seed + seeds)), "levels": list(levels),
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
+              "own_budget": own_budget(figures, adaptive),
               "left_out": plan.left_out, "failed": [f for f in figures if f["failed"]],
               "derived": recorded_points(out, plan.variants) or {},
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
@@ -143,6 +189,14 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
     plot_frontier(result, out / "frontier.png")
     (out / "frontier.md").write_text(markdown(result, out))
     return result
+
+
+def _adaptive(base, variant) -> bool:
+    """Whether the point's strategy decides during the run which steps sync."""
+    from ..training.run import check_strategy
+    from .variants import row_config
+
+    return is_adaptive(check_strategy(row_config(base, variant)))
 
 
 MARKERS = "osD^vPX*<>"
@@ -234,6 +288,7 @@ def markdown(result: dict, out: Path) -> str:
                 continue
             lines.append(f"| {curve['method']} | {f['label']} | {significant(f['mb'])} | "
                          f"{significant(f['sync_fraction'])} | {_pm(f)} | {'yes' if f['entry'] in curve['front'] else ''} |")
+    lines += own_budget_lines(result.get("own_budget") or [])
     if result["left_out"]:
         lines += ["", f"Left out (no budget grid declared; give points with --grid): {', '.join(result['left_out'])}."]
     lines += derived_lines(result.get("derived") or {})
@@ -249,6 +304,24 @@ def markdown(result: dict, out: Path) -> str:
                              f"--seed {s} --seeds 1 --no-match-budget --out {where}")
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+def own_budget_lines(rows: list[dict]) -> list[str]:
+    """frontier.md's table of the adaptive points at their own budget (`own_budget`)."""
+    if not rows:
+        return []
+    lines = ["", "## Adaptive points at their own budget", "",
+             f"Each point whose syncs are decided during the run, against {BASELINE}: the point that syncs exactly as "
+             f"often ({BASELINE}:syncs=K, K its mean sync count rounded: matched) where there is one, else the most "
+             f"accurate one within its MB.", "",
+             f"| point | MB | sync fraction | test acc | {BASELINE} at its budget | how | MB | test acc | "
+             f"the point is |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        f, b = row["point"], row["baseline"]
+        theirs = ["-", "-", "-", "-"] if b is None else [b["label"], row["how"], significant(b["mb"]), _pm(b)]
+        lines.append("| " + " | ".join([f["label"], significant(f["mb"]), significant(f["sync_fraction"]), _pm(f),
+                                        *theirs, standing(row)]) + " |")
+    return lines
 
 
 def derived_lines(derived: dict) -> list[str]:
@@ -276,4 +349,10 @@ def format_verdict(result: dict) -> str:
             line += (f" {'-':<36} {'-':>15} {'-':>8}  " if f is None else
                      f" {f['label'][:36]:<36} {_pm(f):>15} {significant(f['mb']):>8}  ")
         lines.append(line + {True: "yes", False: "no", None: "-"}[row["beyond_spread"]])
-    return "\n".join([*lines, "", *[row["sentence"] for row in result["verdict"]], f"({result['beyond_spread']}.)"])
+    own = [f"  {r['point']['label']}: {_pm(r['point'])} on {significant(r['point']['mb'])} MB; "
+           + (standing(r) if r["baseline"] is None else
+              f"{r['baseline']['label']} ({r['how']}) {_pm(r['baseline'])} on {significant(r['baseline']['mb'])} MB: "
+              f"{standing(r)}") for r in result.get("own_budget") or []]
+    own = ["", f"Adaptive points against {BASELINE} at their own budget:", *own] if own else []
+    return "\n".join([*lines, "", *[row["sentence"] for row in result["verdict"]], f"({result['beyond_spread']}.)",
+                      *own])

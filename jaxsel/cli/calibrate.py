@@ -14,6 +14,7 @@ from .common import HelpFormatter, default_out, ensure_writable, layout_line, ov
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume
 from .task_args import add_task_args, config_from_args
+from .task_flag import add_task_flag, task_line
 
 JOB = Job("calibration directory", "runs/calibrate-<time>",
           "the calibration stopped there (same settings): finished runs are loaded", "TrainConfig's settings",
@@ -36,7 +37,7 @@ def add_parser(sub) -> None:
                      help="forced steps left out of the figures (default: each statistic's own, W-1 raw, 2W-1 "
                           "smoothed)")
     job.add_argument("--delta", type=float, default=None, help="report the share of steps this delta fires on")
-    add_task_args(p, "calibrate", DEFAULT_TASK)
+    add_task_flag(add_task_args(p, "calibrate", DEFAULT_TASK)["data"])
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -73,6 +74,7 @@ def _calibrate(args, out: str) -> int:
 
     def start():
         print(f"run directory: {out}", flush=True)
+        print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
 
     started = time.perf_counter()

@@ -116,6 +116,7 @@ def run(argv: list[str] | None, startup) -> int:
     try:
         if getattr(args, "config", None):
             _apply_config_file(args, argv)
+        _apply_task(args, argv)
         if args.command == "train":
             from . import train
 
@@ -165,6 +166,17 @@ def _apply_config_file(args, argv: list[str]) -> None:
     keyed = {name for name, flag in flags_of(TrainConfig, args.command).items() if flag.key_in}
     args.file_fields = {k: settings.pop(k) for k in list(settings) if k in keyed}
     args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
+    args.config_set = set(settings)   # a --task leaves these as the file set them
+
+
+def _apply_task(args, argv: list[str]) -> None:
+    """--task NAME: its settings where neither a typed flag nor --config set the field."""
+    if getattr(args, "task", None) is None:
+        return
+    from ..training.config_file import explicit_dests
+    from .task_flag import apply_task
+
+    apply_task(args, explicit_dests(build_parser(), argv) | getattr(args, "config_set", set()))
 
 
 def one_line(err: BaseException) -> str:

@@ -99,5 +99,8 @@ def layout_line(cfg) -> str:
 
 def overrides_note(command: str, overrides: dict) -> str:
     """The sentence of `command`'s help that names its defaults other than TrainConfig's."""
-    shown = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in overrides.items())
+    from ..training.config import TrainConfig
+    from ..training.declare import default_of
+
+    shown = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in overrides.items() if v != default_of(TrainConfig, k))
     return f"`jaxsel {command}`'s own defaults (a TrainConfig's differ): {shown}."

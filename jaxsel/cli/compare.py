@@ -11,16 +11,20 @@ from .common import HelpFormatter, default_out, ensure_writable, layout_line, ov
     start_jax, user_input
 from .job_args import Job, add_job_args, check_resume
 from .strategy_args import add_strategy_args
+from ..training.tasks import DEFAULT_TASK_NAME, TASKS, task_of
 from .task_args import add_task_args, config_from_args
+from .task_flag import add_task_flag, task_line
 
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
-#: `jaxsel compare`'s task (flags override each): label-skewed non-IID shards, where
-#: replicas that train alone drift apart, with the milestone LR decay of SelSync's recipes
-DEFAULT_TASK = {"dataset": "mnist1d", "partition": "label_skew", "lr_schedule": "milestones", "eval_every": 25}
+#: `jaxsel compare`'s own defaults beside its task's: evaluations for the time-to-accuracy
+COMPARE_DEFAULTS = {"eval_every": 25}
+#: `jaxsel compare`'s defaults (flags override each): the default named task's settings
+#: (training/tasks.py; `--task` picks another) and compare's own
+DEFAULT_TASK = {**TASKS[DEFAULT_TASK_NAME].settings, **COMPARE_DEFAULTS}
 #: compare's description (printed as written: argparse %-formats help strings, not descriptions)
-DEFAULT_TASK_NOTE = ("MNIST-1D (embedded), MLP, 8 replicas x batch 16, label-skewed shards (2 classes per "
-                     "replica), SGD lr 0.05 momentum 0.9 decayed x0.1 at 50% and 75% of the steps; "
-                     "SelSync's data injection with --inject ALPHA,BETA.")
+DEFAULT_TASK_NOTE = (f"task {DEFAULT_TASK_NAME} ({TASKS[DEFAULT_TASK_NAME].summary}; --task "
+                     + "; --task ".join(f"{t.name}: {t.summary}" for t in TASKS.values() if t.name != DEFAULT_TASK_NAME)
+                     + "); SelSync's data injection with --inject ALPHA,BETA.")
 JOB = Job("comparison directory", "runs/compare-<time>",
           "the comparison stopped there (same settings): its finished runs are loaded, the rest run",
           "TrainConfig's settings, strategies, seeds, ...", seeds=True)
@@ -39,6 +43,7 @@ def add_parser(sub) -> None:
     job.add_argument("--target", default="99%", metavar="ACC|PCT%",
                      help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     groups = add_task_args(p, "compare", DEFAULT_TASK)
+    add_task_flag(groups["data"])
     add_strategies_arg(groups["strategy"], DEFAULT_STRATEGIES)
     add_strategy_args(groups["strategy"])
     p.set_defaults(func=cmd_compare)
@@ -83,6 +88,7 @@ def _compare(args, out: str) -> int:
 
     def start():   # the directory is ours (locked, fresh): say what runs where
         print(f"run directory: {out}", flush=True)
+        print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
         if args.match_budget and not any(m for _, m in plan):
             print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
@@ -94,7 +100,8 @@ def _compare(args, out: str) -> int:
                               resume=args.resume)
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
-    print(f"\n{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
+    named = task_of(base)
+    print(f"\n{f'task {named}: ' if named else ''}{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
           f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
           f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
           f"{layout}; took {time.perf_counter() - started:.0f} s")

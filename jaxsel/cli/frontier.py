@@ -16,6 +16,7 @@ from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume
 from .strategy_args import add_strategy_args
 from .task_args import add_task_args, config_from_args
+from .task_flag import add_task_flag, task_line
 
 #: analysis/frontier.py's DEFAULT_LEVELS as --help shows them (that module imports JAX; a test keeps them equal)
 LEVELS_SHOWN = "0.02,0.1,0.3,1"
@@ -43,6 +44,7 @@ def add_parser(sub) -> None:
                      help=f"budget levels of the verdict table: shares of plain BSP's bytes, in (0, 1] "
                           f"(default {LEVELS_SHOWN})")
     groups = add_task_args(p, "frontier", task)
+    add_task_flag(groups["data"])
     s = groups["strategy"]
     s.add_argument("--methods", default=None, metavar="NAMES",
                    help="comma-separated strategies (default: every one that declares a budget grid); plain bsp "
@@ -93,6 +95,7 @@ def _frontier(args, out: str) -> int:
 
     def start():
         print(f"run directory: {out}", flush=True)
+        print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
         print(f"{len(plan.variants)} points of {len(plan.methods)} methods x {args.seeds} seeds = {cells} cells"
               + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else ""),

@@ -17,6 +17,7 @@ from .common import HelpFormatter, UsageError, check_path_text, default_out, ens
 from .job_args import Job, add_job_args
 from .strategy_args import add_strategy_args
 from .task_args import add_task_args, config_from_args
+from .task_flag import add_task_flag, task_line
 
 #: `jaxsel train`'s own defaults: the command line checkpoints a run (a library TrainConfig
 #: writes no checkpoints unless asked, so its checkpoint_every is None)
@@ -32,6 +33,7 @@ def add_parser(sub) -> None:
                        description=overrides_note("train", TRAIN_DEFAULTS) + " " + TRAIN_DEFAULTS_NOTE)
     add_job_args(p.add_argument_group("run: its directory, resuming it, a config file"), JOB)
     groups = add_task_args(p, "train", TRAIN_DEFAULTS)
+    add_task_flag(groups["data"])
     add_strategy_args(groups["strategy"])
     groups["checkpoints"].add_argument("--no-checkpoint", action="store_true", help="write no checkpoints")
     m = p.add_argument_group("multi-host (jax.distributed; every process runs the same command)")
@@ -164,6 +166,8 @@ def cmd_train(args) -> int:
                 cfg = _make_run_dirs(cfg, args, lead, undo)
                 if lead:
                     print(f"run directory: {cfg.out_dir}", flush=True)
+                    if args.task is not None:   # train's own defaults are no task
+                        print(task_line(cfg, args), flush=True)
                     print(f"layout: {layout}", flush=True)
                 return cfg
 
