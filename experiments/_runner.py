@@ -8,14 +8,23 @@ embedded offline dataset (digits or mnist1d) with a small model in seconds on a 
     python experiments/selsync_resnet101_cifar10.py --tiny
     python experiments/selsync_resnet101_cifar10.py --tiny --strategy bsp   # a baseline
     python experiments/selsync_resnet101_cifar10.py --tiny --strategy fedavg   # as the study ran it
+    python experiments/selsync_resnet101_cifar10.py --tiny --steps 100 --opt delta=0.1
+
+The grammar is `jaxsel train`'s: every setting by its flag, a strategy's options in its
+entry or `--opt` (`--set FIELD=VALUE`, the last release's, still works, noted).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
+import sys
 from typing import Callable
 
+from jaxsel.cli.common import HelpFormatter
+from jaxsel.cli.settings_file import apply_settings, explicit_dests
+from jaxsel.cli.strategy_args import add_strategy_args, load_plugins
+from jaxsel.cli.task_args import add_task_args, config_from_args
 from jaxsel.core.options import parse_kv
 from jaxsel.core.parallel import request_cpu_devices
 from jaxsel.data.injection import parse_injection
@@ -45,42 +54,86 @@ def steps_for(epochs: float, examples: int, batch_size: int, replicas: int = 1) 
     return max(1, math.ceil(epochs * examples / (replicas * batch_size)))
 
 
+class ExperimentParser(argparse.ArgumentParser):
+    """A parser that also records which flags were typed (`args.typed`): those, and only
+    those, change the experiment's config (a default `jaxsel train` would use is not the
+    experiment's)."""
+
+    reading_typed = False   # inside `explicit_dests`' own parse of the same argv
+
+    def parse_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else list(args)
+        if self.reading_typed:
+            return super().parse_args(argv, namespace)
+        load_plugins(argv)   # registered names must be known before anything reads them
+        parsed = super().parse_args(argv, namespace)
+        self.reading_typed = True
+        try:
+            parsed.typed = explicit_dests(self, argv)
+        finally:
+            self.reading_typed = False
+        parsed.command = "train"
+        return parsed
+
+
 def parser(exp: Experiment) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=exp.name, description=exp.reproduces)
-    p.add_argument("--data-dir", default=None, help="TFDS data dir holding the real dataset")
-    p.add_argument("--tiny", action="store_true", help="embedded data, small model, a few steps (CPU)")
-    p.add_argument("--strategy", default=None, help=f"run a baseline instead ({', '.join(exp.baselines)})")
-    p.add_argument("--opt", action="append", metavar="KEY=VALUE", help="strategy option override")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE",
-                   help="override any TrainConfig field, e.g. --set steps=100 --set lr=0.05")
-    p.add_argument("--noniid", default=None, nargs="?", const=AUTHORS_INJECTION, metavar="ALPHA,BETA",
-                   help="SelSync's non-IID mode: the authors' floor(C/N) classes per replica (the rest dropped) "
-                        f"plus data injection (alpha, beta; default {AUTHORS_INJECTION}, their scripts')")
+    """The experiment's flags, and every flag of `jaxsel train`'s settings: the same grammar
+    (`--steps 100`, `--strategy bsp`, `--opt KEY=VALUE`), each overriding the experiment's
+    config where typed."""
+    p = ExperimentParser(prog=exp.name, usage="%(prog)s [OPTIONS]", formatter_class=HelpFormatter,
+                         description=f"{exp.reproduces} Every `jaxsel train` flag below sets that setting of the "
+                                     f"experiment's config; its defaults are the paper-scale config's (--tiny: "
+                                     f"the tiny one's).")
+    own = p.add_argument_group("the experiment")
+    own.add_argument("--tiny", action="store_true", help="embedded data, small model, a few steps (CPU)")
+    own.add_argument("--noniid", default=None, nargs="?", const=AUTHORS_INJECTION, metavar="ALPHA,BETA",
+                     help="SelSync's non-IID mode: the authors' floor(C/N) classes per replica (the rest dropped) "
+                          f"plus data injection (alpha, beta; default {AUTHORS_INJECTION}, their scripts')")
     if exp.grid is not None:
-        p.add_argument("--grid", action="store_true", help="run the study's whole sweep")
-    p.add_argument("--out", default=None, help="run directory (metrics.jsonl, evals.json, final.json)")
-    p.add_argument("--no-progress", action="store_true")
+        own.add_argument("--grid", action="store_true", help="run the study's whole sweep")
+    own.add_argument("--out", default=None, help="run directory (metrics.jsonl, evals.json, final.json)")
+    own.add_argument("--set", action="append", metavar="FIELD=VALUE", help=argparse.SUPPRESS)   # last release's
+    groups = add_task_args(p, "train", _defaults(exp))
+    add_strategy_args(groups["strategy"])
     return p
 
 
+def _defaults(exp: Experiment) -> dict:
+    """The paper-scale config's settings, for --help."""
+    try:
+        return dataclasses.asdict(exp.full(None))
+    except Exception:   # noqa: BLE001 - a config that needs its data dir: TrainConfig's defaults in --help
+        return {}
+
+
 def config(exp: Experiment, args: argparse.Namespace):
-    """The TrainConfig the command line asks for."""
+    """The TrainConfig the command line asks for: the experiment's (`--tiny`: the tiny one),
+    its baseline's settings for `--strategy` of a baseline, `--noniid`, then every flag typed."""
     cfg = (exp.tiny if args.tiny else exp.full)(args.data_dir)
-    changes: dict = {"out_dir": args.out, "progress": not args.no_progress}
-    options = dict(cfg.strategy_options)
-    if args.strategy and args.strategy != cfg.strategy:   # a baseline: the method's options don't apply
-        own = dict(exp.baseline_settings.get(args.strategy, {}))
-        options = own.pop("strategy_options", {})
-        changes.update(strategy=args.strategy, **own)
-    changes["strategy_options"] = {**options, **parse_kv(args.opt)}
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "out_dir"}
+    name = args.strategy.split(":")[0] if "strategy" in args.typed else cfg.strategy
+    if name != cfg.strategy:   # a baseline: the method's options don't apply
+        own = dict(exp.baseline_settings.get(name, {}))
+        settings["strategy_options"] = own.pop("strategy_options", {})
+        settings.update(own)
     if args.noniid:
-        changes["partition"] = "label_skew"
-        changes["partition_options"] = {**cfg.partition_options, "classes_per_replica": "floor",
-                                        "injection": parse_injection(args.noniid)}
+        settings["partition"] = "label_skew"
+        settings["partition_options"] = {**cfg.partition_options, "classes_per_replica": "floor",
+                                         "injection": parse_injection(args.noniid)}
+    apply_settings(args, settings, args.typed)
+    cfg = dataclasses.replace(config_from_args(args), out_dir=args.out)
+    return _old_sets(exp, cfg, args.set)
+
+
+def _old_sets(exp: Experiment, cfg, pairs):
+    """`--set FIELD=VALUE`, the last release's grammar: still applied, each noted."""
     fields = {f.name for f in dataclasses.fields(cfg)}
-    for key, value in parse_kv(args.set, "--set").items():
+    changes = {}
+    for key, value in parse_kv(pairs, "--set").items():
         if key not in fields:
             raise SystemExit(f"{exp.name}: --set {key}: TrainConfig has no such field")
+        print(f"{exp.name}: note: --set is deprecated and goes in the next release; write "
+              f"--{key.replace('_', '-')} {value}", file=sys.stderr)
         changes[key] = value
     return dataclasses.replace(cfg, **changes)
 

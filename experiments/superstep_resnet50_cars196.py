@@ -157,7 +157,7 @@ def main(exp: Experiment | None = None, argv: list[str] | None = None):
         if args.periods or args.aggregators:
             p.error("--periods and --aggregators choose cells of --grid")
         return train_all(exp, args, [config(exp, args)])[-1]
-    if args.strategy:
+    if "strategy" in args.typed:   # a typed --strategy (the parser gives every flag a default)
         p.error("--grid runs its own strategies (BSP and the superstep cells); drop --strategy")
     cfg = config(exp, args)
     periods, aggregators = _names(args.periods, float, PERIODS), _names(args.aggregators, str, AGGREGATORS)

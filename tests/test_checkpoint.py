@@ -17,7 +17,7 @@ from run_hooks import signal_at, trees_equal
 from jaxsel.training.checkpoint import Checkpointer, CheckpointMismatch, existing_steps
 from jaxsel.training.faults import TrainingInterrupted
 from jaxsel.training.run import check_paths
-from jaxsel.training.train import TrainConfig, build_run, train
+from jaxsel.training.train import TrainConfig, build_run, plan_run, train
 
 STEPS = 16
 
@@ -43,7 +43,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path, strategy):
 
     cfg = config(tmp_path / "cut", strategy)
     with pytest.raises(TrainingInterrupted) as info:
-        train(cfg, run=signal_at(build_run(cfg), 6))
+        train(signal_at(plan_run(cfg), 6))
     stopped = info.value.step
     assert 0 < stopped < STEPS and info.value.exit_code == 143   # 128 + SIGTERM
     assert stopped in existing_steps(cfg.checkpoint_dir)

@@ -266,7 +266,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path):
     """LocalSGD with top-k: residual and anchor are checkpointed and restored exactly."""
     from run_hooks import signal_at, trees_equal
     from jaxsel.training.faults import TrainingInterrupted
-    from jaxsel.training.train import TrainConfig, build_run, train as train_run
+    from jaxsel.training.train import TrainConfig, plan_run, train as train_run
 
     def config(where):
         return TrainConfig(strategy="localsgd", strategy_options={"period": 2, "compress": "topk:0.05"},
@@ -275,7 +275,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path):
     full = train_run(config(tmp_path / "ref"))
     cfg = config(tmp_path / "cut")
     with pytest.raises(TrainingInterrupted):
-        train_run(cfg, run=signal_at(build_run(cfg), 3))
+        train_run(signal_at(plan_run(cfg), 3))
     done = train_run(dataclasses.replace(cfg, resume=True))
     assert 0 < done.final["resumed_from_step"] < 8
     assert done.state.strategy_state.feedback.residual is not None

@@ -20,8 +20,9 @@ from jaxsel.cli.task_args import config_from_args
 from jaxsel.cli.train import TRAIN_DEFAULTS
 from jaxsel.training.checkpoint import Checkpointer
 from jaxsel.training.config import ConfigError, TrainConfig
-from jaxsel.training.config_file import explicit_dests, load_settings
-from jaxsel.training.run import build_run
+from jaxsel.cli.settings_file import explicit_dests
+from jaxsel.training.config_file import load_settings
+from jaxsel.training.train import build_run
 
 RUN_TOML = """
 strategy = "selsync"

@@ -187,7 +187,10 @@ def test_an_entry_and_opt_reach_the_options_and_old_flags_still_work_noted(capsy
 
 
 def test_check_config_runs_once_per_run_and_once_per_compared_variant(tmp_path, monkeypatch):
+    """Once in each run's plan (training/plan.py), and once per entry of a comparison before
+    any of its cells trains."""
     import jaxsel.training.config as config
+    import jaxsel.training.plan as plan
     import jaxsel.training.run as run
     import jaxsel.training.train as train
 
@@ -197,15 +200,15 @@ def test_check_config_runs_once_per_run_and_once_per_compared_variant(tmp_path, 
         calls.append(cfg.strategy)
         check(cfg)
 
-    for module in (config, run, train):
-        monkeypatch.setattr(module, "check_config", counting)
+    for module in (config, plan, run, train):
+        monkeypatch.setattr(module, "check_config", counting, raising=False)
     tiny = ["--steps", "2", "--eval-every", "2", "--log-every", "2", "--no-progress"]
     assert cli_main(["train", "--strategy", "bsp", *tiny, "--no-checkpoint", "--out", str(tmp_path / "t")]) == 0
     assert calls == ["bsp"]
     calls.clear()
     assert cli_main(["compare", "--strategies", "bsp,localsgd", "--seeds", "2", "--no-match-budget", *tiny,
                      "--dataset", "digits", "--partition", "seldp", "--out", str(tmp_path / "c")]) == 0
-    assert calls == ["bsp", "localsgd"]   # the seeds' runs differ only in the seed, range-checked once
+    assert calls == ["bsp", "localsgd", "bsp", "bsp", "localsgd", "localsgd"]   # the entries, then each cell's plan
     assert cli_main(["compare", "--seed", str(MAX_SEED), "--seeds", "2", "--out", str(tmp_path / "d")]) == 2
     assert not (tmp_path / "d").exists()
 

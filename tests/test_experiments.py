@@ -83,7 +83,7 @@ def test_tiny_run(name, tmp_path, capsys):
     if strategy not in STRATEGIES:
         pytest.skip(f"strategy {strategy!r} is not registered yet")
     argv = ["--tiny", "--no-progress", "--data-dir", str(tmp_path.parent / "tfds"), "--out", str(tmp_path),
-            "--set", "steps=4", "--set", "eval_every=4", "--set", "log_every=2", "--set", "replicas=2"]
+            "--steps", "4", "--eval-every", "4", "--log-every", "2", "--replicas", "2"]
     if name == "selsync_vgg11_cifar100":
         argv += ["--noniid"]          # the authors' non-IID mode: floor(C/N) classes, injection 0.25, 0.25
     result = mod.main(mod.EXPERIMENT, argv)
@@ -100,8 +100,7 @@ def test_syncswitch_search_tiny(tmp_path, capsys):
 
     mod = importlib.import_module("experiments.syncswitch_resnet32_cifar10")
     argv = ["--tiny", "--search", "--no-progress", "--out", str(tmp_path), "--resolution", "0.25",
-            "--tolerance", "0.02", "--set", "steps=16", "--set", "eval_every=16", "--set", "log_every=4",
-            "--set", "replicas=2"]
+            "--tolerance", "0.02", "--steps", "16", "--eval-every", "16", "--log-every", "4", "--replicas", "2"]
     summary = mod.main(mod.EXPERIMENT, argv)
     out = capsys.readouterr().out
     fractions = [p["fraction"] for p in summary["probes"]]
@@ -125,8 +124,7 @@ def test_superstep_grid_tiny(tmp_path, capsys):
 
     mod = importlib.import_module("experiments.superstep_resnet50_cars196")
     argv = ["--tiny", "--grid", "--no-progress", "--out", str(tmp_path), "--periods", "10,3",
-            "--aggregators", "mean,max", "--set", "steps=8", "--set", "eval_every=8", "--set", "log_every=4",
-            "--set", "replicas=2"]
+            "--aggregators", "mean,max", "--steps", "8", "--eval-every", "8", "--log-every", "4", "--replicas", "2"]
     mod.main(mod.EXPERIMENT, argv)
     out = capsys.readouterr().out
     rows = json.loads((tmp_path / "grid.json").read_text())
@@ -143,3 +141,24 @@ def test_superstep_grid_tiny(tmp_path, capsys):
     png = tmp_path / "grid.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(list(tmp_path.glob("0*/final.json"))) == 5
+
+
+def test_the_runner_speaks_the_cli_grammar_and_typed_flags_alone_change_the_config(capsys):
+    """Issue 44 item 2: an experiment takes `jaxsel train`'s flags; only those typed change
+    its config (a flag left out keeps the experiment's value, not `jaxsel train`'s default),
+    and the last release's `--set FIELD=VALUE` still works, noted."""
+    from experiments._runner import config, parser
+
+    mod = importlib.import_module("experiments.selsync_resnet101_cifar10")
+    exp = mod.EXPERIMENT
+    tiny = exp.tiny(None)
+    argv = ["--tiny", "--steps", "7", "--strategy", "selsync:delta=0.1", "--opt", "window=3", "--project",
+            "network=25gbe"]
+    cfg = config(exp, parser(exp).parse_args(argv))
+    assert (cfg.steps, cfg.project_network) == (7, "25gbe")
+    assert cfg.strategy_options == {**tiny.strategy_options, "delta": 0.1, "window": 3}
+    untouched = {"steps", "strategy_options", "project_network", "out_dir"}
+    assert {k: v for k, v in vars(cfg).items() if k not in untouched} == \
+        {k: v for k, v in vars(tiny).items() if k not in untouched}
+    cfg = config(exp, parser(exp).parse_args(["--tiny", "--set", "steps=5"]))
+    assert cfg.steps == 5 and "--set is deprecated" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from run_hooks import poison_at, signal_at, trees_equal
 from jaxsel.cli import main as cli_main
 from jaxsel.training.checkpoint import existing_steps
 from jaxsel.training.faults import NonFiniteError, TrainingInterrupted
-from jaxsel.training.train import TrainConfig, build_run, train
+from jaxsel.training.train import TrainConfig, plan_run, train
 
 
 def config(tmp_path, **kw):
@@ -32,7 +32,7 @@ def config(tmp_path, **kw):
 def test_nan_stops_naming_the_step_and_the_last_good_checkpoint_resumes(tmp_path):
     cfg = config(tmp_path)
     with pytest.raises(NonFiniteError, match=r"non-finite loss=nan at step 9.*last good checkpoint is step 8"):
-        train(cfg, run=poison_at(build_run(cfg), 9))
+        train(poison_at(plan_run(cfg), 9))
     assert existing_steps(cfg.checkpoint_dir) == [4, 8]    # nothing saved after the bad step
     last = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["step"] == 9 and last["loss"] is None
@@ -46,7 +46,7 @@ def test_nan_stops_naming_the_step_and_the_last_good_checkpoint_resumes(tmp_path
 def test_nan_skip_leaves_the_state_unchanged(tmp_path):
     cfg = config(tmp_path, steps=6, nonfinite="skip", checkpoint_dir=None, checkpoint_every=None,
                  out_dir=None)
-    skipped = train(cfg, run=poison_at(build_run(cfg), 5))
+    skipped = train(poison_at(plan_run(cfg), 5))
     before = train(dataclasses.replace(cfg, steps=5))
     assert [r["step"] for r in skipped.records if r["nonfinite"]] == [5]
     assert skipped.final["skipped_steps"] == 1
@@ -68,10 +68,10 @@ def test_diverging_run_stops_with_one_line_and_exit_code_1(tmp_path, capsys):
 
 def test_sigint_saves_and_reports_exit_code_130(tmp_path):
     cfg = config(tmp_path, steps=12)
-    run = signal_at(build_run(cfg), 3, signal.SIGINT)
+    plan = signal_at(plan_run(cfg), 3, signal.SIGINT)
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(TrainingInterrupted) as info:
-        train(cfg, run=run)
+        train(plan)
     assert info.value.exit_code == 130 and "SIGINT" in str(info.value)
     assert info.value.step in existing_steps(cfg.checkpoint_dir)
     assert signal.getsignal(signal.SIGINT) is before   # the handler is put back

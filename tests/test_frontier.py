@@ -179,8 +179,8 @@ def test_a_diverging_cell_is_recorded_as_failed_and_never_run_again(tmp_path, mo
 
     trained = []
 
-    def diverges(cfg, checked=False, job_cell=False):
-        trained.append(cfg.seed)
+    def diverges(plan):
+        trained.append(plan.cfg.seed)
         raise NonFiniteError("non-finite loss at step 13; training stopped", 13)
 
     monkeypatch.setattr(cells_module, "train", diverges)

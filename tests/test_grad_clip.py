@@ -103,11 +103,12 @@ def test_a_run_clipping_its_gradients_reports_the_clipped_statistic(tmp_path):
 
 def test_a_checkpoint_written_before_clip_at_existed_resumes_and_one_that_clipped_elsewhere_does_not():
     """A checkpoint's recorded settings lack a field its jaxsel did not have: it ran as the
-    default, so it resumes; a real difference is still named."""
+    default, so it resumes; a real difference is still named. (Local SGD: a SelSync record
+    that old ran the smoothed statistic, old_records.py, and resumes as that.)"""
     from jaxsel.training.checkpoint import CheckpointMismatch, check_identity, run_identity
 
-    now = run_identity(TrainConfig(clip_norm=1.0))
+    now = run_identity(TrainConfig(strategy="localsgd", clip_norm=1.0))
     before = {**now, "config_hash": "older", "config": {k: v for k, v in now["config"].items() if k != "clip_at"}}
     check_identity(before, now, "x")
     with pytest.raises(CheckpointMismatch, match=r"clip_at 'update' -> 'gradients'"):
-        check_identity(before, run_identity(TrainConfig(clip_norm=1.0, clip_at="gradients")), "x")
+        check_identity(before, run_identity(TrainConfig(strategy="localsgd", clip_norm=1.0, clip_at="gradients")), "x")

@@ -323,8 +323,8 @@ def test_ssdsgd_is_evaluated_on_its_global_weights():
 
     cfg = TrainConfig(strategy="ssdsgd", strategy_options={"k": 4, "warmup_steps": 2}, steps=9,
                       batch_size=8, eval_every=9, log_every=3, progress=False)
-    run = build_run(cfg)
-    result = train(cfg, run=run)
+    run = build_run(cfg)   # built, to evaluate with; the run trains its own plan
+    result = train(run.plan)
     st = result.state
     local, global_w = consensus(st), consensus(st.replace(params=st.strategy_state.global_params))
     assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(local), jax.tree.leaves(global_w)))

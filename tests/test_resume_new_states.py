@@ -18,7 +18,7 @@ CASES = {
 def test_interrupted_run_resumes_bit_for_bit(tmp_path, case):
     from run_hooks import signal_at, trees_equal
     from jaxsel.training.faults import TrainingInterrupted
-    from jaxsel.training.train import TrainConfig, build_run, train
+    from jaxsel.training.train import TrainConfig, plan_run, train
 
     name, options = CASES[case]
 
@@ -30,7 +30,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path, case):
     full = train(config(tmp_path / "ref"))
     cfg = config(tmp_path / "cut")
     with pytest.raises(TrainingInterrupted):
-        train(cfg, run=signal_at(build_run(cfg), 5))
+        train(signal_at(plan_run(cfg), 5))
     done = train(dataclasses.replace(cfg, resume=True))
     assert 0 < done.final["resumed_from_step"] < 8
     for field in ("params", "opt_state", "strategy_state"):

@@ -22,7 +22,7 @@ from run_hooks import flip_a_byte, signal_at, trees_equal
 from jaxsel.cli import main as cli_main
 from jaxsel.training.checkpoint import CheckpointError, CheckpointMismatch, existing_steps
 from jaxsel.training.faults import TrainingInterrupted
-from jaxsel.training.train import TrainConfig, build_run, train
+from jaxsel.training.train import TrainConfig, build_run, plan_run, train
 
 
 def config(tmp_path, **kw):
@@ -109,14 +109,14 @@ def test_sigterm_during_the_start_of_a_resumed_run_loses_no_row(tmp_path):
     ref = train(config(tmp_path / "ref", steps=12))
     cfg = config(tmp_path, steps=12)
     with pytest.raises(TrainingInterrupted) as first:
-        train(cfg, run=signal_at(build_run(cfg), 6))
+        train(signal_at(plan_run(cfg), 6))
     stopped = first.value.step
     before = rows(tmp_path / "out" / "metrics.jsonl")
     assert [r["step"] for r in before] == list(range(stopped))
 
     resumed = dataclasses.replace(cfg, resume=True)
     with pytest.raises(TrainingInterrupted) as second:   # SIGTERM while the step compiles
-        train(resumed, run=signal_at(build_run(resumed), stopped))
+        train(signal_at(plan_run(resumed), stopped))
     assert second.value.step == stopped and second.value.exit_code == 143
     assert rows(tmp_path / "out" / "metrics.jsonl") == before          # no row lost
 

@@ -24,7 +24,7 @@ from jaxsel.training.lr_schedule import (RunSamples, build_lr_schedule, describe
                                          read_lr_schedule, scheduled_lr)
 from jaxsel.training.optim import build_optimizer
 from jaxsel.training.sample_epochs import last_learning_rate
-from jaxsel.training.train import build_run
+from jaxsel.training.train import plan_run
 
 B, N = 4, 8   # the softmax batches: 4 rows per replica, 8 replicas
 
@@ -170,7 +170,7 @@ def test_a_skipped_step_counts_no_samples(tmp_path):
     logged rates are the reference's over the steps that were applied (step 1, a
     synchronized warm-up step, is poisoned)."""
     cfg = _cfg(tmp_path, steps=6, nonfinite="skip", out_dir=None)
-    done = train(cfg, run=poison_at(build_run(cfg), 1))
+    done = train(poison_at(plan_run(cfg), 1))
     applied = [r for r in done.records if not r["nonfinite"]]
     assert [r["step"] for r in done.records if r["nonfinite"]] == [1] and done.records[1]["synced"]
     rates, epochs = authors_learning_rates([r["synced"] for r in applied], 0.05, 0.5, (1, 2, 3), 8, 8, 100)

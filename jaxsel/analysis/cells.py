@@ -38,6 +38,7 @@ from ..training.config import ConfigError, TrainConfig
 from ..training.faults import TrainingInterrupted
 from ..training.run_kinds import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
     STRATEGY_FILE
+from ..training.plan import plan_run
 from ..training.runlog import write_json
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
@@ -197,7 +198,7 @@ class Cells:
         self.progress.started(what)
         started = time.perf_counter()
         try:
-            run = train(self.pinned(cfg), checked=True, job_cell=True)
+            run = train(plan_run(self.pinned(cfg), job_cell=True))   # the cell's one plan
         except TrainingInterrupted as stop:
             raise self.interrupted(stop, cfg, what) from None
         except Exception as err:

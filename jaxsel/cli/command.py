@@ -116,6 +116,8 @@ def run(argv: list[str] | None, startup) -> int:
     try:
         if getattr(args, "config", None):
             _apply_config_file(args, argv)
+        if args.command == "train" and args.resume:
+            _apply_recorded(args, argv)
         _apply_task(args, argv)
         if args.command == "train":
             from . import train
@@ -149,31 +151,38 @@ def run(argv: list[str] | None, startup) -> int:
 
 
 def _apply_config_file(args, argv: list[str]) -> None:
-    """--config FILE: its settings as if typed before the flags (training/config_file.py);
-    a file's `out_dir` is train's --out, and the keys of a section's flag (`--project
-    network=`) are the defaults its typed keys override."""
-    from ..training.config import TrainConfig
-    from ..training.config_file import apply_to_args, command_keys, explicit_dests, load_settings, subcommand
-    from ..training.declare import flags_of
+    """--config FILE: its settings as if typed before the flags (cli/settings_file.py)."""
+    from .settings_file import apply_settings, explicit_dests, file_settings
     from .strategy_args import add_strategy_args
     from .task_args import add_task_args
 
     training = argparse.ArgumentParser(add_help=False)
     add_strategy_args(add_task_args(training, args.command)["strategy"])
-    settings = load_settings(args.config, command_keys(subcommand(build_parser(), args.command), training))
-    if args.command == "train" and "out_dir" in settings:
-        settings["out"] = settings.pop("out_dir")
-    keyed = {name for name, flag in flags_of(TrainConfig, args.command).items() if flag.key_in}
-    args.file_fields = {k: settings.pop(k) for k in list(settings) if k in keyed}
-    args.config_rest = apply_to_args(args, settings, explicit_dests(build_parser(), argv))
-    args.config_set = set(settings)   # a --task leaves these as the file set them
+    settings = file_settings(build_parser(), args, args.config, training, "--config")
+    apply_settings(args, settings, explicit_dests(build_parser(), argv))
+
+
+def _apply_recorded(args, argv: list[str]) -> None:
+    """train --resume: the run's own settings (RUN_DIR/config.json, training/recorded.py)
+    as if typed before the flags; `args.recorded` keeps them for what the flags change.
+    With --config FILE the file's settings are the run's (last release's way to resume:
+    the checkpoint's identity check refuses a difference)."""
+    from ..training.recorded import recorded_settings
+    from .settings_file import apply_settings, explicit_dests
+
+    recorded = recorded_settings(args.out) if args.out is not None and not args.config else None
+    if recorded is None:   # no record (yet), or --config's: the flags and the file alone
+        return
+    apply_settings(args, recorded, explicit_dests(build_parser(), argv))
+    args.recorded = recorded
 
 
 def _apply_task(args, argv: list[str]) -> None:
-    """--task NAME: its settings where neither a typed flag nor --config set the field."""
+    """--task NAME: its settings where neither a typed flag nor --config (nor the record of
+    the run a --resume continues) set the field."""
     if getattr(args, "task", None) is None:
         return
-    from ..training.config_file import explicit_dests
+    from .settings_file import explicit_dests
     from .task_flag import apply_task
 
     apply_task(args, explicit_dests(build_parser(), argv) | getattr(args, "config_set", set()))

@@ -7,8 +7,8 @@ import argparse
 import time
 from pathlib import Path
 
-from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, \
-    start_jax, user_input
+from .common import (HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax,
+                     user_input)
 from .job_args import Job, add_job_args, check_resume
 from .strategy_args import add_strategy_args
 from ..training.tasks import DEFAULT_TASK_NAME, TASKS, task_of

@@ -1,19 +1,20 @@
 """`jaxsel train`: one strategy, one run directory, checkpoints, multi-host.
 
-Every check runs before anything is created or printed (`run.check_run`); then the run's
-directories are made, said, and the run trains (training/train.py). A multi-host run
-starts jax.distributed and a peer watchdog first, and runs in a supervised child process
-where the platform allows (training/supervisor.py).
+The command's settings become one plan (training/plan.py: every check, the layout, the
+data, the strategy) and the plan trains (training/train.py), which makes the run's
+directories only once its last checks have passed, and says where they are. A multi-host
+run starts jax.distributed and a peer watchdog first, and runs in a supervised child
+process where the platform allows (training/supervisor.py).
 """
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import os
 import sys
 
 from ..core.checks import INT32_MAX
-from .common import HelpFormatter, UsageError, check_path_text, default_out, ensure_writable, overrides_note, \
-    request_devices, user_input
+from .common import (HelpFormatter, UsageError, check_path_text, default_out, overrides_note, request_devices,
+                     user_input)
 from .job_args import Job, add_job_args
 from .strategy_args import add_strategy_args
 from .task_args import add_task_args, config_from_args
@@ -107,42 +108,28 @@ def _check_train_args(args) -> None:
 
 
 def _train_config(args, out: str):
-    """The TrainConfig of `jaxsel train` and its layout, every check made (run.check_run):
-    nothing is created or printed before a usage error."""
-    import dataclasses
-
-    from ..training.run import check_run, resumed_settings
-    from .common import layout_line
-
+    """The TrainConfig `jaxsel train` asks for: its flags, over the recorded settings of the
+    run it resumes (training/recorded.py), or over --config FILE's."""
     with user_input():
         cfg = config_from_args(args, out_dir=out, resume=args.resume)
         if args.no_checkpoint:
             cfg = dataclasses.replace(cfg, checkpoint_dir=None, checkpoint_every=None, resume=False)
-        cfg = resumed_settings(cfg)
-        layout = layout_line(cfg)
-        check_run(cfg)
-    return cfg, layout
-
-
-def _make_run_dirs(cfg, args, lead: bool, undo: contextlib.ExitStack):
-    """Create the run and checkpoint directories (each removed again, by `undo`, if the run
-    fails before writing to it); `cfg` with their final names: a default run directory
-    gets a name no other run has (`paths.claim_new_dir`)."""
-    import dataclasses
-
-    from ..data.paths import claim_new_dir, undo_created
-
-    if lead and args.out is None:   # runs/<strategy>-<time>[-N]
-        cfg = dataclasses.replace(cfg, out_dir=claim_new_dir(cfg.out_dir))
-        undo.enter_context(undo_created(cfg.out_dir, True))
-    elif lead:
-        created = ensure_writable(cfg.out_dir)
-        undo.enter_context(undo_created(created or cfg.out_dir, created is not None))
-    root = cfg.checkpoint_root()
-    if root is not None:
-        created = ensure_writable(str(root), "--checkpoint-dir")
-        undo.enter_context(undo_created(created or root, created is not None))
     return cfg
+
+
+def resumed_note(args, cfg) -> str | None:
+    """A resume of a run that records its settings: the header's line saying so and naming
+    what the flags given change; a change of its results is refused (one line)."""
+    from ..training.recorded import CONFIG_FILE, resume_changes
+
+    if getattr(args, "recorded", None) is None:
+        return None
+    allowed, refused = resume_changes(args.recorded, cfg)
+    if refused:
+        raise UsageError(f"resuming {args.out}: {'; '.join(refused)} would change the results of the run it "
+                         f"holds; leave those flags out to continue it, or start a new run in another --out")
+    changed = f"the flags given change {', '.join(allowed)}" if allowed else "no flag given changes them"
+    return f"resumed: with the settings {args.out}/{CONFIG_FILE} records; {changed}"
 
 
 def cmd_train(args) -> int:
@@ -154,24 +141,20 @@ def cmd_train(args) -> int:
     start_backend()
     import jax
 
+    from ..training.plan import plan_run
     from ..training.train import train
 
     lead = jax.process_index() == 0
     out = args.out if args.out is not None else default_out(args.strategy.split(":")[0])
     try:
-        cfg, layout = _train_config(args, out)
+        cfg = _train_config(args, out)
+        head = (task_line(cfg, args),) if args.task is not None else ()   # train's own defaults are no task
+        plan = plan_run(cfg, claim=args.out is None, announce=head if lead else None)   # every check; nothing made
+        note = resumed_note(args, cfg)   # after the plan's checks: a run that cannot be resumed says so first
+        if note and lead:
+            plan = dataclasses.replace(plan, announce=(*plan.announce, note))
         early_stop.check()   # a Ctrl-C so far: stop before anything is created
-        with contextlib.ExitStack() as undo:
-            def make_dirs(cfg):   # every check passed and the run is built: create, then say where
-                cfg = _make_run_dirs(cfg, args, lead, undo)
-                if lead:
-                    print(f"run directory: {cfg.out_dir}", flush=True)
-                    if args.task is not None:   # train's own defaults are no task
-                        print(task_line(cfg, args), flush=True)
-                    print(f"layout: {layout}", flush=True)
-                return cfg
-
-            result = train(cfg, checked=True, make_dirs=make_dirs)   # _train_config ran run.check_run
+        result = train(plan)
     except BaseException as err:
         if watchdog is not None:   # never leave the other processes waiting in a collective
             from ..training.distributed import leave_after_error
@@ -186,12 +169,15 @@ def cmd_train(args) -> int:
 
 
 def print_summary(final: dict) -> None:
-    """The run's final figures, 4 significant digits, no negative zeros."""
-    from ..training.numbers import significant
+    """The run's final figures, 4 significant digits, no negative zeros; byte counts in the
+    largest unit they fill (final.json keeps the raw numbers)."""
+    from ..training.numbers import byte_size, significant
 
     for k, v in final.items():
         if k != "projection":
             shown = significant(v) if isinstance(v, float) else v
+            if "bytes" in k and isinstance(v, (int, float)) and not isinstance(v, bool):
+                shown = byte_size(v)
             if isinstance(v, dict) and "per_replica" in v:   # replica_accuracy, replica_loss
                 shown = f"mean {significant(v['mean'])}, min {significant(v['min'])}, max {significant(v['max'])}"
             print(f"{k:>22}: {shown}")

@@ -162,13 +162,15 @@ def _spelt_out(config: dict) -> dict:
     """A trajectory config with every strategy option at its value, one entry each (the
     strategy's default where none was given), the LR schedule as (kind, milestones,
     gamma, epoch samples), and a setting the checkpoint's jaxsel did not have yet at its
-    default (it ran that way): a default and the same value given explicitly compare equal."""
+    default (it ran that way; a default that has changed since: as it was, old_records.py):
+    a default and the same value given explicitly compare equal."""
     from ..core.options import option_defaults
     from ..strategies import STRATEGIES
     from .config import TrainConfig
     from .lr_schedule import read_lr_schedule
+    from .old_records import today
 
-    out = {**trajectory_config(TrainConfig()), **dict(config)}
+    out = {**trajectory_config(TrainConfig()), **today(dict(config))}
     cls = STRATEGIES.get(out.get("strategy"))
     defaults = json.loads(json.dumps(option_defaults(cls), sort_keys=True, default=str)) if cls else {}
     for key, value in {**defaults, **(out.pop("strategy_options", None) or {})}.items():

@@ -2,11 +2,10 @@
 
 Each field is declared once, with its flag (`declare.option`): the command line's parsers,
 config files and the choice checks read the declarations. `check_config` runs once per run,
-before any data is read or anything compiles: in `train` or `build_run` for library users,
-in `run.check_run` for `jaxsel train`, per variant in a comparison's plan (its seeds' runs
-differ only in the seed, range-checked there). Each bad value becomes one `ConfigError`
-naming the value and what is allowed; the CLI prints it as one line and exits 2.
-Strategy options are checked where the strategy is built (once per run, `run.build_run`):
+in its plan (plan.py), before any data is read or anything compiles, whoever starts the run,
+and once per entry of a comparison before any cell trains. Each bad value becomes one
+`ConfigError` naming the value and what is allowed; the CLI prints it as one line and exits
+2. Strategy options are checked where the strategy is built (once per run, in its plan):
 the strategy, its trigger and aggregator own those rules.
 """
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""Config files: a run's settings in a file, under the command line's flags.
+"""Config files: a run's settings in a file.
 
 `jaxsel train --config run.toml` (or `compare --config grid.toml`) reads TOML (tomllib),
 JSON (a run directory's config.json) or YAML (with PyYAML). Its keys are TrainConfig's
 field names (strategy options as a `[strategy_options]` table), and for a command its own
-options by their flag's name (`strategies`, `target`, ... for `compare`). The file stands
-for flags typed before the command line's: a flag given explicitly wins, whatever its
-value, and the flag defaults apply only to what neither sets. Explicit flags are found by
-parsing the command line again with every default removed (`explicit_dests`), never by
-comparing values with defaults.
+options by their flag's name (`strategies`, `target`, ... for `compare`), each read by the
+reader the command gives (`load_settings`). How the file stands under the flags typed is
+the command line's business (cli/settings_file.py): this module knows no argparse.
 
 Keys and values are checked against the dataclass fields and their types, and a field's
 flag has the field's name as its dest and holds the field's value (training/declare.py), so
@@ -23,12 +21,11 @@ directory of its own.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import typing
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..core.options import OptionError, coerce
 from .config import ConfigError, TrainConfig
@@ -39,16 +36,19 @@ from .declare import Flag, declarations
 RECORDED = frozenset({"layout", "packing", "checkpoint_root", "run_id"})
 #: where a recorded run lived: a reproduction does not take these
 RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
+#: how a command reads a file's value of one of its own options: (value, where) -> value
+Reader = Callable[[Any, str], Any]
 
 
 def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(TrainConfig)]
 
 
-def read_file(path: str | Path) -> dict:
-    """The file's top-level table; a missing, unreadable or malformed file is one ConfigError."""
+def read_file(path: str | Path, flag: str = "--config") -> dict:
+    """The file's top-level table; a missing, unreadable or malformed file is one ConfigError
+    (naming `flag`, the option that named the file)."""
     p = Path(path)
-    where = f"--config {str(path)!r}"
+    where = f"{flag} {str(path)!r}"
     _check_regular_file(p, where)
     try:
         text = p.read_text(encoding="utf-8")
@@ -143,30 +143,32 @@ def _yaml(text: str, where: str):
         raise ValueError(str(err)) from None
 
 
-def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, argparse.Action] = ()) -> dict:
+def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, Reader] = (),
+                  flag: str = "--config") -> dict:
     """The file's settings, checked: TrainConfig fields (values of their declared types,
     read by their flag's own parser where it has one) plus the command's own options
-    `command_keys` (by name; with their argparse actions, read as their flags would read
-    them, `flag_value`). An unknown key is one ConfigError naming it and the valid ones."""
-    data = read_file(path)
+    `command_keys` (by name; with a reader each, `(value, where) -> value`, that reads a
+    value as the option's flag would). An unknown key is one ConfigError naming it and the
+    valid ones; `flag` names the option that named the file."""
+    data = read_file(path, flag)
     fields = field_names()
     valid = set(fields) | set(command_keys)
     recorded = RECORDED & data.keys()
     unknown = sorted(k for k in data if k not in valid and k not in recorded)
     if unknown:
-        raise ConfigError(f"--config {str(path)!r}: unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(valid))}")
+        raise ConfigError(f"{flag} {str(path)!r}: unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(valid))}")
     settings = {k: v for k, v in data.items() if k not in recorded}
     if recorded:   # a run directory's config.json: reproduce the run elsewhere
         settings = {k: v for k, v in settings.items() if k not in RUN_LOCATION}
     hints = typing.get_type_hints(TrainConfig)
-    actions = command_keys if isinstance(command_keys, Mapping) else {}
+    readers = command_keys if isinstance(command_keys, Mapping) else {}
     out = {}
     for key, value in settings.items():
-        where = f"--config {str(path)!r}: {key}"
+        where = f"{flag} {str(path)!r}: {key}"
         if key in hints:
             out[key] = field_value(key, value, hints[key], where)
-        elif key in actions:
-            out[key] = flag_value(actions[key], value, where)
+        elif key in readers:
+            out[key] = readers[key](value, where)
         else:
             out[key] = value
     return out
@@ -202,94 +204,6 @@ def _parsed(flag: Flag, text: str, where: str):
         return flag.parse(text)
     except ValueError as err:
         raise ConfigError(f"{where} ({flag.names[0]}) {err}") from None
-
-
-def flag_value(action: argparse.Action, value, where: str):
-    """A file's value of a command's own option, read as its flag would read it: a switch
-    (`--no-checkpoint`, `--match-budget/--no-match-budget`) takes true or false only (the
-    text "false" is false, never a true non-empty string), a typed flag's text goes through
-    its type (`--peer-timeout abc` is refused, so is `peer_timeout = "abc"`), a number
-    given to a text flag is its text, a list to a comma-separated one is joined; then the
-    flag's choices. Anything else is one ConfigError naming the key and the value."""
-    try:
-        if action.nargs == 0:   # a switch
-            return coerce(value, bool, where)
-        if isinstance(value, list) and action.type is None and isinstance(action.default, str):
-            if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-                raise ConfigError(f"{where} must be a list of text, got {value!r}")
-            value = ",".join(map(str, value))   # e.g. strategies = ["bsp", "localsgd"]
-        elif isinstance(value, (list, dict)):
-            raise ConfigError(f"{where} must be text, a number or true/false, got {value!r}")
-        if action.type in (int, float) and not isinstance(value, str):
-            value = coerce(value, action.type, where)
-        elif action.type is not None and isinstance(value, str):
-            value = _typed(action.type, value, where)
-        elif action.type is None and isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)   # `target = 0.5` is `--target 0.5`
-    except OptionError as err:
-        raise ConfigError(str(err)) from None
-    if action.choices is not None and value not in action.choices:
-        raise ConfigError(f"{where} must be one of {', '.join(map(str, action.choices))}, got {value!r}")
-    return value
-
-
-def _typed(read, text: str, where: str):
-    """`text` through a flag's argparse type, as the command line would read it."""
-    try:
-        return read(text)
-    except (ValueError, TypeError, argparse.ArgumentTypeError):
-        kind = {int: "an integer", float: "a number"}.get(read, f"a valid {getattr(read, '__name__', 'value')}")
-        raise ConfigError(f"{where} must be {kind}, got {text!r}") from None
-
-
-def explicit_dests(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The dests the user typed in `argv`: `parser` (a fresh copy: it is changed) parses
-    it again with every default removed, so only typed flags land in the namespace."""
-    for sub in _parsers(parser):
-        for action in sub._actions:
-            action.default = argparse.SUPPRESS
-        sub._defaults.clear()
-    return set(vars(parser.parse_args(argv))) - {"command"}
-
-
-def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    out = [parser]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                out += _parsers(sub)
-    return out
-
-
-def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    """The parser of command `name`."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices[name]
-    raise KeyError(name)
-
-
-def command_keys(sub: argparse.ArgumentParser, training: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """A command's own options a file may set (e.g. compare's strategies, target), by dest,
-    with the argparse action that reads each (`flag_value`): its dests that are neither
-    training flags (`training`) nor the run directory or --config."""
-    theirs = {a.dest for a in training._actions} | {"help", "out", "config"} | set(field_names())
-    return {a.dest: a for a in sub._actions if a.dest not in theirs}
-
-
-def apply_to_args(args: argparse.Namespace, settings: dict, explicit: set[str]) -> dict:
-    """Set the file's values on `args` where the user typed no flag for them (a field's
-    flag has the field's name as its dest and holds the field's value: training/declare.py);
-    return the rest (tables, fields without a flag in this command), for `apply_to_config`."""
-    rest = {}
-    for name, value in settings.items():
-        if isinstance(value, dict) or not hasattr(args, name):
-            rest[name] = value
-        elif name not in explicit:
-            current = getattr(args, name)
-            setattr(args, name, ",".join(map(str, value)) if isinstance(value, list) and
-                    isinstance(current, str) else value)
-    return rest
 
 
 def apply_to_config(cfg: TrainConfig, rest: dict | None) -> TrainConfig:

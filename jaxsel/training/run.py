@@ -1,7 +1,10 @@
-"""Run assembly: everything a training run is made of, built once from a TrainConfig.
+"""Run assembly: everything a training run is made of, built once from its plan.
 
-The mesh, the data side, the model, the optimizer, the strategy (built here and nowhere
-else), the initial state, the jitted step and the evaluation. The three places that talk
+A run's plan (plan.py) holds its checked settings, layout, data and strategy; this module
+holds what the plan is made with (`resumed_settings`, `make_layout`, `make_strategy` (the
+strategy is built there and nowhere else), `check_paths`) and what a run adds to it
+(`assemble_run`): the model, the optimizer, the estimate of its memory and disk (the last
+checks), the initial state, the jitted step and the evaluation. The three places that talk
 to the strategy layer beyond building it are `strategy_timing`, `describe_strategy` and
 `evaluation_weights`.
 """
@@ -25,27 +28,25 @@ from ..core.step import make_train_step, resolve_local_loop
 from ..costmodel.timing import strategy_timing
 from ..data import Loader
 from ..data.paths import writable_dir
-from ..data.pipeline import build_input
 from ..data.sources import KNOWN, check_prepared
 from ..models import FunctionalModel, build_model
 from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
 from .checkpoint_owner import claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, records
-from .config import ConfigError, TrainConfig, check_config
+from .config import ConfigError, TrainConfig
 from .evaluation import make_eval_fn
 from .grad_clip import with_clipped_gradients
 from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
 from .run_kinds import refuse_comparison, refuse_job_cell
-from .runlock import check_unlocked
 from .sync_horizon import warn_if_never_syncs
 
 
 @dataclasses.dataclass
 class Run:
-    """Everything a training run is made of, built from a TrainConfig."""
+    """Everything a training run is made of, built from its plan."""
 
     cfg: TrainConfig
     mesh: Any
@@ -62,39 +63,21 @@ class Run:
     layout: str           # where the replicas run and how packed ones are computed, printed and recorded
     packing: dict | None = None   # how packed replicas are computed (`packing.Choice.record`); None: one per device
     samples: RunSamples | None = None   # b, N and the training set's examples (a `sample-epochs` schedule's count)
+    plan: Any = None      # the plan it was built from (plan.RunPlan)
 
 
-def build_run(cfg: TrainConfig) -> Run:
-    """Check `cfg` (`check_config`, once: `train(cfg, run)` does not again) and assemble the run."""
-    cfg = resumed_settings(cfg)
-    check_config(cfg)
-    check_paths(cfg)
-    return assemble_run(cfg)
-
-
-def check_run(cfg: TrainConfig) -> None:
-    """Every check a run can make before it builds or writes anything (the command line runs
-    them before it prints or creates a directory, then `train(cfg, checked=True)`);
-    ConfigError/RunLocked name the problem."""
-    check_config(cfg)
-    check_strategy(cfg)
-    check_unlocked(cfg.out_dir, cfg.checkpoint_root())
-    check_paths(cfg)
-
-
-def assemble_run(cfg: TrainConfig) -> Run:
-    """The run of a checked config: data, model, optimizer, strategy, state, step."""
-    layout = make_layout(cfg)
+def assemble_run(plan) -> Run:
+    """The run of a plan (plan.RunPlan: checked settings, layout, data, strategy): the model,
+    the optimizer, the memory and disk estimates (its last checks: nothing is created before
+    them), the initial state, the step."""
+    cfg, layout, data, strategy, samples = plan.cfg, plan.layout, plan.data, plan.strategy, plan.samples
     mesh = layout.mesh
-    data = build_input(cfg, mesh)   # tables, partition/injection, prefetching loader, transform
     spec, loader = data.spec, data.loader
     model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
     fm = FunctionalModel.from_module(model)
-    samples = RunSamples(cfg.batch_size, cfg.replicas, len(loader.table))
     at_update = cfg.clip_norm if cfg.clip_at == "update" else None
     optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, at_update,
                                 lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length, samples=samples)
-    strategy = make_strategy(cfg, loader.partition.steps_per_epoch(cfg.batch_size), samples)
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
     state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
     loss_fn = with_clipped_gradients(fm.classification_loss(spec.input_key, spec.label_key),
@@ -106,7 +89,7 @@ def assemble_run(cfg: TrainConfig) -> Run:
     return Run(cfg, mesh, fm, optimizer, strategy, state, data.wrap_step(train_step), loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
                describe_strategy(strategy, cfg.strategy), ", ".join(filter(None, (layout.describe(), choice.describe()))),
-               None if choice.how == "single" else choice.record(), samples)
+               None if choice.how == "single" else choice.record(), samples, plan)
 
 
 def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.Layout) -> packing.Choice:
@@ -170,8 +153,8 @@ def with_faulty_replicas(strategy, count: int):
 
 
 def make_strategy(cfg: TrainConfig, steps_per_epoch: int, samples: RunSamples | None = None):
-    """The run's strategy (built once per run), with a warning if it would never sync
-    (or its learning rate never decay)."""
+    """The run's strategy (built once per run, by its plan), with a warning if it would
+    never sync (or its learning rate never decay)."""
     strategy = check_strategy(cfg, steps_per_epoch)
     if jax.process_index() == 0:
         warn_if_never_syncs(strategy, cfg.steps)

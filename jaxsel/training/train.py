@@ -12,8 +12,9 @@ import dataclasses
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 
@@ -23,18 +24,19 @@ from ..core.correlation import replica_metrics
 from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
 from .checkpoint_owner import new_run_id, run_id_of
-from .config import TrainConfig, agreed_settings, check_config
+from .config import TrainConfig, agreed_settings
 from .environment import environment
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
     describe_nonfinite, guard_nonfinite
 from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
-from .run import Run, assemble_run, build_run, check_paths, claim_checkpoints, evaluation_weights, resumed_settings
+from .plan import RunPlan, created_dirs, plan_run
+from .run import Run, assemble_run, check_paths, claim_checkpoints, evaluation_weights
 from .run_kinds import CONFIG_FILE, STRATEGY_FILE
-from .runlock import check_unlocked, lock_run
+from .runlock import lock_run
 from .runlog import RunLog, write_json
 
-__all__ = ["RunResult", "TrainConfig", "build_run", "train"]
+__all__ = ["RunPlan", "RunResult", "TrainConfig", "build_run", "plan_run", "train"]
 
 
 @dataclasses.dataclass
@@ -57,9 +59,9 @@ class Due(NamedTuple):
     halt: bool    # a stop signal: save and leave
 
 
-def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
-          make_dirs: Callable[[TrainConfig], TrainConfig] | None = None, job_cell: bool = False) -> RunResult:
-    """Train per `cfg`; returns per-step records, evaluations and final figures.
+def train(plan: RunPlan | TrainConfig, run: Run | None = None, *, checked: bool | None = None) -> RunResult:
+    """Train the run `plan` decides (plan.py; a TrainConfig is planned here: `plan_run`);
+    returns per-step records, evaluations and final figures.
 
     With checkpointing on (see `TrainConfig.checkpoint_root`) the state is saved every
     `checkpoint_every` steps, at the end and on SIGTERM/SIGINT (then `TrainingInterrupted`
@@ -70,33 +72,39 @@ def train(cfg: TrainConfig, run: Run | None = None, *, checked: bool = False,
     owns its run and checkpoint directories while it trains (runlock.py), and the
     processes of a multi-host run first agree on their settings.
 
-    `cfg` is checked (`check_config`) here unless it was already: `run` was built from it
-    by `build_run`, or `checked` (the command line's `check_run`, a comparison's plan).
-    Every check, the building of the run included (its memory and disk estimates), comes
-    before anything is created: then `make_dirs(cfg)` (the command line's) creates the run's
-    directories and returns `cfg` with their final names (a default run directory gets one
-    no other run has), and the run locks them. `job_cell`: the run is a cell of the long job
-    whose directory holds `cfg.out_dir` (analysis/cells.py), which no other run may write.
+    Every check comes before anything is created: the plan's, then the run's memory and
+    disk estimates as it is built (`assemble_run`); then its directories are made
+    (`created_dirs`), locked and checked again under the lock. `run` and `checked` are the
+    last release's ways in (a built run, a config checked already): they still work, and
+    warn; pass a plan instead. A cell of a long job is planned with `job_cell=True`
+    (`plan_run`): the job's directory holds it, which no other run may write.
     """
-    cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
-    with StopSignals(checkpointing=cfg.checkpoint_root() is not None) as signals:   # a signal in start-up stops it too
-        if run is None and not checked:
-            check_config(cfg)
+    if run is not None or checked is not None:
+        warnings.warn("train(cfg, run=..., checked=...) is deprecated and goes in the next release: train a plan, "
+                      "train(plan_run(cfg)) (jaxsel.training.plan), whose loader a hook may patch",
+                      DeprecationWarning, stacklevel=2)
+        if run is not None and run.plan is not None:
+            plan = run.plan
+    plan = plan if isinstance(plan, RunPlan) else plan_run(plan)
+    cfg = plan.cfg
+    with StopSignals(checkpointing=plan.paths.checkpoint_root is not None) as signals:   # start-up stops too
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
         lead = jax.process_index() == 0
-        if run is None:
-            check_unlocked(cfg.out_dir, cfg.checkpoint_root())   # a run in progress is named as such
-            check_paths(cfg, job_cell=job_cell)
-            run = assemble_run(cfg)   # its last checks (memory, disk): nothing is created before them
-        if make_dirs is not None:
-            cfg = make_dirs(cfg)
-            run = dataclasses.replace(run, cfg=cfg)
-        with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
-            check_paths(cfg, job_cell=job_cell)   # under the lock: a run that wrote there since is refused
-            run_id = (run_id_of(cfg.out_dir) or new_run_id()) if lead else None   # the run directory's identity
-            if lead:
-                claim_checkpoints(cfg, run_id)   # the folder is this run directory's; a copied one forks its own
-            return _train(cfg, run, signals, run_id)
+        built = assemble_run(plan)   # its last checks (memory, disk): nothing is created before them
+        with created_dirs(plan, lead) as cfg:
+            built = dataclasses.replace(built, cfg=cfg)
+            with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
+                check_paths(cfg, job_cell=plan.paths.job_cell)   # under the lock: a run that wrote there since
+                run_id = (run_id_of(cfg.out_dir) or new_run_id()) if lead else None   # the run directory's identity
+                if lead:
+                    claim_checkpoints(cfg, run_id)   # the folder is this run directory's; a copied one forks its own
+                return _train(cfg, built, signals, run_id)
+
+
+def build_run(cfg: TrainConfig) -> Run:
+    """The run of `cfg`, planned and built but not trained (its state, mesh and step, e.g.
+    to restore a checkpoint into): `assemble_run(plan_run(cfg))`."""
+    return assemble_run(plan_run(cfg))
 
 
 def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None) -> RunResult:

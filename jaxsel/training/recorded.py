@@ -1,0 +1,69 @@
+"""A run's recorded settings, read back for a resume: what the run in a directory ran with,
+and what a resume may change of it.
+
+`jaxsel train --out RUN_DIR --resume` continues the run with the settings its config.json
+records (as today's jaxsel reads them: old_records.py), not with the command line's
+defaults: flags typed override them, and those that would change its results (anything
+that shapes its trajectory: checkpoint.NOT_TRAJECTORY lists what does not) are refused
+before anything is built, naming each, rather than after the run is built by its
+checkpoint's identity check.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from .checkpoint import NOT_TRAJECTORY
+from .config import TrainConfig
+from .config_file import load_settings
+from .declare import named
+from .old_records import today
+
+#: the run's record of its settings in its run directory
+CONFIG_FILE = "config.json"
+#: where a run lives, which a resume sets itself (they are no change of its settings)
+LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
+
+
+def recorded_settings(out_dir: str | Path) -> dict | None:
+    """The settings RUN_DIR/config.json records, checked as a config file's are (read as
+    today's jaxsel reads them), without its location; None where the run has no record."""
+    path = Path(out_dir) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    return today(load_settings(path, flag="--resume of"))
+
+
+def resume_changes(recorded: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """What `cfg` changes of the `recorded` run's settings, each as "name old -> new": those
+    a resume may change (how long, how often it evaluates or logs, where and how it runs),
+    and those that would change its results."""
+    before = _plain({**dataclasses.asdict(TrainConfig()), **recorded})
+    after = _plain(dataclasses.asdict(cfg))
+    allowed, refused = [], []
+    for name in after:
+        if name in LOCATION or name == "lr_schedule_steps" or _same(name, before[name], after[name], before):
+            continue
+        line = f"{named(TrainConfig, name)} {before[name]!r} -> {after[name]!r}"
+        (allowed if name in NOT_TRAJECTORY else refused).append(line)
+    return allowed, refused
+
+
+def _plain(settings: dict) -> dict:
+    """As JSON holds them (a tuple and the list it was recorded as compare equal)."""
+    return json.loads(json.dumps(settings, default=str))
+
+
+def _same(name: str, old, new, recorded: dict) -> bool:
+    """Equal, a strategy option at its default and the same value given counting as one."""
+    if old == new:
+        return True
+    if name != "strategy_options":
+        return False
+    from ..core.options import option_defaults
+    from ..strategies import STRATEGIES
+
+    cls = STRATEGIES.get(recorded.get("strategy"))
+    defaults = option_defaults(cls) if cls is not None else {}
+    return {**defaults, **(old or {})} == {**defaults, **(new or {})}

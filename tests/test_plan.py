@@ -1,0 +1,138 @@
+"""One plan per run (issue 44 item 2, issue 46 item 2): a run's layout, strategy and paths
+are built once, whoever starts it (`jaxsel train`, a comparison's cell, a library user);
+`jaxsel train --out RUN_DIR --resume` continues the run with the settings it records, the
+flags given naming what they change, a flag that would change its results refused."""
+import dataclasses
+import json
+import warnings
+
+import pytest
+
+import jaxsel.core.parallel as parallel
+import jaxsel.training.plan as plan_module
+import jaxsel.training.run as run_module
+import jaxsel.training.train as train_module
+from jaxsel.cli import main as cli_main
+from jaxsel.training.config import TrainConfig
+
+TINY = ["--steps", "4", "--eval-every", "2", "--log-every", "2", "--no-progress"]
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts of every build and check of a run, by what it builds."""
+    counts = {"layout": 0, "strategy": 0, "paths planned": 0, "dirs created": 0, "paths checked": 0,
+              "config checked": 0, "resume resolved": 0}
+
+    def counting(key, fn):
+        def wrapped(*args, **kwargs):
+            counts[key] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(parallel, "choose_layout", counting("layout", parallel.choose_layout))
+    monkeypatch.setattr(run_module, "build_strategy", counting("strategy", run_module.build_strategy))
+    monkeypatch.setattr(plan_module, "RunPaths", counting("paths planned", plan_module.RunPaths))
+    monkeypatch.setattr(train_module, "created_dirs", counting("dirs created", plan_module.created_dirs))
+    for module in (plan_module, train_module):
+        monkeypatch.setattr(module, "check_paths", counting("paths checked", run_module.check_paths))
+    monkeypatch.setattr(plan_module, "check_config", counting("config checked", plan_module.check_config))
+    monkeypatch.setattr(plan_module, "resumed_settings", counting("resume resolved", plan_module.resumed_settings))
+    return counts
+
+
+ONCE = {"layout": 1, "strategy": 1, "paths planned": 1, "dirs created": 1, "config checked": 1,
+        "resume resolved": 1,
+        "paths checked": 2}   # in the plan, and again under the run's lock (a run that wrote there since)
+
+
+def test_jaxsel_train_builds_its_layout_strategy_and_paths_once(builds, tmp_path):
+    assert cli_main(["train", "--strategy", "localsgd:period=2", *TINY, "--no-checkpoint",
+                     "--out", str(tmp_path / "run")]) == 0
+    assert builds == ONCE
+
+
+def test_a_library_train_builds_them_once_too(builds, tmp_path):
+    train_module.train(TrainConfig(strategy="bsp", steps=2, eval_every=2, log_every=2, progress=False,
+                                   out_dir=str(tmp_path / "lib")))
+    assert builds == ONCE
+
+
+def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path):
+    """2 entries x 2 seeds: 4 runs, each planned once; the job itself adds its layout line
+    and one strategy per entry, built to check the entries before anything trains."""
+    assert cli_main(["compare", "--strategies", "bsp,localsgd:period=2", "--seeds", "2", "--no-match-budget",
+                     "--dataset", "digits", "--partition", "seldp", *TINY, "--out", str(tmp_path / "c")]) == 0
+    cells = 4
+    assert builds == {"layout": cells + 1, "strategy": cells + 2, "paths planned": cells, "dirs created": cells,
+                      "paths checked": 2 * cells, "config checked": cells, "resume resolved": cells}
+
+
+def test_train_of_a_built_run_still_works_and_warns():
+    """The last release's `train(cfg, run=build_run(cfg))`: it trains that run's plan."""
+    cfg = TrainConfig(strategy="bsp", steps=2, eval_every=2, log_every=2, progress=False)
+    run = train_module.build_run(cfg)
+    with pytest.warns(DeprecationWarning, match=r"train\(plan_run\(cfg\)\)"):
+        done = train_module.train(cfg, run=run)
+    assert done.final["steps"] == 2
+
+
+def started(tmp_path, *flags):
+    """A run of 4 steps in RUN_DIR with settings other than train's defaults, checkpointed."""
+    out = tmp_path / "X"
+    assert cli_main(["train", "--strategy", "localsgd:period=3", "--lr", "0.1", "--partition", "label_skew",
+                     *TINY, "--checkpoint-every", "2", "--checkpoint-dir", str(tmp_path / "ck"), "--out", str(out),
+                     *flags]) == 0
+    return out
+
+
+def test_resume_needs_no_other_flag_and_names_what_the_flags_change(tmp_path, capsys):
+    """Issue 46 item 2: `jaxsel train --out runs/X --resume` resumes with no other flag; a
+    flag that changes only how long it runs or how it reports is taken and named."""
+    out = started(tmp_path)
+    capsys.readouterr()
+    assert cli_main(["train", "--out", str(out), "--resume", "--steps", "6"]) == 0
+    printed = capsys.readouterr().out
+    assert f"resumed: with the settings {out}/config.json records; the flags given change steps (--steps) 4 -> 6" \
+        in printed
+    config = json.loads((out / "config.json").read_text())
+    assert (config["strategy"], config["strategy_options"], config["lr"], config["partition"], config["steps"]) == \
+        ("localsgd", {"period": 3}, 0.1, "label_skew", 6)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(6))   # continued from step 4's checkpoint, none twice
+    assert cli_main(["train", "--out", str(out), "--resume"]) == 0   # no flag at all
+    assert "no flag given changes them" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--lr", "0.2"], "lr (--lr) 0.1 -> 0.2"),
+    (["--strategy", "localsgd:period=4"], "strategy_options {'period': 3} -> {'period': 4}"),
+    (["--partition", "seldp"], "partition (--partition) 'label_skew' -> 'seldp'"),
+])
+def test_a_flag_that_would_change_the_results_is_refused_in_one_line(tmp_path, capsys, flags, named):
+    out = started(tmp_path)
+    before = (out / "metrics.jsonl").read_text()
+    capsys.readouterr()
+    assert cli_main(["train", "--out", str(out), "--resume", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0] and "would change the results" in err[0], err
+    assert (out / "metrics.jsonl").read_text() == before   # nothing touched
+
+
+def test_an_old_selsync_record_resumes_as_the_smoothed_statistic_it_ran(tmp_path):
+    """A config.json written before issue 42 (no clip_at) of a SelSync run: it ran the
+    smoothed statistic with the 2W-1 warm-up, and resumes so (old_records.py)."""
+    from jaxsel.training.old_records import today
+    from jaxsel.training.recorded import recorded_settings
+
+    out = tmp_path / "old"
+    out.mkdir()
+    old = {k: v for k, v in dataclasses.asdict(TrainConfig(strategy="selsync", strategy_options={"window": 5}))
+           .items() if k != "clip_at"}
+    (out / "config.json").write_text(json.dumps(old))
+    assert recorded_settings(out)["strategy_options"] == {"window": 5, "statistic": "smoothed", "warmup": 9}
+    new = dataclasses.asdict(TrainConfig(strategy="selsync", strategy_options={"window": 5}))
+    assert today(new) == new   # a record of today's jaxsel is read as it is
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert today({**old, "strategy": "bsp"})["strategy_options"] == {"window": 5}
