@@ -304,8 +304,7 @@ def test_codec_with_median_and_inside_a_composition_is_refused():
 
 
 def test_help_variants_and_cli_errors(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        cli_main(["train", "--help"])
+    assert cli_main(["strategies", "localsgd"]) == 0   # a strategy's options are listed in its entry's help
     out = capsys.readouterr().out
     assert "topk:F" in out and "sign" in out and "error_feedback" in out
     variants = parse_strategies("bsp:compress=topk:0.01, bsp:compress=sign, "
