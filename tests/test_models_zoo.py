@@ -245,7 +245,7 @@ def test_tied_head_reuses_the_embedding():
 def test_resnet20_batchnorm_statistics_stay_per_replica(mesh, resnet20):
     fm = resnet20
     opt, strat = optax.sgd(0.1), jaxsel.SelSync(window=2)
-    state = jaxsel.init_state(fm.params, opt, strat, mesh, model_state=fm.model_state)
+    state = jaxsel.init_state(fm.params, opt, strat, mesh, model_state=fm.model_state, replicas=8)
     step = jaxsel.make_train_step(fm.classification_loss(), opt, strat, mesh, stateful=fm.stateful)
     rng = np.random.default_rng(0)
     for _ in range(2):

@@ -8,6 +8,7 @@ the layout logic (fake device lists) never falls back to CPU and the layout line
 runs where.
 """
 import types
+import weakref
 
 import jax
 import numpy as np
@@ -15,7 +16,7 @@ import optax
 import pytest
 
 import jaxsel
-from helpers import R, run, softmax_batches, softmax_loss, softmax_params
+from helpers import R, identical, run, softmax_batches, softmax_loss, softmax_params
 from jaxsel.core import parallel
 from jaxsel.core.parallel import Layout, LayoutError, choose_layout, describe_layout, plan_layout
 from jaxsel.strategies import build_strategy
@@ -157,3 +158,64 @@ def test_a_replica_count_the_devices_do_not_divide_is_one_line():
     with pytest.raises(LayoutError, match="the state holds 3 replicas, which do not split over the mesh's 2 "
                                           "devices"):
         step(state, {"x": np.zeros((3 * B, 5), np.float32), "y": np.zeros(3 * B, np.int32)})
+
+
+# ------------------------------------------------------------------ the replica count said once
+
+@pytest.fixture
+def fresh_asks(monkeypatch):
+    """data_mesh's record of the counts it was asked for, empty: other tests' asks stay out."""
+    monkeypatch.setattr(parallel, "_ASKED", weakref.WeakKeyDictionary())
+
+
+def test_data_mesh_says_n_once_and_init_state_trains_that_many(fresh_asks):
+    """`data_mesh(replicas=8)` on one device, then `init_state` without `replicas=`: 8
+    replicas (not the mesh's 1 device's 1), each trained on its own slice, the same state
+    as when N is said twice; a Layout carries N the same way."""
+    mesh = jaxsel.data_mesh(replicas=R, devices=1)
+    opt, strategy = optax.sgd(0.1), jaxsel.LocalSGD(period=4)
+    said_once = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    said_twice = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=R)
+    from_layout = jaxsel.init_state(softmax_params(), opt, strategy, choose_layout(R, devices=1))
+    assert jaxsel.num_replicas(said_once) == jaxsel.num_replicas(from_layout) == R
+    step = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, donate=False)
+    batch = jaxsel.global_batch(make_batches(1)[0], mesh)
+    once, twice = step(said_once, batch)[0], step(said_twice, batch)[0]
+    for a, b in zip(jax.tree.leaves(once.params), jax.tree.leaves(twice.params)):
+        np.testing.assert_array_equal(a, b)
+    assert not identical(once.params)   # 8 replicas, each on its own rows, no sync yet (period 4)
+
+
+def test_one_mesh_asked_for_two_counts_is_refused_in_one_line(fresh_asks):
+    """JAX interns meshes: the same device asked for 8 and for 4 replicas is one object, so
+    which count `init_state` should build is unknown: one line asking for `replicas=`."""
+    eight, four = jaxsel.data_mesh(replicas=8, devices=1), jaxsel.data_mesh(replicas=4, devices=1)
+    assert eight is four
+    opt, strategy = optax.sgd(0.1), jaxsel.BSP()
+    with pytest.raises(LayoutError, match=r"^init_state: this mesh was built by data_mesh for 4 and 8 replicas "
+                                          r"\(one jax Mesh serves both\): pass replicas=N"):
+        jaxsel.init_state(softmax_params(), opt, strategy, eight)
+    assert jaxsel.num_replicas(jaxsel.init_state(softmax_params(), opt, strategy, four, replicas=4)) == 4
+    with pytest.raises(LayoutError, match="init_state: replicas=4 disagrees with the layout's 8 replicas"):
+        jaxsel.init_state(softmax_params(), opt, strategy, choose_layout(8, devices=1), replicas=4)
+
+
+def test_make_train_step_replicas_of_last_release_warns_and_is_checked(fresh_asks):
+    """`make_train_step(..., replicas=N)` (last release) works for one release: a
+    DeprecationWarning naming the replacement, and a state of another N is refused in one
+    line before anything traces (a Layout in the mesh's place does the same, silently)."""
+    mesh = jaxsel.data_mesh(replicas=R, devices=1)
+    opt, strategy = optax.sgd(0.1), jaxsel.BSP()
+    with pytest.warns(DeprecationWarning, match=r"make_train_step\(replicas=N\) is deprecated .* say it once, to "
+                                                r"init_state\(\.\.\., replicas=N\) or data_mesh\(replicas=N\)"):
+        told = jaxsel.make_train_step(softmax_loss, opt, strategy, mesh, replicas=R)
+    laid_out = jaxsel.make_train_step(softmax_loss, opt, strategy, choose_layout(R, devices=1))
+    batch = make_batches(1)[0]
+    eight = jaxsel.init_state(softmax_params(), opt, strategy, mesh)
+    assert told.lower(eight, batch).as_text() == laid_out.lower(eight, batch).as_text()
+    two = jaxsel.init_state(softmax_params(), opt, strategy, mesh, replicas=2)
+    for step in (told, laid_out):
+        with pytest.raises(LayoutError, match=r"^the train step was built for 8 replicas, the state holds 2"):
+            step.lower(two, batch)
+    with pytest.warns(DeprecationWarning), pytest.raises(LayoutError, match="replicas=3 do not split"):
+        jaxsel.make_train_step(softmax_loss, opt, strategy, jaxsel.data_mesh(replicas=2, devices=2), replicas=3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import weakref
 from typing import Any, Sequence
 
 import jax
@@ -121,16 +122,55 @@ def choose_layout(replicas: int | None = None, *, devices: Sequence[Any] | int |
     return plan_layout(replicas, pool)
 
 
+#: The replica counts `data_mesh` was asked for, by mesh. A `jax.sharding.Mesh` is JAX's
+#: own interned type (one object per device list) and cannot carry N, so the count said to
+#: `data_mesh` is kept here for `init_state` to read: N is said once. Held weakly.
+_ASKED: "weakref.WeakKeyDictionary[Mesh, set[int]]" = weakref.WeakKeyDictionary()
+
+
 def data_mesh(replicas: int | None = None, *, devices: Sequence[Any] | int | None = None,
               platform: str | None = None) -> Mesh:
     """The plain `jax.sharding.Mesh` (1-D, axis "data") of the devices that hold
     `replicas` model replicas: the first N devices when N <= M, all M when N/M are packed
-    on each (see `plan_layout`). The mesh does not carry N: pass it to `init_state`
-    (`replicas=`); the step reads it from the state's leading axis.
+    on each (see `plan_layout`). `init_state(..., mesh)` then builds N replicas without
+    being told again (`asked_replicas`); the step reads N from the state's leading axis.
 
     devices: a list, or an int (the first that many of the platform's devices); default
     all of `platform`'s devices (default: the default backend's)."""
-    return choose_layout(replicas, devices=devices, platform=platform).mesh
+    layout = choose_layout(replicas, devices=devices, platform=platform)
+    _ASKED.setdefault(layout.mesh, set()).add(layout.replicas)
+    return layout.mesh
+
+
+def asked_replicas(mesh: Mesh, where: str = "init_state") -> int | None:
+    """The replica count `data_mesh` was asked for `mesh` (None when it built no such mesh:
+    then one replica per device). The same devices asked for two counts give one mesh
+    object (JAX interns meshes), so which was meant is unknown: a LayoutError in one line
+    asking for `replicas=`, never a silent choice."""
+    asked = _ASKED.get(mesh, set()) if isinstance(mesh, Mesh) else set()
+    if len(asked) > 1:
+        counts = " and ".join(str(n) for n in sorted(asked))
+        raise LayoutError(f"{where}: this mesh was built by data_mesh for {counts} replicas (one jax Mesh serves "
+                          f"both): pass replicas=N, or the Layout from jaxsel.choose_layout(N)")
+    return next(iter(asked), None)
+
+
+def resolve_layout(mesh: "Mesh | Layout", replicas: int | None = None, where: str = "init_state") -> Layout:
+    """The layout a call given `mesh` (a Mesh, or a `Layout`, which carries N) and
+    `replicas` means: `replicas` when given, else the layout's N, else the count
+    `data_mesh` was asked for this mesh, else one per device. A LayoutError when a Layout
+    and `replicas` disagree."""
+    if isinstance(mesh, Layout):
+        if replicas is not None and replicas != mesh.replicas:
+            raise LayoutError(f"{where}: replicas={replicas!r} disagrees with the layout's {mesh.replicas} "
+                              f"replicas: pass one of them")
+        return mesh
+    return mesh_layout(mesh, asked_replicas(mesh, where) if replicas is None else replicas)
+
+
+def mesh_of(mesh: "Mesh | Layout") -> Mesh:
+    """The mesh of a Mesh or a Layout (where a Layout is accepted in a mesh's place)."""
+    return mesh.mesh if isinstance(mesh, Layout) else mesh
 
 
 def mesh_layout(mesh: Mesh, replicas: int | None = None) -> Layout:
@@ -155,12 +195,13 @@ def describe_layout(mesh: Mesh, replicas: int | None = None) -> str:
 
 
 def replica_sharding(mesh) -> NamedSharding:
-    """Leading axis split over replicas: replica-divergent state and batches."""
-    return NamedSharding(mesh, P(AXIS))
+    """Leading axis split over replicas: replica-divergent state and batches (`mesh`: a
+    Mesh or a Layout)."""
+    return NamedSharding(mesh_of(mesh), P(AXIS))
 
 
 def replicated_sharding(mesh) -> NamedSharding:
-    return NamedSharding(mesh, P())
+    return NamedSharding(mesh_of(mesh), P())
 
 
 def global_batch(batch: Any, mesh) -> Any:

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .parallel import mesh_layout, replica_sharding, replicated_sharding
+from .parallel import mesh_of, replica_sharding, replicated_sharding, resolve_layout
 
 
 @struct.dataclass
@@ -169,10 +169,14 @@ def num_replicas(state: TrainState) -> int:
 
 def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None, *,
                replicas: int | None = None) -> TrainState:
-    """Replicate `params` (and `model_state`) onto `replicas` replicas (default: one per
-    device of `mesh`; a multiple of the devices packs replicas / devices on each) and
-    build all local state. The state's leading axis then says N to every later call."""
-    n = mesh_layout(mesh, replicas).replicas
+    """Replicate `params` (and `model_state`) onto `replicas` replicas (a multiple of the
+    devices packs replicas / devices on each) and build all local state. The state's
+    leading axis then says N to every later call.
+
+    `mesh`: a Mesh, or a `Layout` (`jaxsel.choose_layout(N)`, which carries N). Without
+    `replicas=`: the Layout's N, else the N `data_mesh(replicas=N)` was asked for this
+    mesh, else one per device: the count is said once (see `core/parallel.resolve_layout`)."""
+    n, mesh = resolve_layout(mesh, replicas, "init_state").replicas, mesh_of(mesh)
     model_state = {} if model_state is None else model_state
 
     def build(params, model_state):

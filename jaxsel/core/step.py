@@ -15,6 +15,7 @@ levels in `jaxsel.collectives`; the sync decision is reduced over every replica 
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -27,7 +28,7 @@ from . import packing
 from .collectives import LOCAL, replica_mean
 from .conv_matmul import with_convs_as_matmuls
 from .pacing import pace
-from .parallel import AXIS, LayoutError
+from .parallel import AXIS, Layout, LayoutError, mesh_layout, resolve_layout
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
 from .transformation import grad_norm_sum, norm_sum, replica_step, tensor_square_sums
@@ -143,8 +144,8 @@ class TrainStep:
     plain Python loop cannot queue steps until XLA aborts); on accelerators it never waits.
     The training loop runs the compiled step: no check per step, its own pacing."""
 
-    def __init__(self, jitted, mesh):
-        self.jitted, self.mesh = jitted, mesh
+    def __init__(self, jitted, mesh, replicas: int | None = None):
+        self.jitted, self.mesh, self.replicas = jitted, mesh, replicas
         self.paced = mesh.devices.flat[0].platform == "cpu"
 
     def __call__(self, state, batch):
@@ -161,11 +162,14 @@ class TrainStep:
     def _check(self, state, batch) -> None:
         check_state(state, "the train step")
         n = num_replicas(state)
+        if self.replicas is not None and n != self.replicas:
+            raise LayoutError(f"the train step was built for {self.replicas} replicas, the state holds {n}: build "
+                              f"the state with init_state(..., replicas={self.replicas})")
         _per_device(n, self.mesh)
         _check_batch(batch, n)
 
     def __getattr__(self, name: str):
-        if name in ("jitted", "mesh", "paced"):   # not set yet (a copy being made): no recursion
+        if name in ("jitted", "mesh", "paced", "replicas"):   # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.jitted, name)
 
@@ -181,6 +185,7 @@ def make_train_step(
     grad_norm_metric: bool = False,
     local_replicas: str = "auto",
     rng: jax.Array | None = None,
+    replicas: int | None = None,
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict]]:
     """Build the jitted step `step(state, batch) -> (state, metrics)`.
 
@@ -198,6 +203,10 @@ def make_train_step(
     `batch` is a pytree of global arrays whose leading dim is replicas * b.
     `mesh` is the devices' mesh (axis "data"); the replica count N is the state's leading
     axis (`init_state(..., replicas=N)`), so one step serves any N the devices divide.
+    A `Layout` (`jaxsel.choose_layout(N)`) in the mesh's place runs on its mesh and
+    checks that each state holds its N replicas. `replicas=N` (last release's way of
+    saying N) still works for one release: a DeprecationWarning naming the replacement,
+    and the same check.
 
     metrics: `loss` (mean over replicas), `synced`, `bytes_allreduced` (per replica,
     this step, votes included), `vote_bytes`, per-replica `replica_loss` and any trigger
@@ -225,6 +234,7 @@ def make_train_step(
     Unroll and map reproduce one replica per device bit for bit on CPU; vmap and matmul to
     float32 rounding. The strategy always runs as a vmap.
     """
+    mesh, replicas = _said_replicas(mesh, replicas)
     _check_arguments(loss_fn, optimizer, strategy, mesh)
     _check_key(rng)
     check_local_replicas(local_replicas)
@@ -275,7 +285,24 @@ def make_train_step(
         new_state, shared, per_replica = sharded(state, batch)
         return new_state, {**shared, **per_replica}
 
-    return _jitted_step(step, functools.partial(_program_digest, replica_grads, rng), mesh, donate, local_replicas)
+    return _jitted_step(step, functools.partial(_program_digest, replica_grads, rng), mesh, donate, local_replicas,
+                        replicas)
+
+
+def _said_replicas(mesh, replicas: int | None) -> tuple[Any, int | None]:
+    """(the mesh, the replica count the step was told, None if none): a Layout carries N;
+    `replicas=` is last release's argument, kept for one release with a DeprecationWarning
+    that names the replacement (the state's leading axis says N)."""
+    if replicas is not None:
+        warnings.warn("make_train_step(replicas=N) is deprecated and will be removed in the next release: the "
+                      "state's leading axis carries N; say it once, to init_state(..., replicas=N) or "
+                      "data_mesh(replicas=N), or pass jaxsel.choose_layout(N) as the mesh",
+                      DeprecationWarning, stacklevel=3)
+    if isinstance(mesh, Layout):
+        return mesh.mesh, resolve_layout(mesh, replicas, "make_train_step").replicas
+    if replicas is not None and isinstance(mesh, Mesh) and AXIS in mesh.shape:
+        mesh_layout(mesh, replicas)   # a LayoutError in one line unless N splits over the devices
+    return mesh, replicas
 
 
 def check_local_replicas(local_replicas: str) -> None:
@@ -284,7 +311,8 @@ def check_local_replicas(local_replicas: str) -> None:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
 
 
-def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local_replicas: str) -> TrainStep:
+def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local_replicas: str,
+                 replicas: int | None = None) -> TrainStep:
     """`step(loop, state, batch)` jitted for a forced loop, or for "auto" the step that
     dispatches on the loop `core/packing.py` chooses (`program_of(state, batch)`: the
     digest its measurement is keyed by)."""
@@ -295,9 +323,9 @@ def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local
                        donate_argnums=(0,) if donate else ())
 
     if local_replicas != "auto":
-        return TrainStep(build(local_replicas), mesh)
+        return TrainStep(build(local_replicas), mesh, replicas)
     return TrainStep(packing.AutoLoop(build, program_of, mesh, single_loop=resolve_local_loop("auto", mesh, 1),
-                                      per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh)
+                                      per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh, replicas)
 
 
 def _program_digest(replica_grads: Callable, rng, state, batch) -> str:
