@@ -72,6 +72,20 @@ def mesh():
     return jaxsel.data_mesh(replicas=8, devices=8)
 
 
+@pytest.fixture(autouse=True)
+def _replica_counts_asked_by_this_test_only(monkeypatch):
+    """`data_mesh(replicas=N)` records N for its mesh so that `init_state` need not be told
+    again, and a mesh asked for two counts is refused (core/parallel.py). JAX interns
+    meshes, so every test asking 1, 2 or 8 devices for some count shares one object: each
+    test starts with an empty record, as a fresh program would, whichever tests its worker
+    ran before."""
+    import weakref
+
+    from jaxsel.core import parallel
+
+    monkeypatch.setattr(parallel, "_ASKED", weakref.WeakKeyDictionary())
+
+
 # ------------------------------------------------------------------ scheduling on xdist workers
 # `python -m pytest -n 2` runs with `--dist loadgroup` (pyproject.toml): every test is its own
 # unit of work, handed to whichever worker is free, except the tests that share a module-scoped

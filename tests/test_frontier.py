@@ -37,6 +37,21 @@ def test_every_method_declares_a_grid_that_builds_on_the_default_task():
     assert len(plan.variants) == 48
 
 
+def test_declared_points_that_do_not_fit_the_task_are_left_out_and_named():
+    """On the paper task's 10 replicas hierarchical's groups of 4 and islands of 4 cannot be
+    built: the frontier runs the other 46 points and names those two with the reason (it
+    stopped before its first run); the same point given with --grid is the user's: an error."""
+    paper = dataclasses.replace(TASK, replicas=10, batch_size=32, partition="seldp")
+    plan = plan_frontier(paper, None, None, 3)
+    assert [u.split(" (")[0] for u in plan.unfit] == ["hierarchical:groups=4", "islands:period=4:islands=4"]
+    assert "must divide the 10 replicas" in plan.unfit[0] and "K must divide 10" in plan.unfit[1]
+    assert len(plan.variants) == 46 and plan.methods["hierarchical"][0].options == {"groups": 2}
+    assert "unfit" in job_settings(paper, plan, 3, (1.0,)) and "unfit" not in job_settings(
+        TASK, plan_frontier(TASK, None, None, 3), 3, (1.0,))   # absent when empty: older jobs resume
+    with pytest.raises(ValueError, match="groups=4 must divide the 10 replicas"):
+        plan_frontier(paper, "hierarchical", "hierarchical:groups=4", 1)
+
+
 def test_a_grid_point_reads_back_as_its_options():
     for name, cls in STRATEGIES.items():
         if cls.budget is not None:

@@ -109,7 +109,9 @@ def test_readme_quick_start_is_two_commands():
     assert commands == ['pip install -e . && jaxsel compare', 'pip install -e ".[test]" && python -m pytest -q -n 2']
     ci = (README.parent / ".ci" / "run").read_text()
     assert "MAIN_JOB=$(quick_start 0)" in ci and "TEST_COMMAND=$(quick_start 1)" in ci
-    assert 'bash -c "$TEST_COMMAND"' in ci, "CI must run README's test command"
+    assert 'bash -c "$TEST_COMMAND $tier"' in ci, "CI must run README's test command"
+    legs = re.search(r'^for spec in (.*); do$', ci, re.M).group(1)
+    assert '"python 3.12, newest JAX|$PYTHON312|"' in legs, "the newest JAX's leg runs the test command as written"
     lines = ci.splitlines()
     main_job = next(i for i, line in enumerate(lines) if 'bash -c "$MAIN_JOB"' in line)
     assert 'HOME="$home"' in ci and "-u JAXSEL_DATA_DIR" in lines[main_job - 1], \

@@ -43,12 +43,14 @@ PER_CELL = ("strategy", "strategy_options", "seed")
 
 @dataclasses.dataclass
 class FrontierPlan:
-    """The points to run: every method's variants in order (the reference first), and the
-    registered methods left out because they declare no budget grid."""
+    """The points to run: every method's variants in order (the reference first), the
+    registered methods left out because they declare no budget grid, and the declared points
+    left out because they cannot run on this task ("entry (why)")."""
 
     methods: dict[str, list[Variant]]
     left_out: list[str]
     given: list[str] = dataclasses.field(default_factory=list)   # methods whose points --grid gave
+    unfit: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def variants(self) -> list[Variant]:
@@ -76,7 +78,7 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
                               f"methods ({', '.join(names)}); add it to --methods")
         given.setdefault(v.name, []).append(v)
     points: dict[str, list[Variant]] = {}
-    left_out = []
+    left_out, unfit = [], []
     for name in names:
         found = given.get(name) or declared_points(name)
         if found is None:
@@ -85,7 +87,10 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
                                   f"--grid {name}:KEY=VALUE,...")
             left_out.append(name)
             continue
-        points[name] = found
+        if name not in given and name != REFERENCE:
+            found = _fitting(base, found, unfit)
+        if found:
+            points[name] = found
     reference = points.setdefault(REFERENCE, [])
     if not any(not v.options for v in reference):
         reference.insert(0, parse_entry(REFERENCE))
@@ -95,7 +100,30 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
         if fired(v):
             significance_of(base, v)
     check_variants(base, [stand_in(v) for v in variants])
-    return FrontierPlan(points, left_out, sorted(given))
+    return FrontierPlan(points, left_out, sorted(given), unfit)
+
+
+def _fitting(base: TrainConfig, declared: list[Variant], unfit: list[str]) -> list[Variant]:
+    """The declared points that can run on `base`'s task; the others are appended to `unfit`
+    with the reason (a grid declared for 8 replicas, e.g. groups of 4, on the paper task's
+    10): a declared point is a suggestion, so one that does not fit is named, not fatal.
+    Each is checked on the task without the user's global strategy options, which the
+    plan's full check (`check_variants`) judges; points given with --grid are the user's and
+    stay errors."""
+    from ..training.config import check_config
+    from ..training.run import check_strategy
+
+    task = dataclasses.replace(base, strategy_options={})
+    kept = []
+    for v in declared:
+        try:
+            check_config(row_config(task, stand_in(v)))
+            check_strategy(row_config(task, stand_in(v)))
+        except (ConfigError, OptionError, ValueError) as err:
+            unfit.append(f"{v.entry} ({err})")
+            continue
+        kept.append(v)
+    return kept
 
 
 def split_methods(text: str | list[str]) -> list[str]:
@@ -120,7 +148,8 @@ def check_levels(levels) -> tuple[float, ...]:
 
 def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> dict:
     return {"base": job.settings_of(base), "points": [[m, [v.entry for v in vs]] for m, vs in plan.methods.items()],
-            "left_out": plan.left_out, "given": plan.given, "seeds": seeds, "levels": list(levels)}
+            "left_out": plan.left_out, "given": plan.given, "seeds": seeds, "levels": list(levels),
+            **({"unfit": plan.unfit} if plan.unfit else {})}   # absent when empty: older jobs resume
 
 
 def held(out: Path) -> list[str]:
@@ -167,7 +196,7 @@ def report_frontier(out: Path) -> dict:
     settings = recorded["settings"]
     base = config_from_settings(settings["base"])
     plan = FrontierPlan({m: [parse_entry(e) for e in entries] for m, entries in settings["points"]},
-                        settings["left_out"], settings["given"])
+                        settings["left_out"], settings["given"], settings.get("unfit", []))
     progress = Progress(len(plan.variants) * settings["seeds"])
     cells = run_points(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
                                                                  code=recorded["code"]))

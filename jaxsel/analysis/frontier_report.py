@@ -182,7 +182,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
               "own_budget": own_budget(figures, adaptive),
-              "left_out": plan.left_out, "failed": [f for f in figures if f["failed"]],
+              "left_out": plan.left_out, "unfit": plan.unfit, "failed": [f for f in figures if f["failed"]],
               "derived": recorded_points(out, plan.variants) or {},
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
     write_json(out / "frontier.json", result)
@@ -291,6 +291,9 @@ def markdown(result: dict, out: Path) -> str:
     lines += own_budget_lines(result.get("own_budget") or [])
     if result["left_out"]:
         lines += ["", f"Left out (no budget grid declared; give points with --grid): {', '.join(result['left_out'])}."]
+    if result.get("unfit"):
+        lines += ["", "Declared points left out (they do not fit this task; give others with --grid): "
+                  + "; ".join(result["unfit"]) + "."]
     lines += derived_lines(result.get("derived") or {})
     lines += ["", "## Regenerate a cell", "",
               f"Each cell is the run `jaxsel compare` makes of that configuration and seed, bit for bit, with the "

@@ -98,7 +98,9 @@ def _frontier(args, out: str) -> int:
         print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
         print(f"{len(plan.variants)} points of {len(plan.methods)} methods x {args.seeds} seeds = {cells} cells"
-              + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else ""),
+              + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else "")
+              + (f"; declared points left out (they do not fit this task): {'; '.join(plan.unfit)}"
+                 if plan.unfit else ""),
               flush=True)
 
     started = time.perf_counter()
