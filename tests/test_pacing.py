@@ -137,7 +137,10 @@ def test_a_single_device_step_is_never_named(mesh):
         pacer.close()
 
 
-def test_the_watch_thread_prints_the_line(mesh):
+def test_the_watch_thread_prints_the_line(mesh, monkeypatch):
+    """The step stays unfinished, as far as the pacer can tell, until the line is written: a
+    step that merely runs long races the thread's first look (on an idle box it could end
+    before the thread started, and nothing is said about a finished step)."""
     said = threading.Event()
 
     class Stream(io.StringIO):
@@ -145,10 +148,25 @@ def test_the_watch_thread_prints_the_line(mesh):
             said.set()
             return super().write(text)
 
+    class HeldUntilSaid:   # the step's token, unfinished until the line is said
+        def __init__(self, token):
+            self.token, self.sharding = token, token.sharding
+
+        def is_ready(self):
+            return said.is_set() and self.token.is_ready()
+
+        def is_deleted(self):
+            return self.token.is_deleted()
+
+        def block_until_ready(self):
+            return self.token.block_until_ready()
+
+    real_token = pacing._token
+    monkeypatch.setattr(pacing, "_token", lambda outputs: HeldUntilSaid(real_token(outputs)))
     stream = Stream()
     pacer = pacing.Pacer(stall_s=0, poll_s=0.01, stream=stream)
     try:
-        x = pacer(slow(slow(sharded_zeros(mesh))))
+        x = pacer(slow(sharded_zeros(mesh)))
         assert said.wait(60), "no line from the watch thread"
         x.block_until_ready()
     finally:
