@@ -432,8 +432,32 @@ def _mute_closed_loop_noise() -> None:
     threading.excepthook = lambda a: None if noise(a.exc_value) else thread_hook(a)
 
 
+class _UnreadableCheckpointLogs(logging.Filter):
+    """A failed read leaves Orbax's deserialization tasks holding the error; asyncio logs
+    each when it is garbage-collected ("Task exception was never retrieved", a traceback
+    and tensorstore's spec: about 40 lines), which can happen after `_quiet_orbax` has
+    ended. The warning line has said it: the records naming a checkpoint reported
+    unreadable are dropped; any other is logged as before."""
+
+    unreadable: set[str] = set()   # the step directories reported, as given and absolute
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        text = record.getMessage() + (str(err) if err is not None else "")
+        return not any(f"{path}/" in text for path in self.unreadable)
+
+
+def _drop_unreadable_read_logs(where: str) -> None:
+    _UnreadableCheckpointLogs.unreadable.update({where, os.path.abspath(where)})
+    for name in ("absl", "asyncio", "orbax"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _UnreadableCheckpointLogs) for f in logger.filters):
+            logger.addFilter(_UnreadableCheckpointLogs())
+
+
 def _warn_unreadable(where: str, err: Exception, bad: list[int], steps: list[int]) -> None:
     _mute_closed_loop_noise()
+    _drop_unreadable_read_logs(where)
     older = [s for s in steps if s < min(bad)]
     then = f"falling back to step {older[-1]}" if older else "no older checkpoint to fall back to"
     first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
