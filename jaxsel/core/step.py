@@ -192,45 +192,32 @@ def make_train_step(
     `loss_fn(params, batch)` returns the mean loss, or `(loss, aux)`. With
     `stateful=True` (models with BatchNorm) it is `loss_fn(params, model_state, batch)`
     returning `(loss, new_model_state)` or `(loss, (new_model_state, aux))`.
-    With `rng` (a `jax.random.key`; dropout, noise) the loss takes one more argument, last:
-    `loss_fn(params, batch, key)` (`loss_fn(params, model_state, batch, key)`), where `key`
-    is `fold_in(fold_in(rng, step), replica)` for the state's step and the replica's global
-    index d * k + j: a fresh key per replica and step that does not depend on how the
-    replicas are laid out (8 devices or 8 packed on 1 draw the same), and that a resumed
-    run draws again (the step is in the state). In your own loop (`jaxsel.as_optax`) the
-    same key is `fold_in(fold_in(rng, step), lax.axis_index("data"))`, or with k replicas
-    vmapped per device `lax.axis_index(("data", "local"))`.
+    With `rng` (a `jax.random.key`; dropout, noise) the loss takes a last argument `key`,
+    `fold_in(fold_in(rng, step), replica)` for the state's step and the replica's global
+    index: fresh per replica and step, the same however the replicas are laid out, drawn
+    again by a resumed run (in `jaxsel.as_optax`: `lax.axis_index("data")` for the replica).
     `batch` is a pytree of global arrays whose leading dim is replicas * b.
-    `mesh` is the devices' mesh (axis "data"); the replica count N is the state's leading
-    axis (`init_state(..., replicas=N)`), so one step serves any N the devices divide.
-    A `Layout` (`jaxsel.choose_layout(N)`) in the mesh's place runs on its mesh and
-    checks that each state holds its N replicas. `replicas=N` (last release's way of
-    saying N) still works for one release: a DeprecationWarning naming the replacement,
-    and the same check.
+    `mesh` is the devices' mesh (axis "data"); N is the state's leading axis, so one step
+    serves any N the devices divide. A `Layout` (`jaxsel.choose_layout(N)`) in the mesh's
+    place also checks each state holds its N; `replicas=N` (last release's) does the same
+    with a DeprecationWarning naming the replacement.
 
     metrics: `loss` (mean over replicas), `synced`, `bytes_allreduced` (per replica,
     this step, votes included), `vote_bytes`, per-replica `replica_loss` and any trigger
     statistics (SelSync: `delta`, `vote`) as arrays of length `replicas`.
 
     `grad_norm_metric=True` adds per-replica `grad_norm` (`grad_norm_sum`: the sum over
-    tensors of each tensor's L2 norm, SelSync's statistic s_t) to the metrics. It is off by
-    default because it costs kernels on every step (a reduction per parameter tensor, then
-    their roots' sum) that a step whose strategy does not read it would not run: with it,
-    `make_train_step(BSP)` runs 10 ops more than a user's loop with `jaxsel.as_optax(BSP)`
-    on the CNN, without it as many (`jaxsel bench --hlo`, vmap loop; `bsp_norm` is the BSP
-    step with it). Ask for it where it is read every step: the training loop does, for its
-    non-finite check (a non-finite gradient is otherwise seen only through the loss it
-    leads to). SelSync's trigger reads the same norm, so there it costs only its output.
+    tensors of each tensor's L2 norm, SelSync's statistic s_t). It is off by default: it
+    costs a reduction per parameter tensor on every step that nothing else may read
+    (BENCHMARKS.md, issue 45's op counts). The training loop asks for it (its non-finite
+    check reads it); SelSync's trigger reads the same norm, so there it costs only its output.
 
     `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
-    batched computation; a convolution over per-replica weights becomes a grouped one),
-    "unroll" (the plain computation k times in one program), "map" (`lax.map`: the plain
-    computation in a loop), "matmul" (vmap with every convolution as an im2col matrix
-    product: batched GEMMs instead of grouped convolutions, `core/conv_matmul.py`) or
-    "auto": the fastest of those four, measured on this step on first use of its key and
-    cached on disk (`core/packing.py`: `step.decide(state, batch)` measures ahead, and
-    `step.choice` says what was chosen and how), on accelerators; unroll where nothing is
-    measured (on CPU, which is not measured unless asked: `step.decide(..., measure=True)`).
+    batched computation), "unroll" (the plain computation k times in one program), "map"
+    (`lax.map`), "matmul" (vmap with every convolution as an im2col matrix product,
+    `core/conv_matmul.py`) or "auto": on accelerators the fastest of those, measured on
+    first use of its key and cached on disk (`core/packing.py`; `step.decide`, `step.choice`);
+    unroll where nothing is measured (on CPU, unless `step.decide(..., measure=True)`).
     Unroll and map reproduce one replica per device bit for bit on CPU; vmap and matmul to
     float32 rounding. The strategy always runs as a vmap.
     """
