@@ -58,9 +58,10 @@ def test_a_library_train_builds_them_once_too(builds, tmp_path):
     assert builds == ONCE
 
 
-def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path):
+def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path, monkeypatch):
     """2 entries x 2 seeds: 4 runs, each planned once; the job itself adds its layout line
     and one strategy per entry, built to check the entries before anything trains."""
+    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)   # they build none (3 CPU-s)
     assert cli_main(["compare", "--strategies", "bsp,localsgd:period=2", "--seeds", "2", "--no-match-budget",
                      "--dataset", "digits", "--partition", "seldp", *TINY, "--out", str(tmp_path / "c")]) == 0
     cells = 4
@@ -104,19 +105,30 @@ def test_resume_needs_no_other_flag_and_names_what_the_flags_change(tmp_path, ca
     assert "no flag given changes them" in capsys.readouterr().out
 
 
+@pytest.fixture(scope="module")
+def refused_run(tmp_path_factory):
+    """One started run for the refusals below: each leaves it as it was (checked), so they
+    share it."""
+    return started(tmp_path_factory.mktemp("refused"))
+
+
+def files(folder) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.parametrize("flags, named", [
     (["--lr", "0.2"], "lr (--lr) 0.1 -> 0.2"),
     (["--strategy", "localsgd:period=4"], "strategy_options {'period': 3} -> {'period': 4}"),
     (["--partition", "seldp"], "partition (--partition) 'label_skew' -> 'seldp'"),
 ])
-def test_a_flag_that_would_change_the_results_is_refused_in_one_line(tmp_path, capsys, flags, named):
-    out = started(tmp_path)
-    before = (out / "metrics.jsonl").read_text()
+def test_a_flag_that_would_change_the_results_is_refused_in_one_line(refused_run, capsys, flags, named):
+    out = refused_run
+    before = files(out.parent)   # the run directory and its checkpoints
     capsys.readouterr()
     assert cli_main(["train", "--out", str(out), "--resume", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and named in err[0] and "would change the results" in err[0], err
-    assert (out / "metrics.jsonl").read_text() == before   # nothing touched
+    assert files(out.parent) == before   # nothing touched
 
 
 def test_an_old_selsync_record_resumes_as_the_smoothed_statistic_it_ran(tmp_path):
