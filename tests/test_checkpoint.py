@@ -37,9 +37,37 @@ def log_without_times(path):
     return [{k: v for k, v in r.items() if k not in ("train_time_s", "projected_time_s")} for r in recs]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """`uninterrupted(strategy)`: the uninterrupted STEPS-step run of `strategy`, trained
+    once per module (the references of the resumed runs below) and its folder."""
+    runs = {}
+
+    def get(strategy):
+        if strategy not in runs:
+            root = tmp_path_factory.mktemp(f"ref-{strategy}")
+            runs[strategy] = train(config(root, strategy)), root
+        return runs[strategy]
+    return get
+
+
+@pytest.fixture(scope="module")
+def four_steps(tmp_path_factory):
+    """A finished 4-step BSP run with its checkpoint of step 4, which the refusals below
+    leave as it was (checked): they share it."""
+    root = tmp_path_factory.mktemp("four-steps")
+    cfg = config(root, "bsp", steps=4)
+    train(cfg)
+    return cfg, root
+
+
+def files(folder) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.parametrize("strategy", ["bsp", "selsync"])
-def test_interrupted_run_resumes_bit_for_bit(tmp_path, strategy):
-    ref = train(config(tmp_path / "ref", strategy))
+def test_interrupted_run_resumes_bit_for_bit(tmp_path, strategy, uninterrupted):
+    ref, ref_root = uninterrupted(strategy)
 
     cfg = config(tmp_path / "cut", strategy)
     with pytest.raises(TrainingInterrupted) as info:
@@ -55,7 +83,7 @@ def test_interrupted_run_resumes_bit_for_bit(tmp_path, strategy):
     for field in ("params", "opt_state", "model_state", "strategy_state"):
         assert trees_equal(getattr(done.state, field), getattr(ref.state, field)), field
     assert log_without_times(tmp_path / "cut" / "out" / "metrics.jsonl") == \
-        log_without_times(tmp_path / "ref" / "out" / "metrics.jsonl")
+        log_without_times(ref_root / "out" / "metrics.jsonl")
     assert [e["step"] for e in done.evals] == [e["step"] for e in ref.evals]
     assert done.final["final_test_accuracy"] == ref.final["final_test_accuracy"]
     assert done.final["bytes_allreduced"] == ref.final["bytes_allreduced"]
@@ -80,37 +108,38 @@ def test_checkpoint_keeps_the_replica_axis(tmp_path):
 # Orbax's failed read of the truncated files leaves an asyncio callback behind ("Event loop
 # is closed"), reported by pytest as an unraisable exception; it is noise, not a failure.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_truncated_latest_checkpoint_falls_back(tmp_path, capsys):
+def test_truncated_latest_checkpoint_falls_back(tmp_path, capsys, uninterrupted):
     cfg = config(tmp_path, "bsp", steps=8)
     train(cfg)
     assert existing_steps(cfg.checkpoint_dir) == [4, 8]
     for path in (tmp_path / "ckpt" / "8" / "state").rglob("*"):
         if path.is_file() and path.parent.name == "d":
             path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    ref = train(config(tmp_path / "ref", "bsp", steps=12))
-    done = train(dataclasses.replace(cfg, steps=12, resume=True))
+    ref, _ = uninterrupted("bsp")
+    capsys.readouterr()
+    done = train(dataclasses.replace(cfg, steps=STEPS, resume=True))
     err = capsys.readouterr().err
     assert "checkpoint" in err and "/8 is unreadable" in err and "falling back to step 4" in err
     assert done.final["resumed_from_step"] == 4
     assert trees_equal(done.state.params, ref.state.params)
-    assert sorted(existing_steps(cfg.checkpoint_dir)) == [4, 8, 12]   # 8 rewritten by the resumed run
+    assert sorted(existing_steps(cfg.checkpoint_dir)) == [8, 12, 16]   # 8 rewritten by the resumed run (keep=3)
     assert any(p.name.startswith("corrupt-8-") for p in (tmp_path / "ckpt").iterdir())
 
 
 @pytest.mark.parametrize("change", [{"replicas": 4}, {"model": "cnn"}, {"strategy": "localsgd"},
                                     {"lr": 0.1}])
-def test_checkpoint_of_another_run_is_a_clear_error(tmp_path, change):
-    cfg = config(tmp_path, "bsp", steps=4, checkpoint_every=None)
-    train(cfg)
+def test_checkpoint_of_another_run_is_a_clear_error(four_steps, change):
+    cfg, root = four_steps
+    before = files(root)
     other = dataclasses.replace(cfg, resume=True, **change)
     key, value = next(iter(change.items()))
     with pytest.raises(CheckpointMismatch, match=rf"{key}.*{value}"):
         train(other)
+    assert files(root) == before
 
 
-def test_fresh_run_refuses_a_used_checkpoint_dir(tmp_path):
-    cfg = config(tmp_path, "bsp", steps=4)
-    train(cfg)
+def test_fresh_run_refuses_a_used_checkpoint_dir(four_steps, tmp_path):
+    cfg, _ = four_steps
     with pytest.raises(ValueError, match="already holds checkpoints.*continue that run with --resume"):
         check_paths(dataclasses.replace(cfg, out_dir=None))   # no run directory: nobody else's folder
     with pytest.raises(ValueError, match=r"already holds checkpoints \(newest: step 4, of run directory '.*out'\); "
