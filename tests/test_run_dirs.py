@@ -8,6 +8,7 @@ import shutil
 import threading
 from pathlib import Path
 
+import pytest
 
 from jaxsel.cli import main as cli_main
 
@@ -30,32 +31,40 @@ def recorded_root(run_dir: Path) -> Path:
     return Path(json.loads((run_dir / "config.json").read_text())["checkpoint_root"])
 
 
-def test_a_copied_run_dir_forks_the_newest_checkpoint_and_never_touches_the_original(tmp_path, monkeypatch, capsys):
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> list[dict]:
+    """The rows of RUN's 12 steps in one go (checkpointed as the others), which the resumed
+    runs below must end with."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    assert cli_main([*RUN, "--steps", "12", "--out", str(root / "ref"), "--checkpoint-dir", str(root / "ck")]) == 0
+    return rows(root / "ref")
+
+
+def test_a_copied_run_dir_forks_the_newest_checkpoint_and_never_touches_the_original(tmp_path, monkeypatch, capsys,
+                                                                                      uninterrupted):
     monkeypatch.chdir(tmp_path)   # default checkpoint folders: checkpoints/<run>-<hash>
-    assert cli_main([*RUN, "--steps", "12", "--out", "a"]) == 0
+    assert cli_main([*RUN, "--steps", "8", "--out", "a"]) == 0
     original = recorded_root(tmp_path / "a")
-    assert sorted(p.name for p in original.iterdir() if p.name.isdigit()) == ["12", "8"]
+    assert sorted(p.name for p in original.iterdir() if p.name.isdigit()) == ["4", "8"]
     before, run_before = digest(original), digest(tmp_path / "a")
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     capsys.readouterr()
 
-    assert cli_main([*RUN, "--steps", "20", "--out", "b", "--resume"]) == 0
+    assert cli_main([*RUN, "--steps", "12", "--out", "b", "--resume"]) == 0
     err = capsys.readouterr().err
-    assert "forked its checkpoints (steps 8, 12)" in err, err
+    assert "forked its checkpoints (steps 4, 8)" in err, err
     assert digest(original) == before and digest(tmp_path / "a") == run_before   # byte-identical
     fork = recorded_root(tmp_path / "b")
     assert fork != original and fork.parent == original.parent
-    assert sorted(p.name for p in fork.iterdir() if p.name.isdigit()) == ["16", "20"]
-
-    assert cli_main([*RUN, "--steps", "20", "--out", "ref"]) == 0   # the same 20 steps in one go
-    assert rows(tmp_path / "b") == rows(tmp_path / "ref")
+    assert sorted(p.name for p in fork.iterdir() if p.name.isdigit()) == ["12", "8"]   # its copy of 4 pruned
+    assert rows(tmp_path / "b") == uninterrupted   # the same 12 steps in one go
 
     capsys.readouterr()
-    assert cli_main([*RUN, "--steps", "20", "--out", "a", "--resume"]) == 0   # a continues its own
+    assert cli_main([*RUN, "--steps", "12", "--out", "a", "--resume"]) == 0   # a continues its own
     err = capsys.readouterr().err
-    assert "resuming from the checkpoint of step 12" in err and "warning" not in err, err
-    assert rows(tmp_path / "a") == rows(tmp_path / "ref")
-    assert sorted(p.name for p in original.iterdir() if p.name.isdigit()) == ["16", "20"]
+    assert "resuming from the checkpoint of step 8" in err and "warning" not in err, err
+    assert rows(tmp_path / "a") == uninterrupted
+    assert sorted(p.name for p in original.iterdir() if p.name.isdigit()) == ["12", "8"]
 
 
 def test_resuming_a_copy_into_the_originals_explicit_checkpoint_dir_is_refused(tmp_path, capsys):
@@ -151,7 +160,8 @@ def test_a_resume_with_nothing_to_resume_from_never_replaces_a_finished_runs_rec
 
 
 def test_a_fork_of_a_folder_whose_newest_checkpoint_is_corrupt_continues_from_the_newest_good_one(tmp_path, monkeypatch,
-                                                                                                   capsys):
+                                                                                                   capsys,
+                                                                                                   uninterrupted):
     """Issue 48 item 4 (and item 10's half copy of a fork killed by SIGKILL, cleared on the
     next resume): b, a copy of a whose newest checkpoint has a flipped byte, falls back to
     the step before, as a does, and a is only read."""
@@ -169,8 +179,7 @@ def test_a_fork_of_a_folder_whose_newest_checkpoint_is_corrupt_continues_from_th
     assert "forked its checkpoints (steps 4, 8)" in err and "/8 is unreadable" in err, err
     assert "falling back to step 4" in err and "resuming from the checkpoint of step 4" in err, err
     assert digest(original) == before
-    assert cli_main([*RUN, "--steps", "12", "--out", "ref"]) == 0
-    assert rows(tmp_path / "b") == rows(tmp_path / "ref")
+    assert rows(tmp_path / "b") == uninterrupted
 
     fork = recorded_root(tmp_path / "b")
     (fork / ".fork-12-999999").mkdir()   # what a fork killed mid-copy leaves
