@@ -62,7 +62,7 @@ model = "mlp"
 strategy = "selsync"
 replicas = 8
 batch_size = 2
-steps = 24
+steps = 12
 lr = 0.05
 partition = "label_skew"
 log_every = 4
@@ -179,7 +179,7 @@ def test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit(tiny
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert marker.exists(), proc.communicate(timeout=5)[0].decode()[-3000:] if proc.poll() is not None else ""
-        helpers = children(proc.pid)   # Grain's 2 workers (still building steps up to 24) and more
+        helpers = children(proc.pid)   # Grain's 2 workers (still building steps up to 12) and more
         assert len(helpers) >= 2
         proc.kill()   # SIGKILL the training process alone, as the OOM killer does, mid-run
         proc.wait(timeout=60)
