@@ -355,6 +355,7 @@ def test_ctrl_c_in_a_cell_says_what_the_job_keeps_and_how_to_continue(tmp_path, 
         raise TrainingInterrupted(signal.SIGINT, 37, None)
 
     monkeypatch.setattr(cells_module, "train", interrupted)
+    monkeypatch.setattr(cells_module, "plan_run", lambda cfg, **_: cfg)   # its input is not read here (3 CPU-s)
     progress = Progress(12)
     progress.done = 4
     job = cells_module.Cells(tmp_path, progress)
