@@ -11,8 +11,16 @@ config.json, a checkpoint's identity check).
   2W-1 steps; the default is now the raw statistic with a W-1 warm-up. A record written
   before then has no `clip_at` setting (added in the same release), and its SelSync
   options no `statistic`: it ran smoothed, with `warmup=2*window-1`.
+- `jaxsel train`'s defaults: until issue 46 they were TrainConfig's (digits, SelDP shards,
+  a constant lr); they are now the default task's (MNIST-1D, label skew, milestones), and
+  TrainConfig's stay as they were. A setting that shapes a run's results and that its
+  record lacks (a setting added after the record was written: `lr_schedule`, say) ran at
+  TrainConfig's default, and is read so (`as_it_ran`), never as the command line's
+  default of today: the run resumes, or is reproduced, as it ran.
 """
 from __future__ import annotations
+
+import dataclasses
 
 #: a setting every record written since issue 42 holds (TrainConfig.clip_at, same release)
 SINCE_ISSUE_42 = "clip_at"
@@ -29,3 +37,16 @@ def today(settings: dict) -> dict:
         window = int(options.get("window", SELSYNC_WINDOW))
         options = {**options, "statistic": "smoothed", "warmup": options.get("warmup", 2 * window - 1)}
     return {**settings, "strategy_options": options}
+
+
+def as_it_ran(settings: dict) -> dict:
+    """A run's record (its config.json's TrainConfig fields) as the run ran: `today`'s
+    reading, and each setting that shapes its results and that the record lacks at
+    TrainConfig's default, so no command's own default (train's task) fills it later."""
+    from .checkpoint import NOT_TRAJECTORY   # here: checkpoint.py imports JAX, and config_file.py this module
+    from .config import TrainConfig
+
+    settings = today(settings)
+    absent = {f.name for f in dataclasses.fields(TrainConfig)} - set(settings) - NOT_TRAJECTORY
+    defaults = TrainConfig()
+    return {**{name: getattr(defaults, name) for name in sorted(absent)}, **settings}
