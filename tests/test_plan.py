@@ -147,6 +147,12 @@ def test_a_record_of_train_s_old_defaults_resumes_as_it_ran(tmp_path, capsys):
     from jaxsel.training.config_file import load_settings
     from jaxsel.training.recorded import recorded_settings
 
+    from jaxsel.cli.train import TRAIN_DEFAULTS
+    from jaxsel.training.old_records import TRAIN_DEFAULTS_BEFORE_46
+
+    library = TrainConfig()   # train's defaults before issue 46; those today's differ from are translated
+    assert TRAIN_DEFAULTS_BEFORE_46 == {k: getattr(library, k) for k, v in TRAIN_DEFAULTS.items()
+                                        if v != getattr(library, k) and k != "checkpoint_every"}
     out = started(tmp_path, "--dataset", "digits", "--lr-schedule", "constant")
     record = json.loads((out / "config.json").read_text())
     old = {k: v for k, v in record.items() if k not in ("lr_schedule", "lr_schedule_steps")}

@@ -25,10 +25,11 @@ from .task_flag import add_task_flag, task_line
 #: the same task `jaxsel compare` runs (training/tasks.py), so a run of `train` without
 #: flags is one row of the default comparison; and the command line checkpoints a run.
 #: A library TrainConfig() keeps its own defaults (digits, SelDP shards, a constant lr, no
-#: checkpoints): a record (config.json, a checkpoint's settings) that lacks a setting ran
-#: at TrainConfig's default, and every reader of one (training/old_records.py,
-#: checkpoint.py) reads it so; changing them would change what every old record means.
-#: The strategy stays train's own (selsync): a task names no strategy.
+#: checkpoints): a checkpoint's settings that lack one ran at TrainConfig's default and are
+#: read so (checkpoint.py), and the tests' and users' TrainConfig(...) runs (the golden
+#: records among them) would all change. A run directory's config.json that lacks one ran
+#: at train's old default, and is read so (training/old_records.py). The strategy stays
+#: train's own (selsync): a task names no strategy.
 TRAIN_DEFAULTS = {**TASKS[DEFAULT_TASK_NAME].settings, "checkpoint_every": 100}
 TRAIN_DEFAULTS_NOTE = (f"Without task flags a run trains task {DEFAULT_TASK_NAME}, `jaxsel compare`'s default "
                        f"(--task picks another). --no-checkpoint writes none.")

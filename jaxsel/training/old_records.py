@@ -13,19 +13,20 @@ config.json, a checkpoint's identity check).
   options no `statistic`: it ran smoothed, with `warmup=2*window-1`.
 - `jaxsel train`'s defaults: until issue 46 they were TrainConfig's (digits, SelDP shards,
   a constant lr); they are now the default task's (MNIST-1D, label skew, milestones), and
-  TrainConfig's stay as they were. A setting that shapes a run's results and that its
-  record lacks (a setting added after the record was written: `lr_schedule`, say) ran at
-  TrainConfig's default, and is read so (`as_it_ran`), never as the command line's
-  default of today: the run resumes, or is reproduced, as it ran.
+  TrainConfig's stay as they were. A record that lacks one of those settings (written
+  before the setting existed: `lr_schedule`, say) ran at its old default, and is read so
+  (`as_it_ran`), never as the command line's default of today: the run resumes, or is
+  reproduced by `--config`, as it ran. The old values are written out here, not read from
+  TrainConfig: they are what those runs ran, whatever TrainConfig's defaults become.
 """
 from __future__ import annotations
-
-import dataclasses
 
 #: a setting every record written since issue 42 holds (TrainConfig.clip_at, same release)
 SINCE_ISSUE_42 = "clip_at"
 #: SelSync's window when a record does not set it (its default then and now)
 SELSYNC_WINDOW = 25
+#: `jaxsel train`'s defaults until issue 46 (TrainConfig's, then and now) where today's differ
+TRAIN_DEFAULTS_BEFORE_46 = {"dataset": "digits", "partition": "seldp", "lr_schedule": "constant"}
 
 
 def today(settings: dict) -> dict:
@@ -41,12 +42,7 @@ def today(settings: dict) -> dict:
 
 def as_it_ran(settings: dict) -> dict:
     """A run's record (its config.json's TrainConfig fields) as the run ran: `today`'s
-    reading, and each setting that shapes its results and that the record lacks at
-    TrainConfig's default, so no command's own default (train's task) fills it later."""
-    from .checkpoint import NOT_TRAJECTORY   # here: checkpoint.py imports JAX, and config_file.py this module
-    from .config import TrainConfig
-
+    reading, and each of train's defaults of before issue 46 that the record lacks at that
+    value, so today's default (the default task's) never fills it."""
     settings = today(settings)
-    absent = {f.name for f in dataclasses.fields(TrainConfig)} - set(settings) - NOT_TRAJECTORY
-    defaults = TrainConfig()
-    return {**{name: getattr(defaults, name) for name in sorted(absent)}, **settings}
+    return {**{k: v for k, v in TRAIN_DEFAULTS_BEFORE_46.items() if k not in settings}, **settings}

@@ -28,9 +28,8 @@ LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
 
 def recorded_settings(out_dir: str | Path) -> dict | None:
     """The settings RUN_DIR/config.json records, checked as a config file's are (read as
-    today's jaxsel reads them: a setting that shapes the results and that the record lacks
-    at TrainConfig's default, old_records.py), without its location; None where the run
-    has no record."""
+    today's jaxsel reads them: a setting of train's old defaults that the record lacks at
+    its old value, old_records.py), without its location; None where the run has no record."""
     path = Path(out_dir) / CONFIG_FILE
     if not path.is_file():
         return None
