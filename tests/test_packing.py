@@ -184,6 +184,9 @@ def test_data_mesh_says_n_once_and_init_state_trains_that_many(fresh_asks):
     for a, b in zip(jax.tree.leaves(once.params), jax.tree.leaves(twice.params)):
         np.testing.assert_array_equal(a, b)
     assert not identical(once.params)   # 8 replicas, each on its own rows, no sync yet (period 4)
+    # what the layout is said to be, and which replicas this process holds, follow the same N
+    assert jaxsel.describe_layout(mesh) == jaxsel.describe_layout(mesh, R) == choose_layout(R, devices=1).describe()
+    assert parallel.local_replica_ids(mesh) == list(range(R))
 
 
 def test_one_mesh_asked_for_two_counts_is_refused_in_one_line(fresh_asks):
