@@ -17,8 +17,8 @@ measurement.
 Where nothing is measured the static default holds: `STATIC` (unroll) for k > 1, the
 fastest on every device measured so far. On a CPU "auto" does not measure unless asked
 (`measure=True`): the figures there are settled and CPU runs are the bit-reproducible
-reference (unroll and map reproduce one replica per device bit for bit; vmap and matmul
-only to float32 rounding). A measured choice can differ from run to run on a GPU the way
+reference (unroll and map reproduce one replica per device bit for bit; vmap only to
+float32 rounding). A measured choice can differ from run to run on a GPU the way
 cudnn.benchmark's can; force a loop for bit-reproducible runs.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 #: how a device's k packed replicas are computed (`core.step.make_train_step`)
-LOOPS = ("unroll", "vmap", "map", "matmul")
+LOOPS = ("unroll", "vmap", "map")
 #: the choice where none was measured (k > 1)
 STATIC = "unroll"
 #: measurement: untimed steps after each candidate's compile, then timed rounds (round robin)
