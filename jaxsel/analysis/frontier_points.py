@@ -72,8 +72,7 @@ def significance_of(base, variant: Variant) -> Significance:
         strategy = check_strategy(row_config(base, stand_in(variant)))
     except ValueError as err:   # another option's: as check_variants says it
         raise OptionError(f"--strategies entry {variant.entry!r}: {err}") from None
-    trigger = getattr(strategy, "trigger", None)
-    trigger = trigger.inner if isinstance(trigger, Capped) else trigger
+    trigger = strategy.trigger.inner if isinstance(strategy.trigger, Capped) else strategy.trigger
     if not isinstance(trigger, Significance):
         raise refusal
     return trigger

@@ -3,17 +3,18 @@ short in critical regimes of training and long elsewhere."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..core.budget import Budget
 from ..core.sync import STRATEGIES
 from ..core.triggers import Accordion as AccordionTrigger
+from .payload import ModelPayload
 from .triggered import Triggered
 
 
 @STRATEGIES.register("accordion")
 @dataclasses.dataclass(frozen=True)
-class Accordion(Triggered):
+class Accordion(ModelPayload, Triggered):
     """Local SGD (the updated parameters, and by default BatchNorm statistics, aggregated
     at a sync) on Accordion's trigger: every `interval` steps the norm of each replica's
     gradient summed over the interval is compared with the previous interval's; a
@@ -30,10 +31,6 @@ class Accordion(Triggered):
     """averaging period in a critical regime"""
     high: int = 16
     """averaging period otherwise"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
-    error_feedback: bool = True
     name: ClassVar[str] = "accordion"
     budget: ClassVar[Budget] = Budget("low, high", ({}, {"low": 4, "high": 32}, {"low": 8, "high": 64}))
     sync: ClassVar[str] = "model"

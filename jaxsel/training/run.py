@@ -143,7 +143,7 @@ def with_faulty_replicas(strategy, count: int):
     garbage (`aggregate.WithFaultyReplicas`); only a strategy that aggregates can."""
     if not count:
         return strategy
-    if not isinstance(getattr(strategy, "aggregator", None), Aggregator):
+    if not isinstance(strategy.aggregator, Aggregator):
         raise ConfigError(f"faulty_replicas needs a strategy with an aggregator option (bsp, localsgd, fedavg, "
                           f"selsync, superstep, accordion, diloco, ...), got {strategy.name!r}")
     try:
