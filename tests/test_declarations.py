@@ -170,6 +170,21 @@ def test_the_payload_options_are_declared_once_and_keyword_only():
     assert jaxsel.FedAvg(8).period == 8 and jaxsel.FedAvg().aggregator.uses_sample_weights
 
 
+def test_the_accordion_strategy_and_its_trigger_have_a_name_each():
+    """Issue 44 item 6: `jaxsel.Accordion` is the strategy, its trigger
+    `triggers.AccordionPeriod` (registered as "accordion", as before: `--opt
+    trigger=accordion` reads the same); last release's `jaxsel.triggers.Accordion` still
+    works for one release, warned."""
+    import jaxsel
+    from jaxsel.core.triggers import TRIGGERS, AccordionPeriod
+
+    assert TRIGGERS["accordion"] is AccordionPeriod and jaxsel.Accordion().trigger == AccordionPeriod()
+    with pytest.warns(DeprecationWarning, match="jaxsel.triggers.Accordion is renamed AccordionPeriod"):
+        assert jaxsel.triggers.Accordion is AccordionPeriod
+    with pytest.raises(AttributeError, match="has no attribute 'Acordion'"):
+        jaxsel.triggers.Acordion
+
+
 def test_jaxsel_strategies_lists_the_methods_and_one_methods_options(capsys):
     assert cli_main(["strategies"]) == 0
     out = capsys.readouterr().out

@@ -6,9 +6,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
 - it checks at trace time that the decision is identical on every replica (a collective
   inside one branch of `lax.cond` deadlocks when replicas disagree);
 - only the collective (and work that exists only on a synced step) sits inside the
-  `lax.cond`; everything both branches would do stays outside, fused with the step
-  (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
-  local step; see BENCHMARKS.md);
+  `lax.cond`; everything both branches would do stays outside, fused with the step (a
+  never-taken cond around a whole optimizer update made a CPU's local step markedly
+  slower: BENCHMARKS.md, "Step-overhead bench");
 - it records the bytes the collective moves, and whether replicas wait on it (`blocking`),
   in the step's `Ledger`, from which the method's step (`transformation.replica_step`,
   which `make_train_step` and `as_optax` run) alone builds the step's facts: no strategy

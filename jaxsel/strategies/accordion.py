@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from ..core.budget import Budget
 from ..core.sync import STRATEGIES
-from ..core.triggers import Accordion as AccordionTrigger
+from ..core.triggers import AccordionPeriod
 from .payload import ModelPayload
 from .triggered import Triggered
 
@@ -19,9 +19,9 @@ class Accordion(ModelPayload, Triggered):
     at a sync) on Accordion's trigger: every `interval` steps the norm of each replica's
     gradient summed over the interval is compared with the previous interval's; a
     relative change >= `eta` on any replica (or the first interval) marks a critical
-    regime, run with period `low`, else `high` (`jaxsel.core.triggers.Accordion` has the
-    exact rule). The paper's second rule, a low period after every learning-rate decay,
-    is not part of it."""
+    regime, run with period `low`, else `high` (the trigger
+    `jaxsel.core.triggers.AccordionPeriod` has the exact rule). The paper's second rule,
+    a low period after every learning-rate decay, is not part of it."""
 
     interval: int = 100
     """steps between two looks at each replica's gradient norm summed over the interval"""
@@ -37,8 +37,8 @@ class Accordion(ModelPayload, Triggered):
 
     @property
     def trigger(self):
-        return AccordionTrigger(interval=int(self.interval), eta=float(self.eta), low=int(self.low),
-                                high=int(self.high))
+        return AccordionPeriod(interval=int(self.interval), eta=float(self.eta), low=int(self.low),
+                               high=int(self.high))
 
     def describe(self) -> str:
         return (f"{super().describe()} (interval {self.interval}, period {self.low} if the gradient's norm "
