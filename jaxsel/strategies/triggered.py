@@ -137,8 +137,8 @@ class Triggered(Strategy):
     bases: `aggregator`, `sync_model_state`, `compress`, `error_feedback`), and may set
     `sync_opt_state`."""
 
-    # a subclass without these options: the optimizer's state stays local; its codecs need
-    # no error feedback (SPARTA refuses top-k and sign), so none is kept
+    # for a subclass without these options: the optimizer's state stays local, and
+    # error_feedback matters only with top-k or sign, which SPARTA refuses
     sync_opt_state: bool = False
     error_feedback: bool = True
     opt_state_period = None   # LocalSGD / FedAvg: optimizer state averaged on its own period (DES-LOC)
