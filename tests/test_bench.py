@@ -69,7 +69,7 @@ def test_bench_command_bad_input_is_one_line(capsys):
                            (["--dtype", "fp8"], "dtype must be one of fp32, bf16, got 'fp8'"),
                            (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1"),
                            (["--local-replicas", "loop"],
-                            "local_replicas must be one of auto, vmap, map, unroll, matmul, got 'loop'"),
+                            "local_replicas must be one of auto, vmap, map, unroll, got 'loop'"),
                            (["--variants", "bsp,nope"], f"variants must be among "
                             f"{', '.join(bench.VARIANTS + bench.PACKED_VARIANTS)}, got nope")):
         assert main(["bench", "--size", "tiny", *flags]) == 2
