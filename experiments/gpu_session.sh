@@ -9,7 +9,8 @@
 #                              batch, batch 32 then 128 per replica (vmap and matmul: issue 34's session)
 #   3-bench-cnn-fp32.txt       `jaxsel bench` CNN fp32 (step overheads, kernel counts, the user-loop variant)
 #   4-bench-resnet18-bf16.txt  `jaxsel bench` ResNet-18 bf16, batch 256 (no --hlo: it compiles every step
-#                              twice), then BSP and the user loop again on the unroll loop
+#                              twice), then BSP and the user loop again on the unroll loop (a smoke
+#                              run: the same commands on the CNN)
 #   5-resnet18-vs-pytorch.txt  plain JAX, jaxsel BSP and PyTorch (max-autotune, convolutions left to
 #                              cuDNN, CUDA graphs), beside the unbounded anchor an earlier session measured
 #   5-resnet18-vs-pytorch.json the same rows as JSON
@@ -115,7 +116,13 @@ if [ "$smoke" = 1 ]; then
     export JAXSEL_PACKING_MEASURE=1   # "auto" measures on the CPU as it does on a GPU
     compare=(--steps 20 --seeds 1 --eval-every 10 --devices 1)
     sweep=(--models mlp --ks 2 --batches 2 --repeats 2 --warmup 1)
-    cnn=(--size tiny --replicas 1)   # one replica, as on the one-GPU host (the CPU has 8 devices)
+    # one replica, as on the one-GPU host (the CPU has 8 devices), and a packed row of 2: the
+    # CPU compiles 8 unrolled replicas for most of a minute
+    cnn=(--size tiny --replicas 1 --packed 2)
+    # step 4's commands on the CNN and three of its variants: ResNet-18 (11 M parameters)
+    # took 106 of a smoke run's 249 s on the CPU; the model is tested by
+    # tests/test_models_zoo.py and every variant by tests/test_bench.py
+    resnet_model=cnn resnet_variants=bsp,user_bsp,selsync_local
     resnet=(--size tiny --replicas 1)
     versus=(--tiny)
     ab=(--tiny --sets baseline,no-graphs --replicas 1)
@@ -125,6 +132,7 @@ else
     # under 0.4 of one replica at batch 128; all four took its whole 130 s at one batch)
     sweep=(--models resnet18 --ks 8 --batches 32,128 --loops unroll,map --repeats 10 --warmup 2)
     cnn=(--repeats 200)
+    resnet_model=resnet18
     resnet=(--batch 256 --repeats 30 --dispatch-steps 60)
     versus=(--torch-modes max-autotune-bounded --steps 30 --repeats 3)
     ab=(--sets baseline,graphs+cond,no-graphs,baseline --repeats 100)
@@ -138,7 +146,7 @@ run 3-bench-cnn-fp32.txt 55 "$py" -m jaxsel.cli bench --model cnn --dtype fp32 -
 # formulation of one replica per device costs less on this GPU
 run 4-bench-resnet18-bf16.txt 90 bash -c '"$@" --variants '"$resnet_variants"' && "$@" --variants bsp,user_bsp \
     --local-replicas unroll --dispatch-steps 1' bench "$py" -m jaxsel.cli bench \
-    --model resnet18 --dtype bf16 --packed 0 "${resnet[@]}"
+    --model "$resnet_model" --dtype bf16 --packed 0 "${resnet[@]}"
 run 5-resnet18-vs-pytorch.txt 110 "$py" experiments/gpu_throughput.py --models resnet18 \
     --json "$out/5-resnet18-vs-pytorch.json" "${versus[@]}"
 run 6-xla-ab.txt 70 "$py" experiments/xla_ab.py --model cnn "${ab[@]}"

@@ -13,7 +13,6 @@ Layouts timed here, each with jaxsel's BSP step and a SelSync step that stays lo
   1x8        8 replicas on 1 device, gradients by vmap (grouped convolutions)
   1x8unroll  8 replicas on 1 device, the plain gradient computation 8 times in one program
   1x8map     8 replicas on 1 device, gradients by lax.map (a loop)
-  1x8matmul  8 replicas on 1 device, vmap with every convolution as a batched matrix product
 and, on an accelerator (`--gpu-sweep`), k packed replicas on one device (`--ks`, default
 1, 2, 4, 8, 16) at each per-replica batch (`--batches`) with each loop (`--loops`), beside
 one replica at the packed total batch, timed side by side.
@@ -36,8 +35,8 @@ import sys
 import time
 
 CPU_LAYOUTS = (("8x1", 8, "unroll"), ("2x4", 2, "vmap"), ("2x4unroll", 2, "unroll"), ("1x8", 1, "vmap"),
-               ("1x8unroll", 1, "unroll"), ("1x8map", 1, "map"), ("1x8matmul", 1, "matmul"))
-LOOPS = ("vmap", "unroll", "map", "matmul")
+               ("1x8unroll", 1, "unroll"), ("1x8map", 1, "map"))
+LOOPS = ("vmap", "unroll", "map")
 SHAPES = {"mlp": (784,), "cnn": (32, 32, 3), "resnet18": (32, 32, 3)}
 
 

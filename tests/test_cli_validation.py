@@ -192,9 +192,10 @@ def test_missing_data_dir_for_an_embedded_dataset_is_reported_not_fatal(tmp_path
 
 
 def test_a_run_that_fails_before_its_first_step_leaves_nothing_behind(tmp_path, capsys):
+    from jaxsel.cli.train import TRAIN_DEFAULTS
     from jaxsel.data import load_arrays
 
-    load_arrays("digits", "train")   # built already, whichever test ran first: its one-time note is no error
+    load_arrays(TRAIN_DEFAULTS["dataset"], "train")   # built already, whichever test ran first: its note is no error
     capsys.readouterr()
     out = tmp_path / "run"
     assert cli_main(["train", "--strategy", "bsp:delta=0.1", "--out", str(out),

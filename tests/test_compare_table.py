@@ -10,7 +10,7 @@ import pytest
 
 from jaxsel.analysis.compare_table import MAX_WIDTH, TEXT_WIDTH, format_table, notes, table
 from jaxsel.analysis.time_to_accuracy import resolve_target
-from jaxsel.training.numbers import figures, plus_minus
+from jaxsel.training.numbers import byte_size, figures, plus_minus
 
 MATCHED = "localsgd (49 of 600 steps, matches selsync)"
 
@@ -102,3 +102,14 @@ def test_plus_minus_gives_the_spread_the_mean_s_decimals():
     assert plus_minus(0.599, 0.0085) == "0.599 ± 0.009" and plus_minus(0.2577, 0.022) == "0.258 ± 0.022"
     assert plus_minus(0.451, 0.0004) == "0.451 ± 0.0004" and plus_minus(0.5, None) == "0.500"
     assert plus_minus(55.32, 1.26) == "55.3 ± 1.3"
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 bytes"), (1, "1 byte"), (999, "999 bytes"), (1000, "1.00 kB"),
+                                     (522444, "522 kB"), (79390200, "79.4 MB"), (999999, "1.00 MB"),
+                                     (2.5e9, "2.50 GB"), (3e13, "30.0 TB")])
+def test_byte_counts_print_in_the_tables_decimal_units(n, text):
+    """One helper for every printed byte count (issue 46 item 3): 3 significant figures in
+    the largest decimal unit it fills (the tables' MB are 10**6 bytes), rounding never
+    giving "1000 kB"; `exact` adds the count a record holds."""
+    assert byte_size(n) == text
+    assert byte_size(79390200, exact=True) == "79.4 MB (79390200 bytes)" and byte_size(12, exact=True) == "12 bytes"

@@ -146,14 +146,14 @@ def test_the_documented_config_example_is_a_valid_run(tmp_path):
     from pathlib import Path
 
     from jaxsel.training.config import check_config
-    from jaxsel.training.run import check_strategy
+    from jaxsel.training.run import configured_strategy
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "RUNS.md").read_text()
     (block,) = re.findall(r"```toml\n(.*?)```", page, re.S)
     (tmp_path / "run.toml").write_text(block)
     cfg = TrainConfig(**load_settings(tmp_path / "run.toml"))
     check_config(cfg)
-    check_strategy(cfg)
+    configured_strategy(cfg)
     assert cfg.strategy_options == {"delta": 0.05, "window": 25} and cfg.model == "resnet18"
 
 

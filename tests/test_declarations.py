@@ -4,6 +4,7 @@ field's own default (or the command's explicit override), in sections; no strate
 is a flag of its own (the entry or --opt sets it; last release's flags still work, noted),
 and `jaxsel strategies NAME` lists every option of every strategy from its declaration."""
 import argparse
+import dataclasses
 import re
 import typing
 import warnings
@@ -141,6 +142,47 @@ def test_every_strategy_option_has_its_meaning_in_its_declaration():
         for o in listed:
             assert len(o.meaning) > 10 and o.kind, (name, o)
         assert catalog.summary(name).endswith(".") or catalog.summary(name).endswith('"'), name
+
+
+def test_the_payload_options_are_declared_once_and_keyword_only():
+    """Issue 44 item 4: aggregator, sync_model_state, compress and error_feedback are
+    declared in strategies/payload.py alone, keyword-only (a strategy's own options keep
+    their positions); a strategy redeclares one only to set another default (FedAvg's
+    weighted aggregator), and every strategy lists the one meaning."""
+    import jaxsel
+    from jaxsel.core.options import option_docs
+    from jaxsel.strategies import payload
+
+    shared = ("aggregator", "sync_model_state", "compress", "error_feedback")
+    meanings = option_docs(payload.GradientPayload)
+    redeclared = set()
+    for name, cls in STRATEGIES.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for option in set(shared) & set(fields):
+            assert fields[option].kw_only, (name, option)
+            (info,) = [o for o in catalog.options(name) if o.name == option]
+            assert info.meaning.startswith(meanings[option]), (name, option)
+        redeclared |= {(klass.__name__, option) for klass in cls.__mro__
+                       if klass.__module__ != payload.__name__ and "__dataclass_fields__" in vars(klass)
+                       for option in set(shared) & set(vars(klass).get("__annotations__", {}))}
+    assert redeclared == {("FedAvg", "aggregator")}
+    assert jaxsel.LocalSGD(4).period == 4 and jaxsel.SelSync(0.2).delta == 0.2
+    assert jaxsel.FedAvg(8).period == 8 and jaxsel.FedAvg().aggregator.uses_sample_weights
+
+
+def test_the_accordion_strategy_and_its_trigger_have_a_name_each():
+    """Issue 44 item 6: `jaxsel.Accordion` is the strategy, its trigger
+    `triggers.AccordionPeriod` (registered as "accordion", as before: `--opt
+    trigger=accordion` reads the same); last release's `jaxsel.triggers.Accordion` still
+    works for one release, warned."""
+    import jaxsel
+    from jaxsel.core.triggers import TRIGGERS, AccordionPeriod
+
+    assert TRIGGERS["accordion"] is AccordionPeriod and jaxsel.Accordion().trigger == AccordionPeriod()
+    with pytest.warns(DeprecationWarning, match="jaxsel.triggers.Accordion is renamed AccordionPeriod"):
+        assert jaxsel.triggers.Accordion is AccordionPeriod
+    with pytest.raises(AttributeError, match="has no attribute 'Acordion'"):
+        jaxsel.triggers.Acordion
 
 
 def test_jaxsel_strategies_lists_the_methods_and_one_methods_options(capsys):

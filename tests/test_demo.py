@@ -78,9 +78,9 @@ def test_demo_options_are_checked(options, match):
 def test_a_run_gives_demo_its_learning_rate_and_weight_decay_unless_set():
     """DeMo is the run's optimizer: --lr and --weight-decay reach it, --opt overrides them."""
     from jaxsel import TrainConfig
-    from jaxsel.training.run import check_strategy
+    from jaxsel.training.run import configured_strategy
 
-    strategy = check_strategy(TrainConfig(strategy="demo", lr=0.2, weight_decay=0.01))
+    strategy = configured_strategy(TrainConfig(strategy="demo", lr=0.2, weight_decay=0.01))
     assert (strategy.lr, strategy.weight_decay) == (0.2, 0.01)
-    own = check_strategy(TrainConfig(strategy="demo", lr=0.2, strategy_options={"lr": 0.003}))
+    own = configured_strategy(TrainConfig(strategy="demo", lr=0.2, strategy_options={"lr": 0.003}))
     assert (own.lr, own.weight_decay) == (0.003, 0.0)

@@ -297,12 +297,12 @@ def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():
     """FedAvg's client sampling and Sync-Switch's simulated stragglers follow the run's seed
     unless their own `seed` is set, so the seeds of a grid differ there too (and Sync-Switch
     draws the stragglers its cost-model projection charges)."""
-    from jaxsel.training.run import check_strategy
+    from jaxsel.training.run import configured_strategy
 
     cfg = TrainConfig(seed=3, strategy="fedavg", strategy_options={"fraction": 0.5})
-    assert check_strategy(cfg).seed == 3
-    assert check_strategy(dataclasses.replace(cfg, strategy_options={"fraction": 0.5, "seed": 7})).seed == 7
-    assert check_strategy(dataclasses.replace(cfg, strategy="syncswitch", strategy_options={})).seed == 3
+    assert configured_strategy(cfg).seed == 3
+    assert configured_strategy(dataclasses.replace(cfg, strategy_options={"fraction": 0.5, "seed": 7})).seed == 7
+    assert configured_strategy(dataclasses.replace(cfg, strategy="syncswitch", strategy_options={})).seed == 3
 
 
 @pytest.mark.slow

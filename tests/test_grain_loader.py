@@ -64,6 +64,7 @@ replicas = 8
 batch_size = 2
 steps = 12
 lr = 0.05
+lr_schedule = "constant"
 partition = "label_skew"
 log_every = 4
 eval_every = 8

@@ -33,11 +33,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(autouse=True)
-def built_digits():
-    """Build the dataset once here, not concurrently in both processes."""
+def built_datasets():
+    """Build the datasets once here, not concurrently in both processes: digits (the
+    library's default, the worker's runs) and mnist1d (train's default task)."""
     from jaxsel.data import load_arrays
 
-    load_arrays("digits", "train")
+    for name in ("digits", "mnist1d"):
+        load_arrays(name, "train")
 
 
 def env4(devices: int = 4) -> dict:

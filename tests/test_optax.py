@@ -165,20 +165,33 @@ REFERENCES = {   # name -> (strategy, inner optimizer, steps, reference)
 }
 
 
+@pytest.fixture(scope="module")
+def users_loops():
+    """(method, layout) -> its user's-loop history, each run once per module: the packed
+    layouts are held to the 8-device run, which is a test of its own."""
+    runs = {}
+
+    def run(name, layout):
+        if (name, layout) not in runs:
+            make, inner, steps, _ = REFERENCES[name]
+            runs[name, layout] = user_loop(jaxsel.as_optax(make(), inner(), axis_name=LAYOUTS[layout][2]),
+                                           {"w": jnp.zeros(D), "b": jnp.zeros(1)}, [LINREG] * steps, layout)
+        return runs[name, layout]
+    return run
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("name", list(REFERENCES))
-def test_a_users_loop_matches_the_numpy_reference(name, layout):
+def test_a_users_loop_matches_the_numpy_reference(name, layout, users_loops):
     """Every replica's parameters after each method's run in the user's loop, as NumPy
     computes them; the sync facts name the reference's sync steps."""
-    make, inner, steps, reference = REFERENCES[name]
-    run = lambda layout: user_loop(jaxsel.as_optax(make(), inner(), axis_name=LAYOUTS[layout][2]),
-                                   {"w": jnp.zeros(D), "b": jnp.zeros(1)}, [LINREG] * steps, layout)
-    history = run(layout)
+    steps, reference = REFERENCES[name][2:]
+    history = users_loops(name, layout)
     want, decisions = reference(steps)
     assert_replicas(history[-1][0], want)
     if layout != "8x1":   # and to float32 rounding, 8 devices' (a device sums its replicas first)
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6),
-                     history[-1][0], run("8x1")[-1][0])
+                     history[-1][0], users_loops(name, "8x1")[-1][0])
     synced = [bool(jaxsel.sync_facts(opt)["synced"][0]) for _, opt in history]
     assert synced == [True] * steps if name == "bsp" else synced == decisions
     if name.startswith("selsync"):

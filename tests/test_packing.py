@@ -43,11 +43,10 @@ def train(strategy, devices, batches, local_replicas="auto"):
 
 @pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
 def test_every_local_loop_gives_the_same_step(name):
-    """vmap (batched), unroll (k plain copies), map (a loop) and matmul (vmap, convolutions
-    as matrix products: none here) over a device's replicas."""
+    """vmap (batched), unroll (k plain copies) and map (a loop) over a device's replicas."""
     strategy, batches = make(name), make_batches()
     ref, ref_synced = train(strategy, 2, batches, local_replicas="vmap")
-    for loop in ("unroll", "map", "matmul"):
+    for loop in ("unroll", "map"):
         got, synced = train(strategy, 2, batches, local_replicas=loop)
         assert synced == ref_synced
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
@@ -184,6 +183,9 @@ def test_data_mesh_says_n_once_and_init_state_trains_that_many(fresh_asks):
     for a, b in zip(jax.tree.leaves(once.params), jax.tree.leaves(twice.params)):
         np.testing.assert_array_equal(a, b)
     assert not identical(once.params)   # 8 replicas, each on its own rows, no sync yet (period 4)
+    # what the layout is said to be, and which replicas this process holds, follow the same N
+    assert jaxsel.describe_layout(mesh) == jaxsel.describe_layout(mesh, R) == choose_layout(R, devices=1).describe()
+    assert parallel.local_replica_ids(mesh) == list(range(R))
 
 
 def test_one_mesh_asked_for_two_counts_is_refused_in_one_line(fresh_asks):

@@ -1,7 +1,7 @@
 """local_replicas="auto" measures: it times every way of computing a device's packed
 replicas on the real step, keeps the fastest, caches the choice on disk by its key and says
-how it chose; and every candidate computes the same step (matmul's convolutions as matrix
-products included).
+how it chose; and every candidate computes the same step. Last release's "matmul" loop runs
+as "auto", warned.
 
 Timing tables are fake (an injected `time_step`): what is tested is the choice, the cache and
 the bookkeeping, never a wall-clock time.
@@ -9,16 +9,13 @@ the bookkeeping, never a wall-clock time.
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jax import lax
 
 import jaxsel
 from helpers import R, run, softmax_batches, softmax_loss, softmax_params
 from jaxsel.core import packing
-from jaxsel.core.conv_matmul import conv_as_matmul, with_convs_as_matmuls
 from jaxsel.models import FunctionalModel, build_model
 
 
@@ -61,7 +58,7 @@ def test_auto_keeps_the_fastest_candidate_of_a_timing_table(tmp_path, fastest):
     choice = step.decide(state, batch, measure=True, time_step=clock, directory=tmp_path, rounds=3)
     assert (choice.loop, choice.how) == (fastest, "measured") and step.choice is choice
     assert sorted(clock.timed) == sorted(packing.LOOPS * 3)                 # every candidate, every round
-    assert clock.timed[:4] == list(packing.LOOPS)                          # round robin
+    assert clock.timed[:len(packing.LOOPS)] == list(packing.LOOPS)         # round robin
     assert choice.ms == {loop: 1e3 * t for loop, t in clock.table.items()}
     assert choice.describe().startswith(f"packed by {fastest} (measured per step: {fastest} 1000 ms, ")
     assert jax.tree.all(jax.tree.map(np.array_equal, jax.device_get(state), before))   # the run's state untouched
@@ -94,7 +91,7 @@ def test_the_choice_is_cached_on_disk_and_keyed(tmp_path, monkeypatch):
     candidates' steps would time is the fake clock's either way)."""
     monkeypatch.setattr(packing, "measure_candidates", steps_not_run)
     step, state, batch = softmax_setup()
-    first = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=1, unroll=2, map=3, matmul=4)),
+    first = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=1, unroll=2, map=3)),
                         directory=tmp_path, rounds=1)
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1 and files[0].name == f"{first.key.digest()}.json"
@@ -108,9 +105,9 @@ def test_the_choice_is_cached_on_disk_and_keyed(tmp_path, monkeypatch):
     assert cached.describe().startswith("packed by vmap (measured earlier per step: vmap 1000 ms")
     # another per-replica batch is another program, another number of replicas per device another key
     for other in (softmax_setup(b=8), softmax_setup(replicas=4)):
-        clock = FakeClock(dict(vmap=4, unroll=3, map=2, matmul=1))
+        clock = FakeClock(dict(vmap=3, unroll=2, map=1))
         choice = other[0].decide(*other[1:], measure=True, time_step=clock, directory=tmp_path, rounds=1)
-        assert choice.how == "measured" and choice.loop == "matmul" and choice.key != first.key
+        assert choice.how == "measured" and choice.loop == "map" and choice.key != first.key
     assert len(list(tmp_path.glob("*.json"))) == 3
 
 
@@ -121,7 +118,7 @@ def test_a_corrupt_entry_is_measured_again_and_an_unwritable_cache_only_warns(tm
     assert packing.load(key, tmp_path) is None
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    choice = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=2, unroll=1, map=3, matmul=4)),
+    choice = step.decide(state, batch, measure=True, time_step=FakeClock(dict(vmap=2, unroll=1, map=3)),
                          directory=blocked / "packing", rounds=1)
     assert choice.loop == "unroll" and "is not writable" in capsys.readouterr().err
     assert packing.load(choice.key, blocked / "packing")["loop"] == "unroll"   # kept for this process
@@ -155,7 +152,7 @@ def test_inside_another_jit_auto_takes_the_cached_choice_or_the_static_default(t
     assert np.isfinite(float(jax.jit(lambda s, b: step(s, b)[1]["loss"])(state, batch)))   # tracers: nothing to time
     assert (step.choice.loop, step.choice.how) == ("unroll", "static") and "inside another jit" in step.choice.note
     measured, state, batch = softmax_setup()
-    measured.decide(state, batch, time_step=FakeClock(dict(vmap=1, unroll=2, map=3, matmul=4)), rounds=1)
+    measured.decide(state, batch, time_step=FakeClock(dict(vmap=1, unroll=2, map=3)), rounds=1)
     traced, state, batch = softmax_setup()   # decided ahead of the trace by the cache
     jax.jit(lambda s, b: traced(s, b)[1]["loss"])(state, batch)
     assert (traced.choice.loop, traced.choice.how) == ("vmap", "cached")
@@ -195,52 +192,34 @@ def test_every_candidate_trains_a_convolutional_model_alike(strategy):
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
 
 
-CONVS = [
-    dict(window_strides=(1, 1), padding="SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
-    dict(window_strides=(2, 2), padding=((1, 1), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC")),
-    dict(window_strides=(2, 1), padding="VALID", rhs_dilation=(2, 1), dimension_numbers=("NCHW", "OIHW", "NCHW")),
-    dict(window_strides=(2, 2), padding="VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")),
-    dict(window_strides=(1,), padding=((2, 1),), lhs_dilation=(2,), dimension_numbers=("NWC", "WIO", "NWC")),
-]
-SHAPES = [((2, 8, 8, 3), (3, 3, 3, 4)), ((2, 9, 9, 3), (3, 3, 3, 4)), ((2, 3, 9, 7), (4, 3, 2, 3)),
-          ((2, 10, 10, 3), (1, 1, 3, 5)), ((2, 16, 3), (5, 3, 4))]
+def test_last_releases_matmul_loop_runs_as_auto_and_says_so(tmp_path):
+    """Issue 44: the matmul loop is removed; for one release its name still works, as "auto"
+    (unroll on a CPU that does not measure), with a warning naming the replacement, in a
+    library call, a TrainConfig, a config file or an old run's config.json, and on the
+    command line (one note line)."""
+    from jaxsel import TrainConfig
+    from jaxsel.cli.command import build_parser
+    from jaxsel.cli.deprecated import removed_values
+    from jaxsel.training.config_file import load_settings
 
-
-def conv_primitives(fn, *args) -> list:
-    return [e for e in jax.make_jaxpr(fn)(*args).eqns if e.primitive.name == "conv_general_dilated"]
-
-
-@pytest.mark.parametrize("conv, shapes", list(zip(CONVS, SHAPES)), ids=[str(i) for i in range(len(CONVS))])
-def test_a_convolution_as_matrix_products_is_the_convolution(conv, shapes):
-    """Forward and both gradients (the input's: a dilated convolution; the weights': one
-    whose "kernel" is the whole output), per replica and vmapped over per-replica weights,
-    to float32 rounding; the vmapped program holds no convolution, only batched products.
-    (Each side runs jitted, as a step runs it: op by op, the six computations compiled
-    about 125 programs per case.)"""
-    rng = np.random.default_rng(0)
-    x, w = (jnp.asarray(rng.standard_normal(s), jnp.float32) for s in shapes)
-    f = lambda x, w: lax.conv_general_dilated(x, w, **conv)
-    grads = lambda x, w: jax.grad(lambda a, b: jnp.sum(jnp.sin(f(a, b))), argnums=(0, 1))(x, w)
-    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * float(jnp.max(jnp.abs(b))))
-    close(jax.jit(with_convs_as_matmuls(f))(x, w), jax.jit(f)(x, w))
-    jax.tree.map(close, jax.jit(with_convs_as_matmuls(grads))(x, w), jax.jit(grads)(x, w))
-    xs, ws = jnp.stack([x, 2 * x, -x]), jnp.stack([w, -w, 0.5 * w])
-    batched = jax.vmap(with_convs_as_matmuls(grads))
-    jax.tree.map(close, jax.jit(batched)(xs, ws), jax.jit(jax.vmap(grads))(xs, ws))
-    assert conv_primitives(jax.vmap(grads), xs, ws) and not conv_primitives(batched, xs, ws)
-    assert any(e.primitive.name == "dot_general" and e.params["dimension_numbers"][1][0]
-               for e in jax.make_jaxpr(batched)(xs, ws).eqns)
-
-
-def test_grouped_convolutions_are_left_as_they_are():
-    rng = np.random.default_rng(1)
-    x, w = jnp.asarray(rng.standard_normal((2, 6, 6, 4)), jnp.float32), jnp.asarray(rng.standard_normal((3, 3, 2, 6)),
-                                                                                      jnp.float32)
-    f = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
-                                              feature_group_count=2)
-    np.testing.assert_array_equal(with_convs_as_matmuls(f)(x, w), f(x, w))
-    assert len(conv_primitives(with_convs_as_matmuls(f), x, w)) == 1
-    assert conv_as_matmul is not None
+    mesh = jaxsel.data_mesh(R, devices=1)
+    with pytest.warns(DeprecationWarning, match="local_replicas='matmul' was removed .* runs as 'auto'"):
+        step = jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh, local_replicas="matmul")
+    state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.BSP(), mesh)
+    batch = jaxsel.global_batch(softmax_batches(1, b=4)[0], mesh)
+    assert (step.decide(state, batch, time_step=never_timed).loop, step.choice.how) == ("unroll", "static")
+    with pytest.warns(DeprecationWarning, match="write local_replicas='auto', or 'unroll'"):
+        assert TrainConfig(local_replicas="matmul").local_replicas == "auto"
+    (tmp_path / "config.json").write_text(json.dumps({"strategy": "bsp", "local_replicas": "matmul"}))
+    with pytest.warns(DeprecationWarning):
+        assert load_settings(tmp_path / "config.json")["local_replicas"] == "auto"
+    with pytest.warns(DeprecationWarning):
+        assert build_parser().parse_args(["train", "--local-replicas", "matmul"]).local_replicas == "auto"
+    assert removed_values(["train", "--local-replicas=matmul", "--local-replicas", "unroll"]) == [
+        "jaxsel: note: --local-replicas matmul was removed (it was never faster than unroll) and runs as "
+        "--local-replicas auto for one more release; write --local-replicas auto, or unroll"]
+    with pytest.raises(ValueError, match="local_replicas must be one of auto, vmap, map, unroll, got 'conv'"):
+        jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh, local_replicas="conv")
 
 
 # ------------------------------------------------------------------------ a run's records
@@ -271,9 +250,9 @@ def test_a_run_measures_once_records_the_choice_and_the_next_run_reads_it(tmp_pa
 
 @pytest.mark.parametrize("spoil", [{"ms_per_step": "abc"}, {"ms_per_step": {"unroll": "fast"}}, {"failed": [1, 2]},
                                    {"ms_per_step": {"unroll": True}}, {"failed": {"vmap": 3}}, {"loop": ["vmap"]},
-                                   {"ms_per_step": {"warp": 1.0}}],
+                                   {"ms_per_step": {"warp": 1.0}}, {"loop": "matmul"}],
                          ids=["ms-text", "ms-value-text", "failed-list", "ms-bool", "failed-number", "loop-list",
-                              "ms-unknown-loop"])
+                              "ms-unknown-loop", "removed-loop"])
 def test_a_cache_entry_with_fields_of_the_wrong_type_is_a_miss_and_measured_again(tmp_path, monkeypatch, spoil):
     """Issue 48 item 6: such an entry crashed every run on its key until the file was
     deleted. (The candidates' timings are a fake table: nothing runs but the program's

@@ -81,7 +81,7 @@ def test_train_of_a_built_run_still_works_and_warns():
 def started(tmp_path, *flags):
     """A run of 4 steps in RUN_DIR with settings other than train's defaults, checkpointed."""
     out = tmp_path / "X"
-    assert cli_main(["train", "--strategy", "localsgd:period=3", "--lr", "0.1", "--partition", "label_skew",
+    assert cli_main(["train", "--strategy", "localsgd:period=3", "--lr", "0.1", "--partition", "seldp",
                      *TINY, "--checkpoint-every", "2", "--checkpoint-dir", str(tmp_path / "ck"), "--out", str(out),
                      *flags]) == 0
     return out
@@ -98,7 +98,7 @@ def test_resume_needs_no_other_flag_and_names_what_the_flags_change(tmp_path, ca
         in printed
     config = json.loads((out / "config.json").read_text())
     assert (config["strategy"], config["strategy_options"], config["lr"], config["partition"], config["steps"]) == \
-        ("localsgd", {"period": 3}, 0.1, "label_skew", 6)
+        ("localsgd", {"period": 3}, 0.1, "seldp", 6)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(6))   # continued from step 4's checkpoint, none twice
     assert cli_main(["train", "--out", str(out), "--resume"]) == 0   # no flag at all
@@ -119,7 +119,7 @@ def files(folder) -> dict:
 @pytest.mark.parametrize("flags, named", [
     (["--lr", "0.2"], "lr (--lr) 0.1 -> 0.2"),
     (["--strategy", "localsgd:period=4"], "strategy_options {'period': 3} -> {'period': 4}"),
-    (["--partition", "seldp"], "partition (--partition) 'label_skew' -> 'seldp'"),
+    (["--partition", "label_skew"], "partition (--partition) 'seldp' -> 'label_skew'"),
 ])
 def test_a_flag_that_would_change_the_results_is_refused_in_one_line(refused_run, capsys, flags, named):
     out = refused_run
@@ -148,3 +148,35 @@ def test_an_old_selsync_record_resumes_as_the_smoothed_statistic_it_ran(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert today({**old, "strategy": "bsp"})["strategy_options"] == {"window": 5}
+
+
+def test_a_record_of_train_s_old_defaults_resumes_as_it_ran(tmp_path, capsys):
+    """Issue 46 item 3: train's defaults became the default task (MNIST-1D, label skew,
+    milestones); a run recorded under the old ones (digits, SelDP, constant lr) whose
+    config.json predates a setting (`lr_schedule`) resumes at TrainConfig's default of it,
+    as it ran, not at train's default of today (which the resume would refuse as a change
+    of its results, or, unchecked, train on)."""
+    from jaxsel.training.config_file import load_settings
+    from jaxsel.training.recorded import recorded_settings
+
+    from jaxsel.cli.train import TRAIN_DEFAULTS
+    from jaxsel.training.old_records import TRAIN_DEFAULTS_BEFORE_46
+
+    library = TrainConfig()   # train's defaults before issue 46; those today's differ from are translated
+    assert TRAIN_DEFAULTS_BEFORE_46 == {k: getattr(library, k) for k, v in TRAIN_DEFAULTS.items()
+                                        if v != getattr(library, k) and k != "checkpoint_every"}
+    out = started(tmp_path, "--dataset", "digits", "--lr-schedule", "constant")
+    record = json.loads((out / "config.json").read_text())
+    old = {k: v for k, v in record.items() if k not in ("lr_schedule", "lr_schedule_steps")}
+    (out / "config.json").write_text(json.dumps(old))
+    assert recorded_settings(out)["lr_schedule"] == "constant"
+    assert load_settings(out / "config.json")["lr_schedule"] == "constant"   # --config RUN_DIR/config.json too
+    capsys.readouterr()
+    assert cli_main(["train", "--out", str(out), "--resume", "--steps", "6"]) == 0
+    assert "task: label-skew with dataset=digits, steps=6, lr=0.1, lr_schedule=constant, partition=seldp" in \
+        capsys.readouterr().out
+    config = json.loads((out / "config.json").read_text())
+    assert (config["dataset"], config["partition"], config["lr_schedule"], config["steps"]) == \
+        ("digits", "seldp", "constant", 6)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(6))

@@ -12,8 +12,10 @@ import pytest
 
 from jaxsel.cli import main as cli_main
 
+#: a constant lr: a run resumed to more steps then equals one run of them (the default
+#: task's milestones are fractions of the length the run started with)
 RUN = ["train", "--strategy", "bsp", "--batch-size", "8", "--log-every", "4", "--eval-every", "12",
-       "--checkpoint-every", "4", "--keep", "2", "--seed", "1", "--no-progress"]
+       "--checkpoint-every", "4", "--keep", "2", "--seed", "1", "--lr-schedule", "constant", "--no-progress"]
 
 
 def digest(folder: Path) -> dict[str, str]:

@@ -258,10 +258,10 @@ def test_an_out_path_that_is_not_utf8_is_one_line(tmp_path, capsys):
 # 8-10. up-front checks: one line, exit 2, within seconds -----------------------------------
 
 UPFRONT = [
-    (["--strategy", "selsync:window=1000000000"], ["needs about", "GiB", "state"]),
-    (["--batch-size", "1000000"], ["needs about", "GiB", "activations"]),
+    (["--strategy", "selsync:window=1000000000"], ["needs about", " GB", "state"]),
+    (["--batch-size", "1000000"], ["needs about", " GB", "activations"]),
     (["--steps", "3000000000"], ["steps", "<= 2147483647"]),
-    (["--steps", "2000000000"], ["needs about", "GiB", "projection tables"]),
+    (["--steps", "2000000000"], ["needs about", " GB", "projection tables"]),
     (["--eval-examples", "-5"], ["eval_examples", ">= 1", "-5"]),
     (["--lr", "nan"], ["lr", "finite"]),
     (["--momentum", "inf"], ["momentum", "finite"]),
@@ -290,7 +290,7 @@ def test_checkpoints_that_cannot_fit_on_disk_are_refused_up_front(tmp_path, monk
     from jaxsel.training.config import ConfigError
 
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12, 1000))
-    with pytest.raises(ConfigError, match=r"checkpoints need about [\d.]+ MiB .* but 1000 bytes is free"):
+    with pytest.raises(ConfigError, match=r"checkpoints need about [\d.]+ [kMG]B .* but 1.00 kB is free"):
         build_run(config(tmp_path))
 
 

@@ -1,6 +1,7 @@
 """Named tasks (training/tasks.py): `--task NAME` on compare, frontier, calibrate and train
 sets the task's settings where no typed flag or --config file does; a bad name is one
 line, exit 2; the header names the task the run's settings are (and what differs)."""
+import dataclasses
 import json
 
 import pytest
@@ -49,8 +50,17 @@ def test_each_command_takes_both_tasks(configs, cmd):
     for task in TASKS.values():
         cfg = configs([cmd, "--task", task.name])
         assert settings(cfg, task) == dict(task.settings) and task_of(cfg) == task.name
-    if cmd != "train":   # without --task: the default task, compare's
-        assert task_of(configs([cmd])) == DEFAULT_TASK_NAME
+    assert task_of(configs([cmd])) == DEFAULT_TASK_NAME   # without --task: the default task, train's too
+
+
+def test_train_and_compare_train_one_default_task(configs):
+    """Issue 46 item 3: without flags `jaxsel train` trains what each row of `jaxsel compare`
+    trains; they differ only where the commands do (train's strategy and checkpoints,
+    compare's evaluations for time-to-accuracy), not in the task."""
+    train, compare = configs(["train"]), configs(["compare"])
+    differ = {f.name for f in dataclasses.fields(TrainConfig) if getattr(train, f.name) != getattr(compare, f.name)}
+    assert differ == {"strategy", "checkpoint_every", "eval_every"}
+    assert train == TrainConfig(**cli_train.TRAIN_DEFAULTS) and task_of(train) == DEFAULT_TASK_NAME
 
 
 def test_the_tasks_are_the_two_regimes():
@@ -77,7 +87,8 @@ def test_typed_flags_then_the_config_file_win_over_the_task(configs, tmp_path):
     file.write_text(json.dumps({"task": "paper", "steps": 50}))
     cfg = configs(["compare", "--config", str(file), "--batch-size", "4"])
     assert (cfg.replicas, cfg.batch_size, cfg.steps, cfg.partition) == (10, 4, 50, "seldp")
-    assert configs(["train"]) == TrainConfig(checkpoint_every=100)   # train without --task: its own defaults
+    assert configs(["train", "--config", str(file)]) == dataclasses.replace(   # the file's task in both
+        configs(["compare", "--config", str(file)]), strategy="selsync", checkpoint_every=100, eval_every=50)
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -102,3 +113,27 @@ def test_the_header_names_the_task(tmp_path, capsys):
     assert "layout: 10 replicas on 2 x CPU (cpu), 5 per device" in printed
     config = json.loads((out / "bsp" / "seed0" / "config.json").read_text())
     assert (config["partition"], config["replicas"], config["batch_size"]) == ("seldp", 10, 32)
+
+
+def test_train_s_header_names_its_task_and_its_summary_prints_bytes_readably(tmp_path, capsys, monkeypatch):
+    """Issue 46 item 3, in process, nothing trained: `jaxsel train`'s header always says the
+    task (its dataset and partition among it) and each setting typed away from it; the
+    summary prints a byte count readably and exactly (final.json keeps the integer)."""
+    from types import SimpleNamespace
+
+    import jaxsel.training.train as train_module
+
+    headers = []
+    projection = {"network": "10gbe", "stragglers": "none", "compute": 1.0, "waiting": 0.0, "communication": 0.5}
+
+    def planned_only(plan):
+        headers.append(plan.announce)
+        return SimpleNamespace(final={"bytes_allreduced": 79390200, "projection": projection})
+
+    monkeypatch.setattr(train_module, "train", planned_only)
+    for flags, task in (([], f"task: label-skew: {LABEL_SKEW.summary}"),
+                        (["--dataset", "digits", "--partition", "seldp"],
+                         f"task: label-skew with dataset=digits, partition=seldp (the task: {LABEL_SKEW.summary})")):
+        assert main(["train", "--no-progress", "--no-checkpoint", "--out", str(tmp_path / "r"), *flags]) == 0
+        assert headers.pop() == (task, "layout: 8 replicas on 8 x CPU (cpu), 1 per device")
+    assert "bytes_allreduced: 79.4 MB (79390200 bytes)" in capsys.readouterr().out

@@ -299,7 +299,7 @@ class _Workload:
         computing a device's replicas the way this workload's `make_train_step` does (a
         vmap, or for one replica per device with the unroll or map loop, the plain program)."""
         k, fm = layout.per_device, self.fm
-        vmapped = k > 1 or resolve_local_loop(self.local_replicas, layout.mesh, k) in ("vmap", "matmul")
+        vmapped = k > 1 or resolve_local_loop(self.local_replicas, layout.mesh, k) == "vmap"
         tx = as_optax(strategy, self.opt, axis_name=(USER_LOCAL, AXIS) if vmapped else AXIS)
         state = replicate_tree((fm.params, fm.model_state if self.stateful else {}, tx.init(fm.params)),
                                layout.replicas)
@@ -505,7 +505,7 @@ def _setup(model, size, input_shape, num_classes, seed, dtype, batch, local_repl
            packed, variants):
     """(workload, layout, packed layout or None, variant names), every argument checked."""
     precision.check_dtype(dtype)
-    check_local_replicas(local_replicas)
+    local_replicas = check_local_replicas(local_replicas)
     if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
         raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
     names = check_variants(variants)

@@ -111,14 +111,14 @@ def _fitting(base: TrainConfig, declared: list[Variant], unfit: list[str]) -> li
     plan's full check (`check_variants`) judges; points given with --grid are the user's and
     stay errors."""
     from ..training.config import check_config
-    from ..training.run import check_strategy
+    from ..training.run import configured_strategy
 
     task = dataclasses.replace(base, strategy_options={})
     kept = []
     for v in declared:
         try:
             check_config(row_config(task, stand_in(v)))
-            check_strategy(row_config(task, stand_in(v)))
+            configured_strategy(row_config(task, stand_in(v)))
         except (ConfigError, OptionError, ValueError) as err:
             unfit.append(f"{v.entry} ({err})")
             continue

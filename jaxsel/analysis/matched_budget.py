@@ -25,8 +25,7 @@ BEYOND_SPREAD = ("beyond the seed spread: the difference of the two mean accurac
 
 def is_adaptive(strategy) -> bool:
     """Whether `strategy` decides during the run which steps synchronize."""
-    adaptive = getattr(strategy, "adaptive_sync", None)
-    return bool(adaptive()) if callable(adaptive) else False
+    return bool(strategy.adaptive_sync())
 
 
 def matched_syncs(target_syncs: float) -> int:

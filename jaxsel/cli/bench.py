@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
                    help="comma-separated variants to run (default all): selsync_local, local, selsync_sync, bsp, "
                         "bsp_norm, user_bsp, user_selsync, minimal, selsync_local_packed, local_packed")
     p.add_argument("--local-replicas", default="auto", metavar="LOOP",
-                   help="how jaxsel's steps compute a device's replicas: auto, vmap, map, unroll, matmul "
+                   help="how jaxsel's steps compute a device's replicas: auto, vmap, map, unroll "
                         "(vmap: a GPU's path for one replica per device, on any platform)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
     p.set_defaults(func=cmd_bench)

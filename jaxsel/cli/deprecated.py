@@ -7,12 +7,14 @@ entry (`--strategy selsync:delta=0.2`, `--strategies bsp,localsgd:period=8`) or 
 KEY=VALUE`; the old flags still work exactly as `--opt` does, hidden from `--help`, and
 each use prints one line on stderr. So do the projection's flags, now the keys of
 `--project` (`--project-network 25gbe` is `--project network=25gbe`; training/config.py
-declares those old names with their fields). The next release removes both.
+declares those old names with their fields). The next release removes both. A removed
+value (`--local-replicas matmul`) runs as its replacement, noted the same way.
 """
 from __future__ import annotations
 
 import argparse
 
+from ..core.choices import REMOVED_LOOPS
 from ..core.options import parse_value
 from ..training.config import TrainConfig
 from ..training.declare import flags_of
@@ -27,6 +29,8 @@ OLD_STRATEGY_FLAGS = (
     "momentum_scale", "straggler_factor", "straggler_steps", "step_times", "stragglers", "trigger", "sync",
     "sync_opt_state")
 PREFIX = "old_strategy."
+#: flags whose removed values are still read for one release: old value -> what it runs as
+REMOVED_VALUES = {"--local-replicas": REMOVED_LOOPS}
 
 
 def flag(name: str) -> str:
@@ -62,6 +66,20 @@ def notes(args: argparse.Namespace, argv: list[str]) -> list[str]:
             typed = [old for old in decl.old if any(a == old or a.startswith(old + "=") for a in argv)]
             lines.append(f"jaxsel: note: {' / '.join(typed or decl.old)} is deprecated and goes in the next "
                          f"release; write {new}={value}")
+    return lines + removed_values(argv)
+
+
+def removed_values(argv: list[str]) -> list[str]:
+    """One line per removed value typed (`REMOVED_VALUES`), naming what it runs as."""
+    lines = []
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else None
+        new = REMOVED_VALUES.get(name, {}).get(value)
+        if new is not None:
+            lines.append(f"jaxsel: note: {name} {value} was removed (it was never faster than unroll) and runs as "
+                         f"{name} {new} for one more release; write {name} {new}, or unroll")
     return lines
 
 

@@ -17,7 +17,7 @@ def add_task_flag(p: argparse.ArgumentParser) -> None:
     listed = ", ".join(f"{t.name} ({t.short})" for t in TASKS.values())
     p.add_argument("--task", choices=tuple(TASKS), default=None, metavar="NAME",
                    help=f"the settings of a named task: {listed}; flags you type override them (default: "
-                        f"{DEFAULT_TASK_NAME}; train: its own flags' defaults)")
+                        f"{DEFAULT_TASK_NAME})")
 
 
 def apply_task(args: argparse.Namespace, kept: set[str]) -> None:

@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..core.checks import INT32_MAX
+from ..training.tasks import DEFAULT_TASK_NAME, TASKS
 from .common import (HelpFormatter, UsageError, check_path_text, default_out, overrides_note, request_devices,
                      user_input)
 from .job_args import Job, add_job_args
@@ -20,10 +21,18 @@ from .strategy_args import add_strategy_args
 from .task_args import add_task_args, config_from_args
 from .task_flag import add_task_flag, task_line
 
-#: `jaxsel train`'s own defaults: the command line checkpoints a run (a library TrainConfig
-#: writes no checkpoints unless asked, so its checkpoint_every is None)
-TRAIN_DEFAULTS = {"checkpoint_every": 100}
-TRAIN_DEFAULTS_NOTE = "--no-checkpoint writes none."
+#: `jaxsel train`'s own defaults (flags override each): the default named task's settings,
+#: the same task `jaxsel compare` runs (training/tasks.py), so a run of `train` without
+#: flags is one row of the default comparison; and the command line checkpoints a run.
+#: A library TrainConfig() keeps its own defaults (digits, SelDP shards, a constant lr, no
+#: checkpoints): a checkpoint's settings that lack one ran at TrainConfig's default and are
+#: read so (checkpoint.py), and the tests' and users' TrainConfig(...) runs (the golden
+#: records among them) would all change. A run directory's config.json that lacks one ran
+#: at train's old default, and is read so (training/old_records.py). The strategy stays
+#: train's own (selsync): a task names no strategy.
+TRAIN_DEFAULTS = {**TASKS[DEFAULT_TASK_NAME].settings, "checkpoint_every": 100}
+TRAIN_DEFAULTS_NOTE = (f"Without task flags a run trains task {DEFAULT_TASK_NAME}, `jaxsel compare`'s default "
+                       f"(--task picks another). --no-checkpoint writes none.")
 JOB = Job("run directory", "runs/<strategy>-<time>", "the run from its newest checkpoint",
           "TrainConfig's settings; RUN_DIR/config.json reproduces that run")
 
@@ -148,7 +157,7 @@ def cmd_train(args) -> int:
     out = args.out if args.out is not None else default_out(args.strategy.split(":")[0])
     try:
         cfg = _train_config(args, out)
-        head = (task_line(cfg, args),) if args.task is not None else ()   # train's own defaults are no task
+        head = (task_line(cfg, args),)   # the task the settings are, and what of it was changed
         plan = plan_run(cfg, claim=args.out is None, announce=head if lead else None)   # every check; nothing made
         note = resumed_note(args, cfg)   # after the plan's checks: a run that cannot be resumed says so first
         if note and lead:
@@ -170,14 +179,15 @@ def cmd_train(args) -> int:
 
 def print_summary(final: dict) -> None:
     """The run's final figures, 4 significant digits, no negative zeros; byte counts in the
-    largest unit they fill (final.json keeps the raw numbers)."""
+    largest unit they fill and exactly, "79.4 MB (79390200 bytes)" (final.json keeps the
+    integers)."""
     from ..training.numbers import byte_size, significant
 
     for k, v in final.items():
         if k != "projection":
             shown = significant(v) if isinstance(v, float) else v
             if "bytes" in k and isinstance(v, (int, float)) and not isinstance(v, bool):
-                shown = byte_size(v)
+                shown = byte_size(v, exact=True)
             if isinstance(v, dict) and "per_replica" in v:   # replica_accuracy, replica_loss
                 shown = f"mean {significant(v['mean'])}, min {significant(v['min'])}, max {significant(v['max'])}"
             print(f"{k:>22}: {shown}")

@@ -7,12 +7,10 @@ result is cast back to each leaf's dtype.
 
 - "bf16": each replica sends bf16(c_i * x_i) and the sum is an all-reduce *in bf16*.
   Why not gather: a ring all-gather moves (N-1) * B per replica against the all-reduce's
-  2(N-1)/N * B, so a gathered bf16 payload costs N/4 x float32's all-reduce (2x at N = 8;
-  10 GbE, 1M parameters: 3.5 ms in-bf16 all-reduce, 11.6 ms bf16 gather, 6.3 ms float32).
+  2(N-1)/N * B, so a gathered bf16 payload costs N/4 x float32's all-reduce (2x at N = 8).
   The price: partial sums are rounded to bf16 on the way, so the error bound is
-  ~N * 2^-8 * mean_i |x_i| per element instead of 2^-8 * mean_i |x_i|; measured on 8
-  replicas x 1M values, rms error 0.10% of mean |x| against 0.07% gathered (independent
-  values) and 0.22% against 0.07% (replicas sharing a signal; BENCHMARKS.md). Packed and
+  ~N * 2^-8 * mean_i |x_i| per element instead of 2^-8 * mean_i |x_i| (the errors and
+  times measured: BENCHMARKS.md, "Compressed payloads"). Packed and
   unpacked layouts agree within that bound, not bit for bit (they add in other orders);
   every replica receives the same sum.
 - "int8": per tensor and replica, scale = max|x| / 127 and q = round(x / scale) in

@@ -1,12 +1,10 @@
 """How a device computes its packed replicas, chosen by measuring (`local_replicas="auto"`).
 
 Why: k replicas packed on one device can be computed several ways (`LOOPS`), and which is
-fastest depends on the device, the model, k, the batch and the dtype: on one H100 (issue
-34, CIFAR ResNet-18, 8 replicas) unroll ran at 0.48 / 0.72 of one replica at 8x the batch
-for 32 / 128 examples per replica, vmap at 0.44 / 0.36, map at 0.43 / 0.68; on a CPU
-unroll is 4.5x faster than vmap and 10x faster than map (BENCHMARKS.md). So "auto" does
-what `torch.backends.cudnn.benchmark` and max-autotune do: the first time a step is used
-on a (device kind, per-replica gradient program, replicas per device, JAX/jaxlib version,
+fastest depends on the device, the model, k, the batch and the dtype (BENCHMARKS.md:
+issue 34's H100 sweep, "Packed replicas" on CPU). So "auto" does what
+`torch.backends.cudnn.benchmark` and max-autotune do: the first time a step is used on a
+(device kind, per-replica gradient program, replicas per device, JAX/jaxlib version,
 XLA_FLAGS) key, it times each candidate for a few steps of the real step on a copy of the
 state (nothing of the run changes), keeps the fastest and caches the choice on disk
 (`cache_dir()`), so the next run on that key pays nothing. The per-replica gradient
@@ -17,8 +15,8 @@ measurement.
 Where nothing is measured the static default holds: `STATIC` (unroll) for k > 1, the
 fastest on every device measured so far. On a CPU "auto" does not measure unless asked
 (`measure=True`): the figures there are settled and CPU runs are the bit-reproducible
-reference (unroll and map reproduce one replica per device bit for bit; vmap and matmul
-only to float32 rounding). A measured choice can differ from run to run on a GPU the way
+reference (unroll and map reproduce one replica per device bit for bit; vmap only to
+float32 rounding). A measured choice can differ from run to run on a GPU the way
 cudnn.benchmark's can; force a loop for bit-reproducible runs.
 """
 from __future__ import annotations
@@ -39,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 #: how a device's k packed replicas are computed (`core.step.make_train_step`)
-LOOPS = ("unroll", "vmap", "map", "matmul")
+LOOPS = ("unroll", "vmap", "map")
 #: the choice where none was measured (k > 1)
 STATIC = "unroll"
 #: measurement: untimed steps after each candidate's compile, then timed rounds (round robin)

@@ -189,9 +189,15 @@ def _platform_name(device) -> str:
 
 
 def describe_layout(mesh: Mesh, replicas: int | None = None) -> str:
-    """The true layout of `replicas` on `mesh` (None: one per device), e.g. "8 replicas on
-    1 x GPU (NVIDIA H100 80GB HBM3), 8 per device"."""
-    return mesh_layout(mesh, replicas).describe()
+    """The true layout of `replicas` on `mesh` (None: the count `data_mesh` was asked for
+    it, else one per device), e.g. "8 replicas on 1 x GPU (NVIDIA H100 80GB HBM3), 8 per
+    device"."""
+    return mesh_layout(mesh, _told_or_asked(mesh, replicas, "describe_layout")).describe()
+
+
+def _told_or_asked(mesh: Mesh, replicas: int | None, where: str) -> int | None:
+    """`replicas` when given, else what `data_mesh` was asked for `mesh` (N is said once)."""
+    return replicas if replicas is not None else asked_replicas(mesh, where)
 
 
 def replica_sharding(mesh) -> NamedSharding:
@@ -232,7 +238,8 @@ def _place(x: Any, sharding: NamedSharding) -> jax.Array:
 
 def local_replica_ids(mesh: Mesh, replicas: int | None = None) -> list[int]:
     """Global indices of the replicas on this process's devices (device d holds
-    replicas d * k ... d * k + k - 1, k = replicas / devices)."""
-    k = mesh_layout(mesh, replicas).per_device
+    replicas d * k ... d * k + k - 1, k = replicas / devices; replicas None: as for
+    `describe_layout`)."""
+    k = mesh_layout(mesh, _told_or_asked(mesh, replicas, "local_replica_ids")).per_device
     devs = list(mesh.devices.flat)
     return [d * k + j for d, dev in enumerate(devs) if dev.process_index == jax.process_index() for j in range(k)]

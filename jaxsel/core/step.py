@@ -26,13 +26,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from . import packing
 from .collectives import LOCAL, replica_mean
-from .conv_matmul import with_convs_as_matmuls
 from .pacing import pace
 from .parallel import AXIS, Layout, LayoutError, mesh_layout, resolve_layout
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
 from .transformation import grad_norm_sum, norm_sum, replica_step, tensor_square_sums
-from .choices import LOCAL_LOOPS  # noqa: F401  (the loops by name: core/choices.py)
+from .choices import LOCAL_LOOPS, current_loop  # the loops by name: core/choices.py
 
 
 def resolve_local_loop(local_replicas: str, mesh, per_device: int = 2) -> str:
@@ -53,8 +52,6 @@ def _over_local_replicas(fn: Callable, loop: str, args: tuple):
     results stacked on a leading axis."""
     if loop == "vmap":
         return jax.vmap(fn)(*args)
-    if loop == "matmul":
-        return jax.vmap(with_convs_as_matmuls(fn))(*args)
     if loop == "map":
         return lax.map(lambda a: fn(*a), args)
     k = jax.tree.leaves(args)[0].shape[0]
@@ -214,17 +211,17 @@ def make_train_step(
 
     `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
     batched computation), "unroll" (the plain computation k times in one program), "map"
-    (`lax.map`), "matmul" (vmap with every convolution as an im2col matrix product,
-    `core/conv_matmul.py`) or "auto": on accelerators the fastest of those, measured on
+    (`lax.map`) or "auto": on accelerators the fastest of those, measured on
     first use of its key and cached on disk (`core/packing.py`; `step.decide`, `step.choice`);
     unroll where nothing is measured (on CPU, unless `step.decide(..., measure=True)`).
-    Unroll and map reproduce one replica per device bit for bit on CPU; vmap and matmul to
-    float32 rounding. The strategy always runs as a vmap.
+    Unroll and map reproduce one replica per device bit for bit on CPU; vmap to float32
+    rounding. The strategy always runs as a vmap. (Last release's "matmul" runs as "auto",
+    with a DeprecationWarning: `choices.REMOVED_LOOPS`.)
     """
     mesh, replicas = _said_replicas(mesh, replicas)
     _check_arguments(loss_fn, optimizer, strategy, mesh)
     _check_key(rng)
-    check_local_replicas(local_replicas)
+    local_replicas = check_local_replicas(local_replicas)
 
     def replica_grads(params, model_state, batch, *key):
         """One replica's (loss, new model state or None, aux, gradients, each gradient
@@ -292,10 +289,13 @@ def _said_replicas(mesh, replicas: int | None) -> tuple[Any, int | None]:
     return mesh, replicas
 
 
-def check_local_replicas(local_replicas: str) -> None:
-    """`local_replicas` is one of `LOCAL_LOOPS` (ValueError naming it otherwise)."""
-    if local_replicas not in LOCAL_LOOPS:
+def check_local_replicas(local_replicas: str) -> str:
+    """The loop `local_replicas` names, one of `LOCAL_LOOPS` (a removed one: its replacement,
+    warned: `choices.current_loop`); a ValueError naming it otherwise."""
+    loop = current_loop(local_replicas, stacklevel=3)   # names the caller of make_train_step
+    if loop not in LOCAL_LOOPS:
         raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+    return loop
 
 
 def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local_replicas: str,

@@ -6,9 +6,9 @@ A strategy decides *when* (a replicated predicate), *what* (a payload pytree) an
 - it checks at trace time that the decision is identical on every replica (a collective
   inside one branch of `lax.cond` deadlocks when replicas disagree);
 - only the collective (and work that exists only on a synced step) sits inside the
-  `lax.cond`; everything both branches would do stays outside, fused with the step
-  (measured on CPU: a never-taken cond around a whole optimizer update cost ~40% of a
-  local step; see BENCHMARKS.md);
+  `lax.cond`; everything both branches would do stays outside, fused with the step (a
+  never-taken cond around a whole optimizer update made a CPU's local step markedly
+  slower: BENCHMARKS.md, "Step-overhead bench");
 - it records the bytes the collective moves, and whether replicas wait on it (`blocking`),
   in the step's `Ledger`, from which the method's step (`transformation.replica_step`,
   which `make_train_step` and `as_optax` run) alone builds the step's facts: no strategy
@@ -336,6 +336,26 @@ class Strategy:
     unsynced: ClassVar[str] = "its periodic averaging never happens"
     #: the method is its own optimizer, and the replica's optimizer is not used (DeMo)
     own_optimizer: ClassVar[bool] = False
+    #: other names an option answers to (`--opt period=` sets DiLoCo's `inner_steps`)
+    aliases: ClassVar[dict] = {}
+    #: the fields that hold a strategy of their own (a two-level method's levels)
+    levels: ClassVar[tuple[str, ...]] = ()
+    #: whether the method may be a level of a two-level method (random islands may not)
+    composable: ClassVar[bool] = True
+
+    # What other layers read of every strategy, with the value of a method that does not
+    # set it. A strategy with these as options declares them as fields, the payload's once
+    # for all (strategies/payload.py).
+    #: how its syncs combine the replicas' payloads (a name or an `Aggregator`); None: no
+    #: aggregator option, its syncs are plain means (the cost model charges an all-reduce)
+    aggregator: Any = None
+    #: its payload codec (`core.compression`); None: uncompressed
+    compress: str | None = None
+    #: how many steps a replica's gradient may lag (asynchronous methods); None: none
+    staleness: int | None = None
+    #: when it syncs, where one trigger decides (`core.triggers`: the run's warning for a
+    #: sync that falls after the run reads when it first fires); None: not one trigger
+    trigger: Any = None
 
     def settle(self, **values) -> None:
         """Set checked or resolved option values from `__post_init__` (e.g. a default that
@@ -359,9 +379,8 @@ class Strategy:
         """ValueError when the method cannot run on `n` replicas (checked when a run's
         strategy is built, before anything compiles): by default, what its `aggregator`
         (if it has one) can combine ('trimmed:4' of 8 replicas leaves none)."""
-        spec = getattr(self, "aggregator", None)
-        if spec is not None:
-            get_aggregator(spec).check_replicas(n)
+        if self.aggregator is not None:
+            get_aggregator(self.aggregator).check_replicas(n)
 
     def optax_refusal(self) -> str | None:
         """Why this method cannot run as an optax transformation (`jaxsel.as_optax`), or None.

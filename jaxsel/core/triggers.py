@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -366,8 +367,9 @@ class AccordionState(NamedTuple):
 
 @TRIGGERS.register("accordion")
 @dataclasses.dataclass(frozen=True)
-class Accordion(Trigger):
-    """Accordion's adaptive period (Agarwal et al., MLSys 2021), on local SGD's averaging.
+class AccordionPeriod(Trigger):
+    """Accordion's adaptive period (Agarwal et al., MLSys 2021), on local SGD's averaging
+    (the trigger of the `jaxsel.Accordion` strategy; until issue 44 named `Accordion` too).
 
     Interval k is the steps k*I ... (k+1)*I - 1, run with period p_k: step t syncs when
     (t - k*I + 1) % p_k == 0 (the count restarts at each interval). Each replica sums its
@@ -462,3 +464,15 @@ def get_trigger(spec, options=None) -> Trigger:
     if spec not in TRIGGERS:
         raise ValueError(TRIGGERS.unknown(spec))
     return build(TRIGGERS[spec], options, kind="trigger", name=spec)
+
+
+#: last release's names, importable for one more: each use warns, naming the new one
+RENAMED = {"Accordion": "AccordionPeriod"}
+
+
+def __getattr__(name: str):
+    if name in RENAMED:
+        warnings.warn(f"jaxsel.triggers.{name} is renamed {RENAMED[name]} (jaxsel.Accordion is the strategy that "
+                      f"runs it); the old name goes in the next release", DeprecationWarning, stacklevel=2)
+        return globals()[RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

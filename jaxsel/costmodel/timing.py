@@ -31,7 +31,7 @@ def strategy_timing(strategy) -> Timing:
     """The Projector settings of `strategy` (see the module docstring)."""
     if isinstance(strategy, Hierarchical):   # the all-replica level's sync, charged per group level
         return strategy_timing(strategy.outer)._replace(groups=strategy.group_count())
-    aggregator = get_aggregator(getattr(strategy, "aggregator", "mean"))
-    return Timing(collective=compression.collective(getattr(strategy, "compress", None), aggregator),
-                  background=strategy.background, staleness=getattr(strategy, "staleness", None),
+    aggregator = get_aggregator(strategy.aggregator or "mean")   # None: the method's syncs are means
+    return Timing(collective=compression.collective(strategy.compress, aggregator),
+                  background=strategy.background, staleness=strategy.staleness,
                   islands=aggregator.size if isinstance(aggregator, IslandMean) else None)

@@ -3,24 +3,25 @@ short in critical regimes of training and long elsewhere."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..core.budget import Budget
 from ..core.sync import STRATEGIES
-from ..core.triggers import Accordion as AccordionTrigger
+from ..core.triggers import AccordionPeriod
+from .payload import ModelPayload
 from .triggered import Triggered
 
 
 @STRATEGIES.register("accordion")
 @dataclasses.dataclass(frozen=True)
-class Accordion(Triggered):
+class Accordion(ModelPayload, Triggered):
     """Local SGD (the updated parameters, and by default BatchNorm statistics, aggregated
     at a sync) on Accordion's trigger: every `interval` steps the norm of each replica's
     gradient summed over the interval is compared with the previous interval's; a
     relative change >= `eta` on any replica (or the first interval) marks a critical
-    regime, run with period `low`, else `high` (`jaxsel.core.triggers.Accordion` has the
-    exact rule). The paper's second rule, a low period after every learning-rate decay,
-    is not part of it."""
+    regime, run with period `low`, else `high` (the trigger
+    `jaxsel.core.triggers.AccordionPeriod` has the exact rule). The paper's second rule,
+    a low period after every learning-rate decay, is not part of it."""
 
     interval: int = 100
     """steps between two looks at each replica's gradient norm summed over the interval"""
@@ -30,18 +31,14 @@ class Accordion(Triggered):
     """averaging period in a critical regime"""
     high: int = 16
     """averaging period otherwise"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
-    error_feedback: bool = True
     name: ClassVar[str] = "accordion"
     budget: ClassVar[Budget] = Budget("low, high", ({}, {"low": 4, "high": 32}, {"low": 8, "high": 64}))
     sync: ClassVar[str] = "model"
 
     @property
     def trigger(self):
-        return AccordionTrigger(interval=int(self.interval), eta=float(self.eta), low=int(self.low),
-                                high=int(self.high))
+        return AccordionPeriod(interval=int(self.interval), eta=float(self.eta), low=int(self.low),
+                               high=int(self.high))
 
     def describe(self) -> str:
         return (f"{super().describe()} (interval {self.interval}, period {self.low} if the gradient's norm "

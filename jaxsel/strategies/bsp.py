@@ -2,24 +2,21 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES
 from ..core.triggers import Always
+from .payload import GradientPayload
 from .triggered import Triggered
 
 
 @STRATEGIES.register("bsp")
 @dataclasses.dataclass(frozen=True)
-class BSP(Triggered):
+class BSP(GradientPayload, Triggered):
     """Bulk-synchronous parallel. With N replicas on batches of b it equals one device
     on the concatenated N*b batch (for a loss that is a mean over examples)."""
 
-    aggregator: Any = "mean"
-    sync_model_state: bool = False
-    compress: str | None = None
-    error_feedback: bool = True
     name: ClassVar[str] = "bsp"
     budget: ClassVar[Budget] = sweep("compress", None, "topk:0.1", "topk:0.01")
     sync: ClassVar[str] = "grads"

@@ -45,7 +45,7 @@ def build_strategy(name: str, options: dict[str, Any] | None = None, **context) 
         raise OptionError(STRATEGIES.unknown(name))
     cls = STRATEGIES[name]
     options = _nested(cls, name, dict(options or {}))
-    for level in getattr(cls, "levels", ()):   # strategies inside a strategy get the run's facts too
+    for level in cls.levels:   # strategies inside a strategy get the run's facts too
         spec = options.get(level) or option_defaults(cls).get(level)
         try:
             options[level] = build_level(level, spec, options.pop(f"{level}_options", None), context)
@@ -72,7 +72,7 @@ def is_level_strategy(strategy) -> bool:
 def level_names() -> list[str]:
     """The registered strategies a level of a two-level strategy may be."""
     return [name for name, cls in STRATEGIES.items() if issubclass(cls, Triggered) and cls.apply is Triggered.apply
-            and getattr(cls, "composable", True)]
+            and cls.composable]
 
 
 def build_level(level: str, spec, options: dict | None = None, context: dict | None = None):

@@ -2,9 +2,10 @@
 
 Generated from the declarations, never written twice: an option's name, type and default
 come from the strategy's dataclass field, its meaning from the string under the field
-(`core.options.option_docs`) or, for an option many strategies share (the payload's
-aggregator and codec, the run facts in `context_fields`), from `SHARED` below. The values
-an aggregator or a trigger may take are the registries' names.
+(`core.options.option_docs`; the payload's options are declared once, in payload.py) or,
+for an option many strategies declare alike (the run facts in `context_fields`), from
+`SHARED` below, which also gives a plugin's own `aggregator` field the payload's meaning.
+The values an aggregator or a trigger may take are the registries' names.
 """
 from __future__ import annotations
 
@@ -13,15 +14,12 @@ from typing import Any, NamedTuple
 
 from ..core.options import allowed_types, option_defaults, option_docs, option_names, type_hints
 from ..core.sync import STRATEGIES
+from .payload import GradientPayload
 
 #: meanings of the options several strategies declare alike
 SHARED = {
-    "aggregator": "how the replicas' payloads combine at a sync",
-    "sync_model_state": "also average the model's state (BatchNorm statistics) at a sync",
+    **option_docs(GradientPayload),
     "sync_opt_state": "also average the optimizer's state at a sync",
-    "compress": "payload codec: none, bf16, int8, topk:F (the ceil(F*size) largest entries), sign (1 bit per "
-                "entry and a scale)",
-    "error_feedback": "keep what topk or sign did not send as a residual added to the next payload",
     "opt_state_period": "average the optimizer's state on a period of its own (DES-LOC); none: it stays local",
     "total_steps": "the run's length in steps",
     "steps_per_epoch": "steps in one epoch of a replica's shard",
@@ -61,7 +59,7 @@ def options(name: str) -> list[OptionInfo]:
     """Strategy `name`'s options in declaration order, with types, defaults and meanings."""
     cls = STRATEGIES[name]
     hints, defaults, docs = type_hints(cls), option_defaults(cls), option_docs(cls)
-    facts = set(getattr(cls, "context_fields", ()))
+    facts = set(cls.context_fields)
     out = []
     for option in option_names(cls):
         meaning = docs.get(option) or SHARED.get(option, "")
@@ -76,7 +74,7 @@ def options(name: str) -> list[OptionInfo]:
 
 def aliases(name: str) -> dict[str, str]:
     """Other names an option of strategy `name` answers to (e.g. `period` for DiLoCo's inner_steps)."""
-    return dict(getattr(STRATEGIES[name], "aliases", {}))
+    return dict(STRATEGIES[name].aliases)
 
 
 def kind_of(hint) -> str:

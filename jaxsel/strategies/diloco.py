@@ -40,6 +40,7 @@ from ..core.checks import MAX_SEED, check_int
 from ..core.aggregate import Bound, get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
+from .payload import ModelPayload
 from .opt_state_period import average_on_periods, check_fields, check_period
 from .sparta import check_fraction, sparse_average, unless
 from .triggered import Synced
@@ -50,14 +51,12 @@ OUTER_OPTIMIZERS = ("nesterov", "sgd", "adam", "adamw")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class OuterLoop:
+class OuterLoop(ModelPayload):
     """What DiLoCo and Streaming DiLoCo share: the outer SGD on pseudo-gradients, the
-    aggregator and codec of the sync, the global weights as the evaluated model. The
-    options are keyword-only, so a subclass's own fields (inner_steps first) keep their
-    positions. outer_optimizer / outer_lr / outer_momentum: the outer step; aggregator: how the
-    replicas' payloads combine; sync_model_state: average BatchNorm statistics at a sync;
-    compress: the payload codec (bf16, int8, topk:F, sign); error_feedback: keep what
-    top-k / sign did not send as a residual added to the next payload."""
+    payload's options (`ModelPayload`: aggregator, sync_model_state, compress,
+    error_feedback), the global weights as the evaluated model. The options are
+    keyword-only, so a subclass's own fields (inner_steps first) keep their positions.
+    outer_optimizer / outer_lr / outer_momentum: the outer step."""
 
     outer_optimizer: str = "nesterov"
     """the outer step on the pseudo-gradient: nesterov (the paper's), sgd, adam, adamw"""
@@ -65,10 +64,6 @@ class OuterLoop:
     """outer learning rate (adam wants about 1e-2 to 1e-1)"""
     outer_momentum: float = 0.9
     """outer momentum of nesterov and sgd (0: none)"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
-    error_feedback: bool = True
     unsynced: ClassVar[str] = "no outer step: the evaluated global model stays at its initialization"
 
     def check_outer(self) -> None:

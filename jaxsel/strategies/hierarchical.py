@@ -91,8 +91,9 @@ class Hierarchical(Strategy):
         for level in self.levels:
             self.settle(**{level: build_level(level, getattr(self, level), getattr(self, f"{level}_options")),
                            f"{level}_options": {}})
-            refuse_in_composition(getattr(getattr(self, level), "compress", None), f"the {level} level")
-            if getattr(getattr(self, level), "aggregator").within_groups:
+            built = getattr(self, level)
+            refuse_in_composition(built.compress, f"the {level} level")
+            if built.aggregator.within_groups:
                 raise ValueError(f"the {level} level's aggregator draws groups of its own (islands); a two-level "
                                  f"method's levels combine within its fixed groups or over everyone")
         check_int("groups", self.groups, 1, optional=True)

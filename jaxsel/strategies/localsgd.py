@@ -15,6 +15,7 @@ from ..core.checks import MAX_SEED, check_int
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic, Spread
 from .opt_state_period import average_on_periods, check_fields, check_period
+from .payload import ModelPayload
 from .triggered import Triggered
 
 #: local SGD's period when neither `period` nor `syncs` is set
@@ -23,7 +24,7 @@ DEFAULT_PERIOD = 50
 
 @STRATEGIES.register("localsgd")
 @dataclasses.dataclass(frozen=True)
-class LocalSGD(Triggered):
+class LocalSGD(ModelPayload, Triggered):
     """Every replica applies its own update each step; after every `period`-th update
     (None: 50) the updated parameters (and, by default, BatchNorm statistics) are
     aggregated. `syncs=K` instead aggregates after exactly K of the run's `total_steps`
@@ -35,11 +36,7 @@ class LocalSGD(Triggered):
 
     period: int | None = None
     """steps between two averagings of the updated parameters (none: 50)"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
     opt_state_period: Any = None
-    error_feedback: bool = True
     syncs: int | None = None
     """K: average after exactly K of the run's steps, evenly spread, instead of a period"""
     total_steps: int | None = None
@@ -117,7 +114,7 @@ class FedAvg(LocalSGD):
     every strategy here. `aggregator` may be any aggregator with C = 1; with C < 1 only
     "weighted" or "mean" (over participants)."""
 
-    aggregator: Any = "weighted"
+    aggregator: Any = dataclasses.field(default="weighted", kw_only=True)
     fraction: float = 1.0
     """C: the share of replicas (clients) averaged at a sync, drawn afresh each time (1: all)"""
     seed: int = 0

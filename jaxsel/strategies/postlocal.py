@@ -9,7 +9,7 @@ codec for both and the model state (BatchNorm statistics) averaged at every sync
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..core.budget import Budget, sweep
 from ..core import compression
@@ -19,12 +19,13 @@ from ..core.triggers import Periodic
 from .bsp import BSP
 from .localsgd import LocalSGD
 from .feedback import refuse_in_composition
+from .payload import ModelSync
 from .phases import Phases
 
 
 @STRATEGIES.register("postlocal")
 @dataclasses.dataclass(frozen=True)
-class PostLocalSGD(Strategy):
+class PostLocalSGD(ModelSync, Strategy):
     """switch_step: first local step (None: half of `total_steps`); period: local SGD's
     averaging period after it; aggregator, sync_model_state, compress: both phases'."""
 
@@ -32,10 +33,7 @@ class PostLocalSGD(Strategy):
     """the first local step, BSP before it (none: half of the run)"""
     period: int = 16
     """local SGD's averaging period after the switch"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
     total_steps: int | None = None
-    compress: str | None = None
     name: ClassVar[str] = "postlocal"
     budget: ClassVar[Budget] = sweep("period", 4, 32)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)

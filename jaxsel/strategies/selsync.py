@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..core.budget import Budget, fires, sweep
 from ..core.sync import STRATEGIES
 from ..core.checks import check_int
 from ..core.triggers import DEFAULT_STATISTIC, Capped, Significance
+from .payload import GradientPayload
 from .triggered import Triggered
 
 
 @STRATEGIES.register("selsync")
 @dataclasses.dataclass(frozen=True)
-class SelSync(Triggered):
+class SelSync(GradientPayload, Triggered):
     """Tyagi & Swany (CLUSTER'23). Each replica votes from Delta_bar, a windowed EWMA of
     the relative step-to-step change of its gradient norm (`statistic="raw"`, the form
     the authors' code keeps commented out) or of that norm's own windowed EWMA
@@ -39,12 +40,8 @@ class SelSync(Triggered):
     """forced syncs first (none: until Delta_bar's window is full, W-1 or 2W-1 steps)"""
     aggregate: str = "params"
     """what a sync averages: params (each replica then applies its own update) or grads"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = False
-    compress: str | None = None
     max_local: int | None = None
     """K: also sync after K local steps in a row (none: the significance test alone)"""
-    error_feedback: bool = True
     name: ClassVar[str] = "selsync"
     #: the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
     budget: ClassVar[Budget] = (sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5)))

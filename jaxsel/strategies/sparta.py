@@ -25,7 +25,7 @@ island's entries) and a codec (bf16, int8) apply to both.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax.numpy as jnp
 
@@ -36,6 +36,7 @@ from ..core.sparse import draw_entries, entry_count, put_entries, sparse_count, 
 from ..core.sync import STRATEGIES, ensure_replicated
 from ..core.triggers import Always
 from .localsgd import LocalSGD
+from .payload import ModelSync
 from .triggered import Synced, Triggered, TriggeredState, around_update
 
 
@@ -74,7 +75,7 @@ class SpartaState(NamedTuple):
 
 @STRATEGIES.register("sparta")
 @dataclasses.dataclass(frozen=True)
-class SPARTA(Triggered):
+class SPARTA(ModelSync, Triggered):
     """fraction: p, the share of entries averaged per step; seed: of the entries' draw (unset:
     the run's); period: a full average after every `period` steps (None: never);
     aggregator, sync_model_state (at a full sync), compress (bf16 or int8): as local SGD's."""
@@ -84,9 +85,6 @@ class SPARTA(Triggered):
     seed: int = 0
     period: int | None = None
     """a full average after every `period` steps (none: never)"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
     name: ClassVar[str] = "sparta"
     sync: ClassVar[str] = "model"
     budget: ClassVar[Budget] = sweep("fraction", 0.01, 0.05) + sweep("period", 16, fraction=0.01)

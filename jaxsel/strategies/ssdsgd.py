@@ -33,6 +33,7 @@ from ..core.budget import Budget, sweep
 from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from ..core.triggers import AnyOf, Before, Periodic
+from .payload import Aggregated
 
 
 class SSDState(NamedTuple):
@@ -43,7 +44,7 @@ class SSDState(NamedTuple):
 
 @STRATEGIES.register("ssdsgd")
 @dataclasses.dataclass(frozen=True)
-class SSDSGD(Strategy):
+class SSDSGD(Aggregated, Strategy):
     """k: pull period; warmup_steps: BSP steps first (None: one epoch when the loop
     passes steps_per_epoch, else 0); local_lr_scale: local step size over the global
     one; glu_beta: GLU correction weight (None: 1/k); aggregator: for the gradients."""
@@ -56,7 +57,6 @@ class SSDSGD(Strategy):
     """local step size over the global one"""
     glu_beta: float | None = None
     """weight of the GLU correction (none: 1/k)"""
-    aggregator: Any = "mean"
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"
     budget: ClassVar[Budget] = sweep("k", None, 20)

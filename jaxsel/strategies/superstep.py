@@ -4,27 +4,24 @@ trimmed:K, weighted, random); period = E x steps_per_epoch."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
+from .payload import ModelPayload
 from .triggered import Triggered
 
 
 @STRATEGIES.register("superstep")
 @dataclasses.dataclass(frozen=True)
-class Superstep(Triggered):
+class Superstep(ModelPayload, Triggered):
     """Sync every `epochs` epochs (fractions allowed; at least every step). The training
     loop passes `steps_per_epoch`; syncs fall after step t with (t + 1) % period == 0."""
 
     epochs: float = 1.0
     """epochs between two averagings (fractions allowed; at least one step)"""
     steps_per_epoch: int | None = None
-    aggregator: Any = "mean"
-    sync_model_state: bool = True
-    compress: str | None = None
-    error_feedback: bool = True
     name: ClassVar[str] = "superstep"
     budget: ClassVar[Budget] = sweep("epochs", 0.25, 1.0, 4.0)
     sync: ClassVar[str] = "model"

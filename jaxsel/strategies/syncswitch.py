@@ -50,6 +50,7 @@ from ..core.aggregate import get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
 from ..core.stragglers import get_stragglers, straggler_factors
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
+from .payload import Aggregated
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
 
 POLICIES = ("offline", "online")
@@ -110,7 +111,7 @@ def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.
 
 @STRATEGIES.register("syncswitch")
 @dataclasses.dataclass(frozen=True)
-class SyncSwitch(Strategy):
+class SyncSwitch(Aggregated, Strategy):
     """Hybrid BSP / emulated-ASP training (see the module docstring).
 
     offline: `switch_step` (first asynchronous step), or `bsp_fraction` x `total_steps`.
@@ -134,7 +135,6 @@ class SyncSwitch(Strategy):
     """at a switch to asynchronous: keep, reset or scale the optimizer's momentum"""
     momentum_scale: float | None = None
     """the factor of momentum=scale (none: 1/N)"""
-    aggregator: Any = "mean"
     straggler_factor: float = 1.5
     """online: a step slower than this x the median marks a straggler"""
     straggler_steps: int = 3

@@ -26,6 +26,7 @@ from ..core.collectives import Groups
 from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, tree_where
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger, init_trigger
 from .feedback import feedback_step, init_feedback, refuse_in_composition
+from .payload import GradientPayload
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -132,11 +133,13 @@ def around_update(rs, grads, ctx, levels) -> Any:
 class Triggered(Strategy):
     """Base of the trigger x what x aggregator strategies. Subclasses are frozen dataclasses
     that provide `trigger` (a field, or a property built from their options), `sync` (one
-    of SYNC_MODES), `aggregator`, `sync_model_state`, and may set `sync_opt_state` and
-    `compress` (a payload codec of `jaxsel.core.compression`, or None)."""
+    of SYNC_MODES) and the payload's options (a class of payload.py first among their
+    bases: `aggregator`, `sync_model_state`, `compress`, `error_feedback`), and may set
+    `sync_opt_state`."""
 
+    # for a subclass without these options: the optimizer's state stays local, and
+    # error_feedback matters only with top-k or sign, which SPARTA refuses
     sync_opt_state: bool = False
-    compress: str | None = None
     error_feedback: bool = True
     opt_state_period = None   # LocalSGD / FedAvg: optimizer state averaged on its own period (DES-LOC)
 
@@ -206,7 +209,7 @@ def check_mode(sync: str) -> None:
 
 @STRATEGIES.register("triggered")
 @dataclasses.dataclass(frozen=True)
-class TriggeredStrategy(Triggered):
+class TriggeredStrategy(GradientPayload, Triggered):
     """Any trigger with any aggregator: `TriggeredStrategy(trigger=Periodic(10),
     sync="model", aggregator="median")`. From the CLI: `--strategy triggered --opt
     trigger=NAME --opt trigger.FIELD=VALUE --opt sync=params` (triggers by registered
@@ -216,13 +219,9 @@ class TriggeredStrategy(Triggered):
     """when to sync: a registered trigger by name; trigger.FIELD=VALUE sets its options"""
     sync: str = "params"
     """what a sync averages: grads, params (before the update) or model (after it)"""
-    aggregator: Any = "mean"
-    sync_model_state: bool = False
     sync_opt_state: bool = False
     trigger_options: dict = dataclasses.field(default_factory=dict)
     """the trigger's options (trigger.FIELD=VALUE)"""
-    compress: str | None = None
-    error_feedback: bool = True
     name: ClassVar[str] = "triggered"
 
     def __post_init__(self):

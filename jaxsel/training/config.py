@@ -16,7 +16,7 @@ import importlib.util
 from pathlib import Path
 
 from ..core.checks import INT32_MAX, MAX_SEED, check_int, check_number
-from ..core.choices import LOADERS, LOCAL_LOOPS, NONFINITE_POLICIES   # listed without JAX: `--help` reads them
+from ..core.choices import LOADERS, LOCAL_LOOPS, NONFINITE_POLICIES, current_loop   # without JAX: `--help` reads them
 from .declare import Flag, declarations, declare_flags, flag_of, named, option
 
 #: the step counter is an int32 on the device
@@ -76,7 +76,7 @@ class TrainConfig:
     platform: str | None = option(None, group=REPLICAS, help="put the replicas on this platform's devices, e.g. "
                                                             "cpu (default: the accelerator if any)")
     devices: int | None = option(None, group=REPLICAS, help="use the first N devices (default: all)")
-    local_replicas: str = option("auto", choices=LOCAL_LOOPS, group=REPLICAS,   # core/step.py
+    local_replicas: str = option("auto", choices=LOCAL_LOOPS, group=REPLICAS, parse=current_loop,   # core/step.py
                                  help="how a device computes its packed replicas; auto: the fastest, measured "
                                       "once per model and batch and cached (unroll on CPU)")
     batch_size: int = option(16, help="per-replica batch size")
@@ -181,6 +181,11 @@ class TrainConfig:
     project_compute_s: float | None = option(None, group=PROJECT, key_in=("--project", "compute_s"),
                                              metavar="SECONDS", old=("--project-compute-s",),
                                              help="step compute time (default: this run's, measured)")
+
+    def __post_init__(self):
+        # last release's loops (a config file, an old run's config.json, a library user's
+        # TrainConfig) run as their replacement, warned (core/choices.py)
+        self.local_replicas = current_loop(self.local_replicas, stacklevel=4)
 
     def checkpoint_root(self) -> Path | None:
         """Where checkpoints go, or None when checkpointing is off."""

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..core.options import OptionError, coerce
 from .config import ConfigError, TrainConfig
 from .declare import Flag, declarations
+from .old_records import as_it_ran
 
 #: what a run directory's config.json records beside the settings (not settings): where the
 #: replicas ran, how packed ones were computed, where its checkpoints went and its identity
@@ -149,7 +150,8 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     read by their flag's own parser where it has one) plus the command's own options
     `command_keys` (by name; with a reader each, `(value, where) -> value`, that reads a
     value as the option's flag would). An unknown key is one ConfigError naming it and the
-    valid ones; `flag` names the option that named the file."""
+    valid ones; `flag` names the option that named the file. A run directory's config.json
+    is read as the run ran (`old_records.as_it_ran`)."""
     data = read_file(path, flag)
     fields = field_names()
     valid = set(fields) | set(command_keys)
@@ -171,7 +173,7 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
             out[key] = readers[key](value, where)
         else:
             out[key] = value
-    return out
+    return as_it_ran(out) if recorded else out   # a run's record: the run as it ran (old_records.py)
 
 
 def field_value(name: str, value, hint, where: str):

@@ -39,10 +39,16 @@ def plus_minus(mean, std, digits: int = 3) -> str:
     return f"{m} ± {s if float(s) != 0 or std == 0 else significant(std, 1)}"
 
 
-def byte_size(n: float) -> str:
-    """`n` bytes for a message in the largest unit it fills: "2.50 GiB", "12.3 MiB", "0.9 KiB",
-    "12 bytes" ("0.00 GiB" says nothing)."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.{2 if unit == 'GiB' else 1}f} {unit}"
-    return f"{int(n)} bytes"
+def byte_size(n: float, exact: bool = False) -> str:
+    """`n` bytes in the largest decimal unit it fills, to 3 significant figures: "79.4 MB",
+    "510 kB", "2.50 GB", "12 bytes"; `exact` adds the count itself, "79.4 MB (79390200
+    bytes)", where a reader may want to compare it with a record. Decimal units (1 MB =
+    10**6 bytes) because the tables' and pictures' "MB" columns are, so one run's figure
+    reads the same in `train`'s summary and in `compare`'s table. Every printed byte count
+    goes through here; records (JSON) keep the integers."""
+    rounded = abs(float(f"{n:.3g}"))   # 999999 is "1.00 MB", not "1000 kB"
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if rounded >= size:
+            shown = f"{figures(n / size)} {unit}"
+            return f"{shown} ({int(n)} bytes)" if exact else shown
+    return f"{int(n)} byte{'' if int(n) == 1 else 's'}"

@@ -11,6 +11,13 @@ config.json, a checkpoint's identity check).
   2W-1 steps; the default is now the raw statistic with a W-1 warm-up. A record written
   before then has no `clip_at` setting (added in the same release), and its SelSync
   options no `statistic`: it ran smoothed, with `warmup=2*window-1`.
+- `jaxsel train`'s defaults: until issue 46 they were TrainConfig's (digits, SelDP shards,
+  a constant lr); they are now the default task's (MNIST-1D, label skew, milestones), and
+  TrainConfig's stay as they were. A record that lacks one of those settings (written
+  before the setting existed: `lr_schedule`, say) ran at its old default, and is read so
+  (`as_it_ran`), never as the command line's default of today: the run resumes, or is
+  reproduced by `--config`, as it ran. The old values are written out here, not read from
+  TrainConfig: they are what those runs ran, whatever TrainConfig's defaults become.
 """
 from __future__ import annotations
 
@@ -18,6 +25,8 @@ from __future__ import annotations
 SINCE_ISSUE_42 = "clip_at"
 #: SelSync's window when a record does not set it (its default then and now)
 SELSYNC_WINDOW = 25
+#: `jaxsel train`'s defaults until issue 46 (TrainConfig's, then and now) where today's differ
+TRAIN_DEFAULTS_BEFORE_46 = {"dataset": "digits", "partition": "seldp", "lr_schedule": "constant"}
 
 
 def today(settings: dict) -> dict:
@@ -29,3 +38,11 @@ def today(settings: dict) -> dict:
         window = int(options.get("window", SELSYNC_WINDOW))
         options = {**options, "statistic": "smoothed", "warmup": options.get("warmup", 2 * window - 1)}
     return {**settings, "strategy_options": options}
+
+
+def as_it_ran(settings: dict) -> dict:
+    """A run's record (its config.json's TrainConfig fields) as the run ran: `today`'s
+    reading, and each of train's defaults of before issue 46 that the record lacks at that
+    value, so today's default (the default task's) never fills it."""
+    settings = today(settings)
+    return {**{k: v for k, v in TRAIN_DEFAULTS_BEFORE_46.items() if k not in settings}, **settings}

@@ -18,7 +18,7 @@ from .checkpoint import NOT_TRAJECTORY
 from .config import TrainConfig
 from .config_file import load_settings
 from .declare import named
-from .old_records import today
+from .old_records import as_it_ran
 
 #: the run's record of its settings in its run directory
 CONFIG_FILE = "config.json"
@@ -28,11 +28,12 @@ LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
 
 def recorded_settings(out_dir: str | Path) -> dict | None:
     """The settings RUN_DIR/config.json records, checked as a config file's are (read as
-    today's jaxsel reads them), without its location; None where the run has no record."""
+    today's jaxsel reads them: a setting of train's old defaults that the record lacks at
+    its old value, old_records.py), without its location; None where the run has no record."""
     path = Path(out_dir) / CONFIG_FILE
     if not path.is_file():
         return None
-    return today(load_settings(path, flag="--resume of"))
+    return as_it_ran(load_settings(path, flag="--resume of"))
 
 
 def resume_changes(recorded: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:

@@ -127,7 +127,7 @@ def make_layout(cfg: TrainConfig) -> parallel.Layout:
         raise ConfigError(str(err)) from None
 
 
-def check_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
+def configured_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
     try:
         strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
@@ -143,7 +143,7 @@ def with_faulty_replicas(strategy, count: int):
     garbage (`aggregate.WithFaultyReplicas`); only a strategy that aggregates can."""
     if not count:
         return strategy
-    if not isinstance(getattr(strategy, "aggregator", None), Aggregator):
+    if not isinstance(strategy.aggregator, Aggregator):
         raise ConfigError(f"faulty_replicas needs a strategy with an aggregator option (bsp, localsgd, fedavg, "
                           f"selsync, superstep, accordion, diloco, ...), got {strategy.name!r}")
     try:
@@ -155,7 +155,7 @@ def with_faulty_replicas(strategy, count: int):
 def make_strategy(cfg: TrainConfig, steps_per_epoch: int, samples: RunSamples | None = None):
     """The run's strategy (built once per run, by its plan), with a warning if it would
     never sync (or its learning rate never decay)."""
-    strategy = check_strategy(cfg, steps_per_epoch)
+    strategy = configured_strategy(cfg, steps_per_epoch)
     if jax.process_index() == 0:
         warn_if_never_syncs(strategy, cfg.steps)
         late = never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps, samples)

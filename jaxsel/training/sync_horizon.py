@@ -20,8 +20,7 @@ LEVEL_CONSEQUENCES = {"inner": "the replicas of a group never average among them
 
 
 def _first(strategy) -> int | None:
-    trigger = getattr(strategy, "trigger", None)
-    return first_sync_step(trigger) if trigger is not None else UNKNOWN
+    return first_sync_step(strategy.trigger) if strategy.trigger is not None else UNKNOWN
 
 
 def _beyond(first, total_steps: int) -> str | None:
@@ -34,10 +33,9 @@ def _beyond(first, total_steps: int) -> str | None:
 def never_syncs_warning(strategy, total_steps: int) -> str | None:
     """One line when `strategy`'s (periodic) synchronization, or a level's of a two-level
     method (`levels`), first falls after the run."""
-    desc = strategy.describe() if hasattr(strategy, "describe") else type(strategy).__name__
-    levels = getattr(strategy, "levels", ())
-    if levels:
-        missed = [(lv, _beyond(_first(getattr(strategy, lv)), total_steps)) for lv in levels]
+    desc = strategy.describe()
+    if strategy.levels:
+        missed = [(lv, _beyond(_first(getattr(strategy, lv)), total_steps)) for lv in strategy.levels]
         parts = [f"the {lv} level's trigger {when}, so {LEVEL_CONSEQUENCES.get(lv, 'it never syncs')}"
                  for lv, when in missed if when]
         return (f"jaxsel: warning: {desc}: {'; '.join(parts)} in this {total_steps}-step run; lower that "
@@ -45,9 +43,8 @@ def never_syncs_warning(strategy, total_steps: int) -> str | None:
     when = _beyond(_first(strategy), total_steps)
     if when is None:
         return None
-    what = getattr(strategy, "unsynced", "its periodic averaging never happens")   # the strategy says
     return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
-            f"{what}; {remedy(strategy)} or raise --steps")
+            f"{strategy.unsynced}; {remedy(strategy)} or raise --steps")
 
 
 def remedy(strategy) -> str:
@@ -57,11 +54,10 @@ def remedy(strategy) -> str:
     or with --opt."""
     cls = type(strategy)
     names = option_names(cls) if hasattr(cls, "__dataclass_fields__") else []
-    knob = getattr(cls, "aliases", {}).get("period") or ("period" if "period" in names else None)
-    knob = knob or getattr(getattr(cls, "budget", None), "knob", None)
+    knob = cls.aliases.get("period") or ("period" if "period" in names else None)
+    knob = knob or getattr(cls.budget, "knob", None)
     if knob in names:
-        name = getattr(strategy, "name", cls.__name__)
-        return f"lower its {knob} ({name}:{knob}=... in its entry, or --opt {knob}=...)"
+        return f"lower its {knob} ({strategy.name}:{knob}=... in its entry, or --opt {knob}=...)"
     if "trigger" in names:
         return "give it a trigger that fires within the run (--opt trigger=NAME, --opt trigger.KEY=VALUE)"
     return "make it sync sooner"

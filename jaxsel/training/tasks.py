@@ -53,7 +53,8 @@ PAPER = Task("paper",
              {**_RECIPE, "replicas": 10, "batch_size": 32, "partition": "seldp"})
 
 TASKS: Mapping[str, Task] = MappingProxyType({t.name: t for t in (LABEL_SKEW, PAPER)})
-#: the task of `jaxsel compare` (the README's main job), `frontier` and `calibrate` without --task
+#: the task of `jaxsel compare` (the README's main job), `frontier`, `calibrate` and `train` without
+#: --task (a library TrainConfig() keeps its own defaults: cli/train.py says why)
 DEFAULT_TASK_NAME = LABEL_SKEW.name
 
 
