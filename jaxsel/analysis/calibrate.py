@@ -26,6 +26,7 @@ import numpy as np
 from ..core.triggers import STATISTICS
 from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
+from ..training.rundir import METRICS_FILE
 from ..training.runlock import DirectoryLock
 from ..training.runlog import write_json
 from . import job
@@ -90,7 +91,7 @@ def probe_configs(base: TrainConfig, out: Path, seeds: int) -> list[TrainConfig]
 
 def held(out: Path) -> list[str]:
     files = [out / name for name in FILES]
-    return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob("*/seed*/metrics.jsonl"))] if p.is_file()]
+    return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob(f"*/seed*/{METRICS_FILE}"))] if p.is_file()]
 
 
 def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *, seeds: int = 1,

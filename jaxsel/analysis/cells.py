@@ -36,7 +36,7 @@ import numpy as np
 
 from ..training.config import ConfigError, TrainConfig
 from ..training.faults import TrainingInterrupted
-from ..training.run_kinds import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
+from ..training.rundir import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
     STRATEGY_FILE
 from ..training.plan import plan_run
 from ..training.runlog import write_json
@@ -137,9 +137,12 @@ def _entries(values: list, name: str, fields: dict) -> list[dict]:
     return values
 
 
-def load_run(cfg: TrainConfig, directory: Path) -> RunResult:
-    """The finished run of `cfg` as its files hold it (figures as written: non-finite ->
-    None); a missing or malformed file is a DamagedCell naming it."""
+def cell_result(cfg: TrainConfig, directory: Path) -> RunResult:
+    """The finished cell of `cfg` as the RunResult its training returned, read from its run
+    directory (figures as written: non-finite -> None); a missing or malformed file is a
+    DamagedCell naming it. Strict, unlike `report.load_run` (the one `load_run`: any run
+    directory read for a report, a line cut off by an interruption skipped): a job's table
+    is made of these records, so a damaged one is retrained, never half-read."""
     metrics = directory / METRICS_FILE
     try:
         lines = metrics.read_text(encoding="utf-8").splitlines()
@@ -209,7 +212,7 @@ class Cells:
         write_json(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
         self.progress.finished(time.perf_counter() - started)
         self.check_packing(directory)
-        loaded = load_run(cfg, directory)
+        loaded = cell_result(cfg, directory)
         return dataclasses.replace(loaded, state=run.state) if self.keep_states else loaded
 
     def pinned(self, cfg: TrainConfig) -> TrainConfig:
@@ -263,7 +266,7 @@ class Cells:
     def load(self, record: dict, cfg: TrainConfig, directory: Path) -> RunResult | FailedCell:
         if record.get("failed"):
             return FailedCell(cfg, record["failed"], record.get("failed_step"))
-        return load_run(cfg, directory)
+        return cell_result(cfg, directory)
 
     def check(self, record: dict, cfg: TrainConfig, directory: Path) -> None:
         """Refuse a cell computed by other code or with other settings than this job's,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..training.config import TrainConfig
 from ..training.run_kinds import refuse_run
+from ..training.rundir import RESULTS_FILE, run_metrics_below
 from ..training.runlock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
 from . import job
@@ -80,7 +81,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         progress = Progress(planned_cells(plan, seeds), announce)
         row_runs = run_rows(base, plan, seeds, out, Cells(out, progress, keep_states=keep_states))
         rows = results(row_runs, base, target)
-        write_json(out / "results.json", rows)
+        write_json(out / RESULTS_FILE, rows)
         write_pictures(row_runs, rows, out)
         if announce is not None:
             announce(progress.summary())
@@ -100,7 +101,7 @@ def report_comparison(out: Path) -> Comparison:
     row_runs = run_rows(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
                                                                   code=recorded["code"]))
     rows = results(row_runs, base, settings["target"])
-    write_json(out / "results.json", rows)
+    write_json(out / RESULTS_FILE, rows)
     write_pictures(row_runs, rows, out)
     return Comparison(rows, row_runs)
 
@@ -132,8 +133,7 @@ def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> 
 
 def held_runs(out: Path) -> list[str]:
     """What of a comparison `out` holds: its results and runs (relative paths)."""
-    return [str(p.relative_to(out)) for p in [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")),
-                                              *sorted(out.glob("*/metrics.jsonl"))] if p.is_file()]
+    return [str(p.relative_to(out)) for p in [out / RESULTS_FILE, *run_metrics_below(out)] if p.is_file()]
 
 
 def check_fresh(out: Path, resume: bool = False) -> None:

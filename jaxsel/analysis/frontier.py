@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..core.options import OptionError
 from ..training.config import ConfigError, TrainConfig
+from ..training.rundir import METRICS_FILE
 from ..training.runlock import DirectoryLock
 from ..training.runlog import write_json
 from . import job
@@ -155,7 +156,7 @@ def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> d
 def held(out: Path) -> list[str]:
     """What of a frontier `out` holds: its files and runs (relative paths)."""
     files = [out / n for n in ("frontier.json", "frontier.md", TASK_FILE, DERIVED_FILE)]
-    return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob("*/seed*/metrics.jsonl"))] if p.is_file()]
+    return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob(f"*/seed*/{METRICS_FILE}"))] if p.is_file()]
 
 
 def check_fresh(out: Path, resume: bool = False) -> None:

@@ -26,11 +26,9 @@ import sys
 from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
-from ..training.run_kinds import JOB_FILE
+from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
 from ..training.runlog import jsonable, write_json
 
-#: the job's compiled programs (JAX's persistent cache), kept until the job has finished
-CACHE_DIR = ".xla-cache"
 #: a run's settings that change neither its trajectory nor its figures: where and how it
 #: is shown (multi-host runs may set them per process for the same reason)
 NOT_SETTINGS = PROCESS_LOCAL
@@ -168,10 +166,6 @@ def kept_compilations(out: str | Path):
     with reuse_compilations(folder):
         yield
     shutil.rmtree(folder, ignore_errors=True)
-
-
-#: in a job's .xla-cache: the HMAC that says this user made it on this machine
-CACHE_SEAL = ".jaxsel-seal"
 
 
 def trusted_cache(folder: Path) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from ..costmodel import Cluster, get_network, project_run
 from ..data.paths import writable_dir
 from ..training.numbers import significant
+from ..training.rundir import METRICS_FILE, RESULTS_FILE, RunDir
 from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
 
 
@@ -25,9 +26,9 @@ def find_runs(run_dir: str | Path) -> list[Path]:
     root = Path(run_dir)
     if not root.is_dir():
         raise ValueError(f"run dir {str(root)!r} does not exist; pass a `jaxsel train --out` or `compare --out` dir")
-    if (root / "metrics.jsonl").is_file():
+    if (root / METRICS_FILE).is_file():
         return [root]
-    runs = sorted(p.parent for p in [*root.glob("*/metrics.jsonl"), *root.glob("*/seed*/metrics.jsonl")])
+    runs = sorted(p.parent for p in [*root.glob(f"*/{METRICS_FILE}"), *root.glob(f"*/seed*/{METRICS_FILE}")])
     if not runs:
         raise ValueError(f"{str(root)!r} holds no metrics.jsonl (nor do its subdirs); pass a run dir "
                          f"written by `jaxsel train` or `jaxsel compare`")
@@ -37,16 +38,16 @@ def find_runs(run_dir: str | Path) -> list[Path]:
 def load_run(path: Path, root: Path | None = None) -> dict:
     """config, per-step records, evaluations of one run dir (named by its path under
     `root`, a comparison's dir, else by its strategy)."""
-    records = []
-    for n, line in enumerate(read_text(path / "metrics.jsonl").splitlines(), 1):
+    files, records = RunDir(path), []
+    for n, line in enumerate(read_text(files.metrics).splitlines(), 1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError:   # a line cut off by an interruption
             continue
-        records.append(checked_entry(record, STEP_FIELDS, f"{path / 'metrics.jsonl'} line {n} is not a step record"))
-    config = read_json(path / "config.json", {})
-    evals = [checked_entry(e, EVAL_FIELDS, f"{path / 'evals.json'} entry {i} is not an evaluation")
-             for i, e in enumerate(read_json(path / "evals.json", []), 1)]
+        records.append(checked_entry(record, STEP_FIELDS, f"{files.metrics} line {n} is not a step record"))
+    config = read_json(files.config, {})
+    evals = [checked_entry(e, EVAL_FIELDS, f"{files.evals} entry {i} is not an evaluation")
+             for i, e in enumerate(read_json(files.evals, []), 1)]
     name = path.relative_to(root).as_posix() if root is not None and path != root else config.get("strategy", path.name)
     return {"name": name, "path": path, "config": config,
             "records": records, "evals": evals, "timing": recorded_timing(path)}
@@ -101,10 +102,10 @@ def measured_step_times(records: list[dict]) -> np.ndarray:
 def recorded_timing(path: Path) -> dict:
     """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
     runs written before it was recorded are projected with the cost model's defaults."""
-    timing = read_json(path / "strategy.json", {}).get("timing", {})
+    timing = read_json(RunDir(path).strategy, {}).get("timing", {})
     allowed = [name for name, p in inspect.signature(project_run).parameters.items() if p.kind is p.KEYWORD_ONLY]
     if not isinstance(timing, dict) or not set(timing) <= set(allowed):
-        raise ValueError(f"{path / 'strategy.json'}: its timing must be a table of {', '.join(allowed)}, got "
+        raise ValueError(f"{RunDir(path).strategy}: its timing must be a table of {', '.join(allowed)}, got "
                          f"{timing!r}; restore the file from the run, or remove it from the run dir")
     return dict(timing)
 
@@ -224,7 +225,7 @@ def report_rows(runs: list[dict], root: Path) -> list[tuple[str, list[dict]]]:
     row has the colour it has in the comparison's pictures; runs it does not list (a
     comparison still running) grouped by their row directory after them; a lone run is
     a row of its own."""
-    listed = read_json(root / "results.json", []) if (root / "results.json").is_file() else []
+    listed = read_json(root / RESULTS_FILE, []) if (root / RESULTS_FILE).is_file() else []
     where = {}
     for i, row in enumerate(r for r in listed if isinstance(r, dict)):
         for seed in row.get("per_seed", []):

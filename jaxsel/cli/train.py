@@ -129,7 +129,8 @@ def _train_config(args, out: str):
 def resumed_note(args, cfg) -> str | None:
     """A resume of a run that records its settings: the header's line saying so and naming
     what the flags given change; a change of its results is refused (one line)."""
-    from ..training.recorded import CONFIG_FILE, resume_changes
+    from ..training.recorded import resume_changes
+    from ..training.rundir import CONFIG_FILE
 
     if getattr(args, "recorded", None) is None:
         return None

@@ -38,10 +38,7 @@ from pathlib import Path
 
 from .checkpoint import existing_steps
 from .config import TrainConfig, default_checkpoint_name
-from .run_kinds import CONFIG_FILE
-
-#: in a checkpoint folder: {"run_dir": the resolved run directory that owns it}
-OWNER_FILE = ".jaxsel-owner.json"
+from .rundir import CONFIG_FILE, OWNER_FILE
 #: checkpoints/<run dir name>-<8 hex digits of its resolved path>: jaxsel's own naming
 DEFAULT_NAME = re.compile(r".+-[0-9a-f]{8}")
 

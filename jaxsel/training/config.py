@@ -18,6 +18,7 @@ from pathlib import Path
 from ..core.checks import INT32_MAX, MAX_SEED, check_int, check_number
 from ..core.choices import LOADERS, LOCAL_LOOPS, NONFINITE_POLICIES, current_loop   # without JAX: `--help` reads them
 from .declare import Flag, declarations, declare_flags, flag_of, named, option
+from .rundir import CHECKPOINTS_DIR
 
 #: the step counter is an int32 on the device
 MAX_STEPS = INT32_MAX
@@ -193,7 +194,7 @@ class TrainConfig:
             return None
         if self.checkpoint_dir:
             return Path(self.checkpoint_dir)
-        return Path("checkpoints") / default_checkpoint_name(self)
+        return Path(CHECKPOINTS_DIR) / default_checkpoint_name(self)
 
     @property
     def lr_schedule_length(self) -> int:

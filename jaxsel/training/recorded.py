@@ -19,9 +19,8 @@ from .config import TrainConfig
 from .config_file import load_settings
 from .declare import named
 from .old_records import as_it_ran
+from .rundir import CONFIG_FILE
 
-#: the run's record of its settings in its run directory
-CONFIG_FILE = "config.json"
 #: where a run lives, which a resume sets itself (they are no change of its settings)
 LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
 

@@ -41,6 +41,7 @@ from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
 from .run_kinds import refuse_comparison, refuse_job_cell
+from .rundir import CHECKPOINTS_DIR, CONFIG_FILE, RUN_RECORDS
 from .sync_horizon import warn_if_never_syncs
 
 
@@ -222,8 +223,6 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     check_prepared(cfg.dataset, cfg.data_dir)   # a real dataset: prepared, before anything is created
 
 
-#: what makes a run directory hold a run (config.json alone is a run stopped before its first step)
-RUN_RECORDS = ("metrics.jsonl", "evals.json", "final.json")
 
 
 def held_records(out_dir: str | os.PathLike) -> list[str]:
@@ -295,14 +294,14 @@ def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:
     try:
-        recorded = json.loads((out / "config.json").read_text())
+        recorded = json.loads((out / CONFIG_FILE).read_text())
     except (OSError, ValueError):
         return None   # no run here yet (or not one jaxsel can read): the default
     if not isinstance(recorded, dict):
         return None
     if recorded.get("checkpoint_root"):
         return recorded["checkpoint_root"]
-    legacy = Path("checkpoints") / out.name   # jaxsel before unique checkpoint folders
+    legacy = Path(CHECKPOINTS_DIR) / out.name   # jaxsel before unique checkpoint folders
     return str(legacy) if existing_steps(legacy) else None
 
 

@@ -21,17 +21,11 @@ import os
 from pathlib import Path
 
 from .config import ConfigError
+from .rundir import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, JOB_FILE, METRICS_FILE, RESULTS_FILE, \
+    RUN_FILES, STRATEGY_FILE, run_metrics_below
 
-#: what a `jaxsel train` run writes at the top of its directory (config.json alone: a run
-#: stopped before its first step)
-METRICS_FILE, EVALS_FILE, FINAL_FILE, CONFIG_FILE = "metrics.jsonl", "evals.json", "final.json", "config.json"
-RUN_FILES = (METRICS_FILE, EVALS_FILE, FINAL_FILE, CONFIG_FILE)
-#: what a run writes beside them: its strategy as built and its cost-model keywords
-STRATEGY_FILE = "strategy.json"
-#: a long job's record, at the top of its directory (analysis/job.py)
-JOB_FILE = "job.json"
-#: a finished cell's record, in the cell's run directory (analysis/cells.py)
-CELL_FILE = "cell.json"
+__all__ = ["CELL_FILE", "CONFIG_FILE", "EVALS_FILE", "FINAL_FILE", "JOB_FILE", "METRICS_FILE", "RUN_FILES",
+           "STRATEGY_FILE", "run_files", "comparison_files", "refuse_comparison", "refuse_run", "refuse_job_cell"]
 
 
 def run_files(folder: str | os.PathLike) -> list[str]:
@@ -43,7 +37,7 @@ def comparison_files(folder: str | os.PathLike) -> list[str]:
     """The files of a `jaxsel compare` comparison in `folder` (relative paths): its
     results.json and its runs, ROW/seedS/ (and ROW/, as comparisons wrote them before seeds)."""
     out = Path(folder)
-    found = [out / "results.json", *sorted(out.glob("*/seed*/metrics.jsonl")), *sorted(out.glob("*/metrics.jsonl"))]
+    found = [out / RESULTS_FILE, *run_metrics_below(out)]
     return [str(p.relative_to(out)) for p in found if p.is_file()]
 
 

@@ -17,7 +17,7 @@ import os
 from contextlib import ExitStack
 from pathlib import Path
 
-LOCK_NAME = ".jaxsel.lock"
+from .rundir import LOCK_NAME
 
 
 class RunLocked(ValueError):

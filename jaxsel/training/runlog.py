@@ -26,6 +26,7 @@ import numpy as np
 from ..costmodel import Cluster, Projector
 from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
 from .lr_schedule import scheduled_lr
+from .rundir import METRICS_FILE
 from .writers import MetricWriter, dashboard_writers
 
 
@@ -273,7 +274,7 @@ class RunLog:
         self.divergences: dict[int, Any] = {}
         self.skip_run = 0
         self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length, samples)
-        file = MetricsFile(out_dir / "metrics.jsonl", start) if out_dir else None
+        file = MetricsFile(out_dir / METRICS_FILE, start) if out_dir else None
         self.records: list[dict] = list(file.earlier) if file else []
         self.writers: list[MetricWriter] = [file] if file else []
         if lead:

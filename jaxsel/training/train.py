@@ -32,7 +32,7 @@ from .lr_schedule import parse_lr_schedule
 from .replica_eval import evaluate_replicas
 from .plan import RunPlan, created_dirs, plan_run
 from .run import Run, assemble_run, check_paths, claim_checkpoints, evaluation_weights
-from .run_kinds import CONFIG_FILE, STRATEGY_FILE
+from .rundir import RunDir
 from .runlock import lock_run
 from .runlog import RunLog, write_json
 
@@ -156,8 +156,8 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
              **_replica_figures(run, state, log)}
     if out_dir:
-        write_json(out_dir / "evals.json", log.evals)
-        write_json(out_dir / "final.json", final)
+        write_json(RunDir(out_dir).evals, log.evals)
+        write_json(RunDir(out_dir).final, final)
     return RunResult(cfg, log.records, log.evals, final, state, cfg.strategy, run.timing)
 
 
@@ -242,12 +242,12 @@ def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
-    write_json(out / CONFIG_FILE, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
-                                   "checkpoint_root": str(root.absolute()) if root is not None else None,
-                                   "run_id": run_id})
-    write_json(out / "environment.json", environment(run.layout, run.loader.describe(), run.packing))
-    write_json(out / STRATEGY_FILE, {"name": cfg.strategy, "description": run.description,
-                                       "timing": run.timing})
+    files = RunDir(out)
+    write_json(files.config, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
+                              "checkpoint_root": str(root.absolute()) if root is not None else None,
+                              "run_id": run_id})
+    write_json(files.environment, environment(run.layout, run.loader.describe(), run.packing))
+    write_json(files.strategy, {"name": cfg.strategy, "description": run.description, "timing": run.timing})
     return out
 
 
