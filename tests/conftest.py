@@ -86,6 +86,17 @@ def _replica_counts_asked_by_this_test_only(monkeypatch):
     monkeypatch.setattr(parallel, "_ASKED", weakref.WeakKeyDictionary())
 
 
+@pytest.fixture(autouse=True)
+def _comparison_pictures_only_where_a_test_looks(request, monkeypatch):
+    """A comparison draws its five pictures (about 3 CPU-s, matplotlib) only in the tests
+    marked `pictures`, the ones that look at them; every other test's comparison writes its
+    records and skips the drawing. A module-scoped fixture is built before this one, so the
+    comparisons such fixtures run draw theirs as a user's do. Comparisons run in a
+    subprocess (the slow tier's CLI runs, the newcomer's) always draw."""
+    if request.node.get_closest_marker("pictures") is None:
+        monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)
+
+
 # ------------------------------------------------------------------ scheduling on xdist workers
 # `python -m pytest -n 2` runs with `--dist loadgroup` (pyproject.toml): every test is its own
 # unit of work, handed to whichever worker is free, except the tests that share a module-scoped

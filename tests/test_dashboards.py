@@ -89,7 +89,6 @@ def assert_same(got: dict, want: dict, rel: float) -> None:
 
 def test_compare_writes_tensorboard_and_wandb_runs_per_strategy(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)   # not the dashboards' (3 CPU-s)
     out = tmp_path / "cmp"
     assert cli_main(["compare", "--strategies", "bsp,selsync", "--dataset", "digits", "--steps", "20",
                      "--log-every", "5", "--eval-every", "10", "--opt", "window=3", "--no-progress",

@@ -244,7 +244,6 @@ def test_check_config_runs_once_per_run_and_once_per_compared_variant(tmp_path, 
 
     for module in (config, plan, run, train):
         monkeypatch.setattr(module, "check_config", counting, raising=False)
-    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)   # not counted here (3 CPU-s)
     tiny = ["--steps", "2", "--eval-every", "2", "--log-every", "2", "--no-progress"]
     assert cli_main(["train", "--strategy", "bsp", *tiny, "--no-checkpoint", "--out", str(tmp_path / "t")]) == 0
     assert calls == ["bsp"]

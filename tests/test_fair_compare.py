@@ -126,6 +126,7 @@ def grid(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.pictures
 def test_grid_rows_follow_the_results_contract(grid):
     out, rows, _ = grid
     labels = [r["strategy"] for r in rows]
@@ -175,7 +176,6 @@ def _comparable(run) -> str:
 
 def test_a_grid_seed_is_the_lone_run_of_that_seed_bit_for_bit(tmp_path, monkeypatch):
     # the runs are compared, not their pictures (drawn by the grid's tests): 2 x 3 CPU-s saved
-    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)
     base = TrainConfig(dataset="mnist1d", partition="label_skew", steps=30, eval_every=15, progress=False,
                        strategy_options={"window": 3})
     grid = run_comparison(base, "selsync:delta=0.05", tmp_path / "grid", seeds=2, keep_states=True)

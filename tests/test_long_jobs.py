@@ -133,6 +133,7 @@ def test_a_killed_frontier_resumes_and_its_cell_is_the_lone_compare_run(tmp_path
     assert json.loads((out / "frontier.json").read_text()) == result
 
 
+@pytest.mark.pictures
 def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path, monkeypatch):
     argv, out = finished
     copy = tmp_path / "cmp"
@@ -190,7 +191,6 @@ def test_cells_of_other_code_or_settings_are_never_mixed(finished, tmp_path, cap
     assert main(["report", str(copy)]) == 2   # a report reads the job's records, by any code, never two codes'
     assert "was computed by other jaxsel code (" in capsys.readouterr().err
     code = {**record["code"], "sources": "1" * 64}   # every record of one other code: reported as it is
-    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)   # drawn: test above
     (copy / "job.json").write_text(json.dumps({**job, "code": code}))
     cell.write_text(json.dumps(record))
     for path in copy.glob("*/seed*/cell.json"):
@@ -286,7 +286,6 @@ def test_a_resumed_job_runs_the_packing_loop_its_first_cell_ran(tmp_path, monkey
     monkeypatch.setenv(packing.MEASURE_ENV, "1")
     monkeypatch.setattr(packing, "measure_candidates", lambda *a, **k: ({"vmap": 1.0, "unroll": 2.0}, {}))
     packing.forget_in_memory()
-    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)   # not this test's (7 CPU-s)
     argv = ["compare", "--strategies", "bsp", "--replicas", "4", "--devices", "1", "--steps", "4", "--eval-every",
             "4", "--seeds", "2", "--no-match-budget", "--no-progress", "--out", str(tmp_path / "cm")]
     assert run_main(argv)[0] == 0

@@ -61,7 +61,6 @@ def test_a_library_train_builds_them_once_too(builds, tmp_path):
 def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path, monkeypatch):
     """2 entries x 2 seeds: 4 runs, each planned once; the job itself adds its layout line
     and one strategy per entry, built to check the entries before anything trains."""
-    monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)   # they build none (3 CPU-s)
     assert cli_main(["compare", "--strategies", "bsp,localsgd:period=2", "--seeds", "2", "--no-match-budget",
                      "--dataset", "digits", "--partition", "seldp", *TINY, "--out", str(tmp_path / "c")]) == 0
     cells = 4
