@@ -211,7 +211,7 @@ def test_replicas_are_evaluated_one_by_one_packed_and_at_every_evaluation(tmp_pa
 
 
 def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
-    from jaxsel.training.runlock import DirectoryLock
+    from jaxsel.training.rundir.lock import DirectoryLock
 
     out = tmp_path / "cmp"
     out.mkdir()

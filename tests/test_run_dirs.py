@@ -123,7 +123,7 @@ def test_default_run_dirs_started_in_the_same_second_are_distinct(tmp_path, monk
 
 
 def test_claiming_a_default_name_is_atomic(tmp_path):
-    from jaxsel.data.paths import claim_new_dir
+    from jaxsel.training.rundir.claim import claim_new_dir
 
     start, names = threading.Barrier(8), []
 

@@ -47,7 +47,7 @@ def rows(path: Path) -> list[dict]:
 
 # 1. two runs on one directory ------------------------------------------------------------
 
-HOLD = ("import sys, time; from jaxsel.training.runlock import lock_run; lock_run(sys.argv[1], None); "
+HOLD = ("import sys, time; from jaxsel.training.rundir.lock import lock_run; lock_run(sys.argv[1], None); "
         "print('locked', flush=True); time.sleep(600)")
 
 
@@ -75,7 +75,7 @@ def test_a_released_lock_removes_its_file_and_a_lock_on_a_removed_file_does_not_
     locks the path's own file, so two processes never both hold the directory."""
     import fcntl
 
-    from jaxsel.training.runlock import LOCK_NAME, DirectoryLock, RunLocked, _same_file
+    from jaxsel.training.rundir.lock import LOCK_NAME, DirectoryLock, RunLocked, _same_file
 
     first = DirectoryLock(tmp_path, "run directory").acquire()
     path = tmp_path / LOCK_NAME
@@ -96,7 +96,7 @@ def test_a_released_lock_removes_its_file_and_a_lock_on_a_removed_file_does_not_
 
 
 def test_a_checkpoint_dir_in_use_is_refused_too(tmp_path):
-    from jaxsel.training.runlock import RunLocked, lock_run
+    from jaxsel.training.rundir.lock import RunLocked, lock_run
 
     with lock_run(None, tmp_path / "ck"):
         with pytest.raises(RunLocked, match=rf"checkpoint dir .* in use by process {os.getpid()}"):

@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 import jaxsel
-from jaxsel.training import rundir
+from jaxsel.training.rundir import names as rundir
 
 PACKAGE = Path(jaxsel.__file__).parent
 #: "checkpoints" is also the name of a TrainConfig section and a --help group: not checked
@@ -44,7 +44,8 @@ def test_run_dir_paths_are_the_named_files(tmp_path):
 def test_modules_read_the_names_from_the_home():
     """The names other modules (and tests) import from their old homes are the home's."""
     from jaxsel.analysis import job
-    from jaxsel.training import checkpoint_owner, recorded, run_kinds, runlock
+    from jaxsel.training import recorded, run_kinds
+    from jaxsel.training.rundir import lock as runlock, owner as checkpoint_owner
 
     assert runlock.LOCK_NAME is rundir.LOCK_NAME and checkpoint_owner.OWNER_FILE is rundir.OWNER_FILE
     assert recorded.CONFIG_FILE is rundir.CONFIG_FILE and run_kinds.RUN_FILES is rundir.RUN_FILES

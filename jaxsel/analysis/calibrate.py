@@ -27,7 +27,7 @@ from ..core.triggers import STATISTICS
 from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
 from ..training.rundir import METRICS_FILE
-from ..training.runlock import DirectoryLock
+from ..training.rundir.lock import DirectoryLock
 from ..training.runlog import write_json
 from . import job
 from .cells import Cells

@@ -10,7 +10,7 @@ seed-mean curve, every seed's figures) and five pictures: comparison.png,
 accuracy_vs_time.png, sync_timeline.png, divergence.png (seed means with their spread) and
 pareto.png (accuracy against MB sent and against projected time to target).
 
-The comparison directory is locked as a whole while it runs (training/runlock.py). job.json
+The comparison directory is locked as a whole while it runs (training/rundir/lock.py). job.json
 records the job (`job.py`); one that already holds a comparison is refused rather than
 overwritten, unless `resume`: then the finished cells are loaded from their records, the
 rest run, and the results are made from all of them, as an uninterrupted comparison's
@@ -26,7 +26,7 @@ from pathlib import Path
 from ..training.config import TrainConfig
 from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
-from ..training.runlock import DirectoryLock
+from ..training.rundir.lock import DirectoryLock
 from ..training.runlog import projected_cluster, write_json
 from . import job
 from .cells import Cells

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..core.options import OptionError
 from ..training.config import ConfigError, TrainConfig
 from ..training.rundir import METRICS_FILE
-from ..training.runlock import DirectoryLock
+from ..training.rundir.lock import DirectoryLock
 from ..training.runlog import write_json
 from . import job
 from .cells import Cells, FailedCell

@@ -25,7 +25,7 @@ def _user_errors() -> tuple[type, ...]:
     from ..training.checkpoint import CheckpointError, CheckpointMismatch
     from ..training.config import ConfigError
     from ..training.distributed import SettingsMismatch
-    from ..training.runlock import RunLocked
+    from ..training.rundir.lock import RunLocked
     from .backend import JaxEnvironmentError
 
     return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,

@@ -67,8 +67,8 @@ def ensure_writable(path: str, option: str = "--out") -> Path | None:
 
 def default_out(prefix: str) -> str:
     """runs/<prefix>-<time>, or -2, -3, ... if taken: the name the run will claim once every
-    check has passed (`paths.claim_new_dir`, atomic: two runs never get the same one)."""
-    from ..data.paths import free_name
+    check has passed (`rundir.claim.claim_new_dir`, atomic: two runs never get the same one)."""
+    from ..training.rundir.claim import free_name
 
     return free_name(Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
 

@@ -66,7 +66,8 @@ def _compare(args, out: str) -> int:
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
     from ..analysis.job import kept_compilations
     from ..analysis.time_to_accuracy import parse_target
-    from ..data.paths import claim_new_dir, undo_created
+    from ..data.paths import undo_created
+    from ..training.rundir.claim import claim_new_dir
     from ..data.sources import check_prepared
     from ..training.run_kinds import refuse_run
 

@@ -24,18 +24,19 @@ class UnusablePath(ValueError):
     """A user-given path that cannot be created, read or written (one line, exit 2)."""
 
 
-def _reason(err: OSError) -> str:
+def os_reason(err: OSError) -> str:
+    """The OS's words for a failed call, for a one-line message (the class name if it has none)."""
     return err.strerror or type(err).__name__
 
 
-def _check_writable(path: Path, option: str) -> None:
+def check_writable(path: Path, option: str) -> None:
     """Probe with a real file: os.access lies under root and on some network mounts."""
     probe = path / f".jaxsel-write-test-{os.getpid()}-{threading.get_ident()}"   # one per caller
     try:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise UnusablePath(f"{option} {str(path)!r} is not writable ({_reason(err)}); "
+        raise UnusablePath(f"{option} {str(path)!r} is not writable ({os_reason(err)}); "
                            f"choose another directory") from None
 
 
@@ -49,7 +50,7 @@ def writable_dir(path: str | os.PathLike, option: str = "--data-dir", *, quiet: 
     """
     p = Path(path).expanduser()
     if p.is_dir():
-        _check_writable(p, option)
+        check_writable(p, option)
         return False
     if p.exists() and not p.is_dir():   # (it may have become a directory since: another process)
         raise UnusablePath(f"{option} {str(p)!r} exists and is not a directory")
@@ -64,11 +65,11 @@ def writable_dir(path: str | os.PathLike, option: str = "--data-dir", *, quiet: 
     except FileExistsError:   # another process created it between the checks: fine, if a directory
         if not p.is_dir():
             raise UnusablePath(f"{option} {str(p)!r} exists and is not a directory") from None
-        _check_writable(p, option)
+        check_writable(p, option)
         return False
     except OSError as err:
-        raise UnusablePath(f"{option} {str(p)!r} cannot be created ({_reason(err)})") from None
-    _check_writable(p, option)
+        raise UnusablePath(f"{option} {str(p)!r} cannot be created ({os_reason(err)})") from None
+    check_writable(p, option)
     if not quiet:
         print(f"jaxsel: created {option} directory {p}", file=sys.stderr)
     return True
@@ -83,39 +84,6 @@ def first_missing(path: str | os.PathLike) -> Path | None:
     while not p.parent.exists() and p.parent != p:
         p = p.parent
     return p
-
-
-def claim_new_dir(path: str | os.PathLike, option: str = "--out") -> str:
-    """Create a new directory named `path`, or `path`-2, -3, ... when that name is taken,
-    and return the one created: jaxsel's default run directories (runs/<what>-<time>), so
-    that two runs started in the same second never share one. `mkdir` either creates the
-    directory or fails because it exists, so two processes never claim the same name. The
-    parents are jaxsel's own defaults (runs/), created as needed."""
-    p = Path(path).expanduser()
-    writable_dir(p.parent, option, quiet=True, parents=True)
-    for candidate in numbered(p):
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        except OSError as err:
-            raise UnusablePath(f"{option} {str(candidate)!r} cannot be created ({_reason(err)})") from None
-        _check_writable(candidate, option)
-        return str(candidate)
-    raise UnusablePath(f"{option}: every name {str(p)!r}-N is taken; choose a directory with {option}")
-
-
-def free_name(path: str | os.PathLike) -> str:
-    """The name `claim_new_dir(path)` would claim now (checked before anything is created;
-    a run that takes it meanwhile moves the claim on to the next)."""
-    return str(next(p for p in numbered(Path(path)) if not p.exists()))
-
-
-def numbered(path: Path) -> Iterator[Path]:
-    """`path`, then `path`-2, -3, ..."""
-    yield path
-    for n in range(2, 10**6):
-        yield path.with_name(f"{path.name}-{n}")
 
 
 def readable_path(path: str | os.PathLike, option: str = "--from") -> Path:

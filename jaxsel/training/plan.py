@@ -23,7 +23,7 @@ from ..data.pipeline import Input, build_input
 from .config import TrainConfig, check_config
 from .lr_schedule import RunSamples
 from .run import check_paths, make_layout, make_strategy, resumed_settings
-from .runlock import check_unlocked
+from .rundir.lock import check_unlocked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +91,8 @@ def created_dirs(plan: RunPlan, lead: bool) -> Iterator[TrainConfig]:
     default name: one no other run has); a run that fails before writing into them leaves
     none of it behind (`paths.undo_created`). Says where the run writes when the plan
     announces itself."""
-    from ..data.paths import claim_new_dir, first_missing, undo_created, writable_dir
+    from ..data.paths import first_missing, undo_created, writable_dir
+    from .rundir.claim import claim_new_dir
 
     cfg = plan.cfg
     with contextlib.ExitStack() as undo:

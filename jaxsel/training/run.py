@@ -33,7 +33,7 @@ from ..models import FunctionalModel, build_model
 from ..strategies import build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
-from .checkpoint_owner import claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, records
+from .rundir.owner import claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, records
 from .config import ConfigError, TrainConfig
 from .evaluation import make_eval_fn
 from .grad_clip import with_clipped_gradients
@@ -179,7 +179,7 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     another run (when not resuming: nothing is overwritten), a comparison or lies inside a
     long job's directory (ever, unless `job_cell`: the job trains its own cell; run_kinds.py),
     a checkpoint dir that already holds another run's checkpoints (when not resuming) or,
-    named for a resume, belongs to another run directory (checkpoint_owner.py), an explicit
+    named for a resume, belongs to another run directory (rundir/owner.py), an explicit
     data_dir that does not exist (an error for a dataset that must be prepared there;
     embedded datasets are built into it, so it is created and said), a real dataset not
     prepared; TensorBoard without a run directory to write to."""
@@ -265,7 +265,7 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     if cfg.checkpoint_dir is None and cfg.out_dir:
         recorded = _recorded_checkpoint_dir(Path(cfg.out_dir))
         source = fork_source(cfg, recorded)
-        if source is not None:   # a copied run directory: checkpoints of its own (checkpoint_owner.py)
+        if source is not None:   # a copied run directory: checkpoints of its own (rundir/owner.py)
             cfg = dataclasses.replace(cfg, checkpoint_dir=str(fork_root(source, cfg)))
         elif recorded is not None:
             cfg = dataclasses.replace(cfg, checkpoint_dir=recorded)
@@ -281,7 +281,7 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
 def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
     """Under the run's lock, before it restores: claim its checkpoint folder for its run
     directory, and fill a copied run directory's own folder with the checkpoints of the
-    folder its config.json records (checkpoint_owner.py)."""
+    folder its config.json records (rundir/owner.py)."""
     root = cfg.checkpoint_root()
     if root is None or not cfg.out_dir:
         return

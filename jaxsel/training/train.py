@@ -23,7 +23,7 @@ from ..core.pacing import pace
 from ..core.correlation import replica_metrics
 from . import distributed
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
-from .checkpoint_owner import new_run_id, run_id_of
+from .rundir.owner import new_run_id, run_id_of
 from .config import TrainConfig, agreed_settings
 from .environment import environment
 from .faults import MAX_CONSECUTIVE_SKIPS, NonFiniteError, StopSignals, TrainingInterrupted, \
@@ -33,7 +33,7 @@ from .replica_eval import evaluate_replicas
 from .plan import RunPlan, created_dirs, plan_run
 from .run import Run, assemble_run, check_paths, claim_checkpoints, evaluation_weights
 from .rundir import RunDir
-from .runlock import lock_run
+from .rundir.lock import lock_run
 from .runlog import RunLog, write_json
 
 __all__ = ["RunPlan", "RunResult", "TrainConfig", "build_run", "plan_run", "train"]
@@ -67,9 +67,9 @@ def train(plan: RunPlan | TrainConfig, run: Run | None = None, *, checked: bool 
     `checkpoint_every` steps, at the end and on SIGTERM/SIGINT (then `TrainingInterrupted`
     is raised); `resume` continues from the newest verified checkpoint and the metrics
     log continues where it left off (a copied run directory forks its own checkpoints:
-    checkpoint_owner.py). A non-finite loss or gradient raises
+    rundir/owner.py). A non-finite loss or gradient raises
     `NonFiniteError` (or skips the step: `nonfinite="skip"`); see faults.py. The run
-    owns its run and checkpoint directories while it trains (runlock.py), and the
+    owns its run and checkpoint directories while it trains (rundir/lock.py), and the
     processes of a multi-host run first agree on their settings.
 
     Every check comes before anything is created: the plan's, then the run's memory and
@@ -237,7 +237,7 @@ def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
 def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     """The run directory with what the run is: its settings, where its checkpoints go (a
     resumed run finds them there, whatever the working directory), its identity (which its
-    checkpoint folder's owner file records too: checkpoint_owner.py), its strategy as built
+    checkpoint folder's owner file records too: rundir/owner.py), its strategy as built
     and what it runs on (environment.py)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)

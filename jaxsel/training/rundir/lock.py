@@ -17,7 +17,7 @@ import os
 from contextlib import ExitStack
 from pathlib import Path
 
-from .rundir import LOCK_NAME
+from .names import LOCK_NAME
 
 
 class RunLocked(ValueError):

@@ -1,4 +1,4 @@
-"""The run directory's home: the one place that names the files jaxsel writes into a run's
+"""The run directory's names: the one place that spells the files jaxsel writes into a run's
 `--out`, a comparison's or frontier's directory and a checkpoint folder.
 
 Why: these names were spelled as string literals in nine modules across two packages, so a
@@ -13,9 +13,9 @@ keywords) and environment.json (what it ran on) beside them; a comparison writes
 results.json at the top and one run per row and seed below it (ROW/seedS/); a long job
 records itself in job.json (its compiled programs in .xla-cache) and each finished cell
 in its run's cell.json. While a run
-trains it holds `.jaxsel.lock` in its run and checkpoint directories (runlock.py); a
+trains it holds `.jaxsel.lock` in its run and checkpoint directories (lock.py); a
 checkpoint folder records the run directory that owns it in `.jaxsel-owner.json`
-(checkpoint_owner.py).
+(owner.py).
 """
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ RESULTS_FILE = "results.json"
 JOB_FILE = "job.json"
 #: a finished cell's record, in the cell's run directory (analysis/cells.py)
 CELL_FILE = "cell.json"
-#: the OS-locked file a training run holds in its run and checkpoint directories (runlock.py)
+#: the OS-locked file a training run holds in its run and checkpoint directories (lock.py)
 LOCK_NAME = ".jaxsel.lock"
-#: in a checkpoint folder: {"run_dir": the resolved run directory that owns it} (checkpoint_owner.py)
+#: in a checkpoint folder: {"run_dir": the resolved run directory that owns it} (owner.py)
 OWNER_FILE = ".jaxsel-owner.json"
 #: a long job's compiled programs (JAX's persistent cache), kept until the job has finished (analysis/job.py)
 CACHE_DIR = ".xla-cache"

@@ -36,9 +36,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from .checkpoint import existing_steps
-from .config import TrainConfig, default_checkpoint_name
-from .rundir import CONFIG_FILE, OWNER_FILE
+from ..checkpoint import existing_steps
+from ..config import TrainConfig, default_checkpoint_name
+from .names import CONFIG_FILE, OWNER_FILE
 #: checkpoints/<run dir name>-<8 hex digits of its resolved path>: jaxsel's own naming
 DEFAULT_NAME = re.compile(r".+-[0-9a-f]{8}")
 

@@ -1,0 +1,20 @@
+"""The run directory's home: what a run's, a comparison's or a job's directory and a
+checkpoint folder hold, and who may use them.
+
+- `names`: the one place that spells the files (constants, `RunDir(path)`);
+- `lock`: the OS lock a training run holds on its run and checkpoint directories;
+- `owner`: which run directory owns a checkpoint folder (and forking a copied run's);
+- `claim`: claiming a new default run directory (runs/<what>-<time>, -2, -3, ...).
+
+Why a package: these were four modules in two packages that each knew part of the
+directory's layout. Only the names are re-exported here, so `from jaxsel.training.rundir
+import X` stays as cheap as it was (no JAX, nothing else of jaxsel's); the others are
+imported from their modules.
+"""
+from .names import (CACHE_DIR, CACHE_SEAL, CELL_FILE, CHECKPOINTS_DIR, CONFIG_FILE, ENVIRONMENT_FILE, EVALS_FILE,
+                    FINAL_FILE, JOB_FILE, LOCK_NAME, METRICS_FILE, OWNER_FILE, RESULTS_FILE, RUN_FILES, RUN_RECORDS,
+                    STRATEGY_FILE, RunDir, run_metrics_below)
+
+__all__ = ["CACHE_DIR", "CACHE_SEAL", "CELL_FILE", "CHECKPOINTS_DIR", "CONFIG_FILE", "ENVIRONMENT_FILE", "EVALS_FILE",
+           "FINAL_FILE", "JOB_FILE", "LOCK_NAME", "METRICS_FILE", "OWNER_FILE", "RESULTS_FILE", "RUN_FILES",
+           "RUN_RECORDS", "STRATEGY_FILE", "RunDir", "run_metrics_below"]
