@@ -39,6 +39,7 @@ from ..training.faults import TrainingInterrupted
 from ..training.rundir import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
     STRATEGY_FILE
 from ..training.plan import plan_run
+from ..training.rundir.records import Found, MetricLines, Record, read_run
 from ..training.runlog import write_json
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
@@ -107,17 +108,27 @@ def file_digests(directory: Path) -> dict[str, str]:
             for name in FIGURE_FILES if (directory / name).is_file()}
 
 
-def _read_json(path: Path, kind: type):
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DamagedCell(f"its {path.name} is missing") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DamagedCell(f"its {path.name} is not valid JSON ({err})") from None
-    if not isinstance(value, kind):
-        raise DamagedCell(f"its {path.name} holds a JSON {type(value).__name__}, not the {kind.__name__} a run "
-                          f"writes there")
-    return value
+def _strict(record: Record):
+    """A record's value as its run wrote it; a missing or damaged file is a DamagedCell."""
+    if record.found is Found.MISSING:
+        raise DamagedCell(f"its {record.path.name} is missing")
+    if record.found in (Found.NOT_TEXT, Found.NOT_JSON):
+        raise DamagedCell(f"its {record.path.name} is not valid JSON ({record.error})")
+    if record.found is Found.WRONG_KIND:
+        raise DamagedCell(f"its {record.path.name} holds a JSON {record.found_kind}, not the {record.kind.__name__} "
+                          f"a run writes there")
+    return record.value
+
+
+def _strict_rows(lines: MetricLines) -> list:
+    """metrics.jsonl's rows, every line whole; a missing file or a cut line is a DamagedCell."""
+    if lines.found is Found.MISSING:
+        raise DamagedCell(f"its {lines.path.name} is missing")
+    if lines.found is Found.NOT_TEXT:
+        raise DamagedCell(f"its {lines.path.name} is not UTF-8 text ({getattr(lines.error, 'reason', lines.error)})")
+    if lines.cut:
+        raise DamagedCell(f"its {lines.path.name} has a line that is not JSON ({lines.cut[0][1]})")
+    return [row for _, row in lines.rows]
 
 
 #: what the job's tables read of a cell's final.json: (field, what it must be)
@@ -140,27 +151,19 @@ def _entries(values: list, name: str, fields: dict) -> list[dict]:
 def cell_result(cfg: TrainConfig, directory: Path) -> RunResult:
     """The finished cell of `cfg` as the RunResult its training returned, read from its run
     directory (figures as written: non-finite -> None); a missing or malformed file is a
-    DamagedCell naming it. Strict, unlike `report.load_run` (the one `load_run`: any run
-    directory read for a report, a line cut off by an interruption skipped): a job's table
-    is made of these records, so a damaged one is retrained, never half-read."""
-    metrics = directory / METRICS_FILE
-    try:
-        lines = metrics.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise DamagedCell(f"its {metrics.name} is missing") from None
-    except UnicodeDecodeError as err:
-        raise DamagedCell(f"its {metrics.name} is not UTF-8 text ({err.reason})") from None
-    try:
-        records = [json.loads(line) for line in lines if line.strip()]
-    except ValueError as err:
-        raise DamagedCell(f"its {metrics.name} has a line that is not JSON ({err})") from None
-    _entries(records, metrics.name, {"step": int})
+    DamagedCell naming it. Read by the run directory's one reader (`rundir.records.read_run`,
+    as `report.load_run` reads a run) and strict, unlike the report (which skips a line cut
+    off by an interruption): a job's table is made of these records, so a damaged one is
+    retrained, never half-read."""
+    run = read_run(directory)
+    records = _strict_rows(run.metrics)
+    _entries(records, METRICS_FILE, {"step": int})
     if not records:
-        raise DamagedCell(f"its {metrics.name} holds no step")
-    evals = _entries(_read_json(directory / EVALS_FILE, list), EVALS_FILE, {"step": int})
-    final = _read_json(directory / FINAL_FILE, dict)
+        raise DamagedCell(f"its {METRICS_FILE} holds no step")
+    evals = _entries(_strict(run.evals), EVALS_FILE, {"step": int})
+    final = _strict(run.final)
     _entries([final], FINAL_FILE, FINAL_FIELDS)
-    timing = _read_json(directory / STRATEGY_FILE, dict).get("timing", {})
+    timing = _strict(run.strategy).get("timing", {})
     return RunResult(cfg, records, evals, final, None, cfg.strategy, dict(timing) if isinstance(timing, dict) else {})
 
 

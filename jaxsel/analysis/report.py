@@ -16,7 +16,8 @@ import numpy as np
 from ..costmodel import Cluster, get_network, project_run
 from ..data.paths import writable_dir
 from ..training.numbers import significant
-from ..training.rundir import METRICS_FILE, RESULTS_FILE, RunDir
+from ..training.rundir import METRICS_FILE, RESULTS_FILE
+from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
 
 
@@ -37,20 +38,21 @@ def find_runs(run_dir: str | Path) -> list[Path]:
 
 def load_run(path: Path, root: Path | None = None) -> dict:
     """config, per-step records, evaluations of one run dir (named by its path under
-    `root`, a comparison's dir, else by its strategy)."""
-    files, records = RunDir(path), []
-    for n, line in enumerate(read_text(files.metrics).splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:   # a line cut off by an interruption
-            continue
-        records.append(checked_entry(record, STEP_FIELDS, f"{files.metrics} line {n} is not a step record"))
-    config = read_json(files.config, {})
-    evals = [checked_entry(e, EVAL_FIELDS, f"{files.evals} entry {i} is not an evaluation")
-             for i, e in enumerate(read_json(files.evals, []), 1)]
+    `root`, a comparison's dir, else by its strategy), read by the run directory's one reader
+    (`rundir.records.read_run`). Tolerant, as a report may be: an absent config.json,
+    evals.json or strategy.json reads as empty, and a metrics line cut off by an
+    interruption is skipped; a damaged file is one line naming it."""
+    run = read_run(path)
+    lines = run.metrics
+    if lines.found is not Found.VALUE:
+        raise ValueError(_unreadable(lines))
+    records = [checked_entry(row, STEP_FIELDS, f"{lines.path} line {n} is not a step record") for n, row in lines.rows]
+    config = tolerant(run.config)
+    evals = [checked_entry(e, EVAL_FIELDS, f"{run.evals.path} entry {i} is not an evaluation")
+             for i, e in enumerate(tolerant(run.evals), 1)]
     name = path.relative_to(root).as_posix() if root is not None and path != root else config.get("strategy", path.name)
     return {"name": name, "path": path, "config": config,
-            "records": records, "evals": evals, "timing": recorded_timing(path)}
+            "records": records, "evals": evals, "timing": recorded_timing(run.strategy)}
 
 
 #: what the report reads of each metrics.jsonl line and each evals.json entry (the runs
@@ -78,14 +80,6 @@ def _is_kind(value, kind: str) -> bool:
     return isinstance(value, int) if kind == "an integer" else bool(np.isfinite(value))
 
 
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); restore it or remove "
-                         f"it from the run dir") from None
-
-
 def measured_step_times(records: list[dict]) -> np.ndarray:
     """Per-step seconds from the log: steps fetched in one window share its elapsed time."""
     out = np.zeros(len(records))
@@ -99,30 +93,39 @@ def measured_step_times(records: list[dict]) -> np.ndarray:
     return out
 
 
-def recorded_timing(path: Path) -> dict:
+def recorded_timing(strategy: Record) -> dict:
     """The cost-model keywords the run's strategy stated (strategy.json, written by the run);
     runs written before it was recorded are projected with the cost model's defaults."""
-    timing = read_json(RunDir(path).strategy, {}).get("timing", {})
+    timing = tolerant(strategy).get("timing", {})
     allowed = [name for name, p in inspect.signature(project_run).parameters.items() if p.kind is p.KEYWORD_ONLY]
     if not isinstance(timing, dict) or not set(timing) <= set(allowed):
-        raise ValueError(f"{RunDir(path).strategy}: its timing must be a table of {', '.join(allowed)}, got "
+        raise ValueError(f"{strategy.path}: its timing must be a table of {', '.join(allowed)}, got "
                          f"{timing!r}; restore the file from the run, or remove it from the run dir")
     return dict(timing)
 
 
-def read_json(path: Path, empty):
-    """A run file's JSON (`empty` when the file is absent, of the same type); a damaged one is
-    a ValueError naming the file and what is wrong."""
-    if not path.is_file():
-        return empty
-    try:
-        value = json.loads(read_text(path))
-    except ValueError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); restore it or remove it from the run dir") from None
-    if not isinstance(value, type(empty)):
-        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not the {type(empty).__name__} a run "
-                         f"writes there; restore it or remove it from the run dir")
-    return value
+def tolerant(record: Record):
+    """A record's value, or an empty one of its kind when the file is absent (a run that
+    did not write it); a damaged file is a ValueError naming it and what is wrong."""
+    if record.found is Found.MISSING:
+        return record.kind()
+    if record.found is not Found.VALUE:
+        raise ValueError(_unreadable(record))
+    return record.value
+
+
+def _unreadable(record: Record | MetricLines) -> str:
+    """One line: the file, what is wrong with it, what to do."""
+    err = record.error
+    if record.found is Found.NOT_TEXT:
+        problem = f"is not UTF-8 text ({err.reason} at byte {err.start})"
+    elif record.found is Found.NOT_JSON:
+        problem = f"is not valid JSON ({err})"
+    elif record.found is Found.WRONG_KIND:
+        problem = f"holds a JSON {record.found_kind}, not the {record.kind.__name__} a run writes there"
+    else:
+        problem = "is missing"
+    return f"{record.path} {problem}; restore it or remove it from the run dir"
 
 
 def project(run: dict, network, stragglers=None, compute_s: float | None = None) -> np.ndarray:
@@ -225,7 +228,7 @@ def report_rows(runs: list[dict], root: Path) -> list[tuple[str, list[dict]]]:
     row has the colour it has in the comparison's pictures; runs it does not list (a
     comparison still running) grouped by their row directory after them; a lone run is
     a row of its own."""
-    listed = read_json(root / RESULTS_FILE, []) if (root / RESULTS_FILE).is_file() else []
+    listed = tolerant(read_record(root / RESULTS_FILE, list))
     where = {}
     for i, row in enumerate(r for r in listed if isinstance(r, dict)):
         for seed in row.get("per_seed", []):
