@@ -36,10 +36,10 @@ import numpy as np
 
 from ..training.config import ConfigError, TrainConfig
 from ..training.faults import TrainingInterrupted
-from ..training.rundir import CELL_FILE, CONFIG_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, \
-    STRATEGY_FILE
+from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, STRATEGY_FILE, \
+    RunDir
 from ..training.plan import plan_run
-from ..training.rundir.records import Found, MetricLines, Record, read_run
+from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.runlog import write_json
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
@@ -114,6 +114,8 @@ def _strict(record: Record):
         raise DamagedCell(f"its {record.path.name} is missing")
     if record.found in (Found.NOT_TEXT, Found.NOT_JSON):
         raise DamagedCell(f"its {record.path.name} is not valid JSON ({record.error})")
+    if record.found is Found.UNREADABLE:
+        raise DamagedCell(f"its {record.path.name} cannot be read ({record.error})")
     if record.found is Found.WRONG_KIND:
         raise DamagedCell(f"its {record.path.name} holds a JSON {record.found_kind}, not the {record.kind.__name__} "
                           f"a run writes there")
@@ -125,7 +127,9 @@ def _strict_rows(lines: MetricLines) -> list:
     if lines.found is Found.MISSING:
         raise DamagedCell(f"its {lines.path.name} is missing")
     if lines.found is Found.NOT_TEXT:
-        raise DamagedCell(f"its {lines.path.name} is not UTF-8 text ({getattr(lines.error, 'reason', lines.error)})")
+        raise DamagedCell(f"its {lines.path.name} is not UTF-8 text ({lines.error.reason})")
+    if lines.found is Found.UNREADABLE:
+        raise DamagedCell(f"its {lines.path.name} cannot be read ({lines.error})")
     if lines.cut:
         raise DamagedCell(f"its {lines.path.name} has a line that is not JSON ({lines.cut[0][1]})")
     return [row for _, row in lines.rows]
@@ -302,11 +306,10 @@ def check_files(record: dict, directory: Path) -> None:
 def ran_loop(directory: Path) -> str | None:
     """How the run in `directory` computed its packed replicas, as its config.json records
     it: a loop, "single" (one replica per device), or None when it does not say."""
-    try:
-        recorded = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    config = read_record(RunDir(directory).config, dict)
+    if not config.ok:
         return None
-    packing = recorded.get("packing", "?") if isinstance(recorded, dict) else "?"
+    packing = config.value.get("packing", "?")
     if packing is None:
         return "single"
     return packing.get("loop") if isinstance(packing, dict) and isinstance(packing.get("loop"), str) else None

@@ -123,6 +123,8 @@ def _unreadable(record: Record | MetricLines) -> str:
         problem = f"is not valid JSON ({err})"
     elif record.found is Found.WRONG_KIND:
         problem = f"holds a JSON {record.found_kind}, not the {record.kind.__name__} a run writes there"
+    elif record.found is Found.UNREADABLE:
+        problem = f"cannot be read ({err.strerror or type(err).__name__})"
     else:
         problem = "is missing"
     return f"{record.path} {problem}; restore it or remove it from the run dir"

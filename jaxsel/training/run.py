@@ -11,7 +11,6 @@ to the strategy layer beyond building it are `strategy_timing`, `describe_strate
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -41,7 +40,8 @@ from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
 from .run_kinds import refuse_comparison, refuse_job_cell
-from .rundir import CHECKPOINTS_DIR, CONFIG_FILE, RUN_RECORDS
+from .rundir import CHECKPOINTS_DIR, RUN_RECORDS, RunDir
+from .rundir.records import read_record
 from .sync_horizon import warn_if_never_syncs
 
 
@@ -293,12 +293,10 @@ def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
 
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:
-    try:
-        recorded = json.loads((out / CONFIG_FILE).read_text())
-    except (OSError, ValueError):
+    config = read_record(RunDir(out).config, dict)
+    if not config.ok:
         return None   # no run here yet (or not one jaxsel can read): the default
-    if not isinstance(recorded, dict):
-        return None
+    recorded = config.value
     if recorded.get("checkpoint_root"):
         return recorded["checkpoint_root"]
     legacy = Path(CHECKPOINTS_DIR) / out.name   # jaxsel before unique checkpoint folders

@@ -26,6 +26,7 @@ class Found(enum.Enum):
     """What reading one record file found."""
     VALUE = "value"           # a JSON value of the kind a run writes there
     MISSING = "missing"       # no such file (or not a file)
+    UNREADABLE = "unreadable"  # there, but the OS refused to read it (e.g. no permission)
     NOT_TEXT = "not UTF-8"    # bytes that are not UTF-8 text
     NOT_JSON = "not JSON"     # text that is not one JSON value
     WRONG_KIND = "wrong kind"  # JSON of another kind (e.g. a list where a run writes an object)
@@ -34,12 +35,13 @@ class Found(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One JSON record file as read: `value` when `found` is VALUE; otherwise `error` is the
-    decoding error (NOT_TEXT, NOT_JSON) or `found_kind` the JSON type met (WRONG_KIND)."""
+    OS's or the decoder's error (UNREADABLE, NOT_TEXT, NOT_JSON) or `found_kind` the JSON
+    type met (WRONG_KIND)."""
     path: Path
     kind: type
     found: Found
     value: Any = None
-    error: ValueError | None = None
+    error: Exception | None = None
     found_kind: str | None = None
 
     @property
@@ -56,7 +58,7 @@ class MetricLines:
     found: Found
     rows: tuple[tuple[int, Any], ...] = ()
     cut: tuple[tuple[int, ValueError], ...] = ()
-    error: ValueError | None = None
+    error: Exception | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,8 @@ def read_record(path: str | os.PathLike, kind: type) -> Record:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         return Record(path, kind, Found.NOT_TEXT, error=err)
+    except OSError as err:
+        return Record(path, kind, Found.UNREADABLE, error=err)
     try:
         value = json.loads(text)
     except ValueError as err:
@@ -97,6 +101,8 @@ def read_metric_lines(path: str | os.PathLike) -> MetricLines:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         return MetricLines(path, Found.NOT_TEXT, error=err)
+    except OSError as err:
+        return MetricLines(path, Found.UNREADABLE, error=err)
     rows, cut = [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
