@@ -198,6 +198,8 @@ def test_a_users_loop_matches_the_numpy_reference(name, layout, users_loops):
         assert any(decisions[2 * SELSYNC["window"] - 1:]) and not all(decisions), "both decisions occur"
 
 
+@pytest.mark.slow
+@pytest.mark.layouts
 def test_packed_and_vmapped_replicas_equal_eight_devices():
     """axis_name=("local", "data") with 2 replicas vmapped on each of 4 devices, and 8 replicas
     vmapped on one device, reach the 8-device parameters, optimizer and method state (to
