@@ -32,6 +32,8 @@ strategy's traced step for that). No other function calls `lax.cond` or `lax.swi
 """
 from __future__ import annotations
 
+import abc
+
 import dataclasses
 from typing import Any, Callable, ClassVar, NamedTuple
 
@@ -317,11 +319,11 @@ def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
 
 # ------------------------------------------------------------------------ the protocol
 
-class _ReadsOldNames(type):
+class _ReadsOldNames(abc.ABCMeta):
     """Strategy's metaclass: a strategy built from Python by an option's last-release name
     (`DiLoCo(inner_steps=8)`) is built with the new name and warned, as the command line
     and configs are (`options.renamed_options`); the dataclass's own `__init__` knows only
-    the new one."""
+    the new one. An ABCMeta, so that a plugin strategy may also be an `abc.ABC`."""
 
     def __call__(cls, *args, **kwargs):
         if kwargs.keys() & cls.aliases.keys():
