@@ -191,7 +191,7 @@ def real_runs(args, window: int, warmup: int) -> dict:
         "bsp": train_run("bsp", "bsp", {}, args, **mom),
         "selsync": train_run("selsync", "selsync", selsync, args, **mom),
         "hierarchical": train_run("hierarchical", "hierarchical", hier, args, **mom),
-        "ssdsgd": train_run("ssdsgd", "ssdsgd", {"k": 5, "local_lr_scale": 4.0, "warmup_steps": warmup}, args, **mom),
+        "ssdsgd": train_run("ssdsgd", "ssdsgd", {"period": 5, "local_lr_scale": 4.0, "warmup_steps": warmup}, args, **mom),
         "bsp_m0": train_run("bsp (m=0)", "bsp", {}, args, **nomom),
         "syncswitch": train_run("syncswitch", "syncswitch", {"policy": "offline", "bsp_fraction": 0.05},
                                 args, **nomom),

@@ -19,7 +19,7 @@ from jaxsel import TrainConfig
 
 def full(data_dir=None) -> TrainConfig:
     return TrainConfig(dataset="cifar10", data_dir=data_dir, model="resnet20", strategy="ssdsgd",
-                       strategy_options={"k": 5, "local_lr_scale": 4.0, "warmup_steps": 250},
+                       strategy_options={"period": 5, "local_lr_scale": 4.0, "warmup_steps": 250},
                        replicas=8, batch_size=128, steps=8_000, optimizer="sgd", lr=0.1,
                        momentum=0.9, weight_decay=1e-4, partition="disjoint", eval_every=250,
                        log_every=50)
@@ -28,7 +28,7 @@ def full(data_dir=None) -> TrainConfig:
 def tiny(data_dir=None) -> TrainConfig:
     """mnist1d and the MLP, 4 replicas, 10 warm-up steps."""
     return TrainConfig(dataset="mnist1d", data_dir=data_dir, model="mlp", strategy="ssdsgd",
-                       strategy_options={"k": 5, "local_lr_scale": 4.0, "warmup_steps": 10},
+                       strategy_options={"period": 5, "local_lr_scale": 4.0, "warmup_steps": 10},
                        replicas=4, batch_size=16, steps=60, optimizer="sgd", lr=0.02,
                        momentum=0.9, weight_decay=1e-4, partition="disjoint", eval_every=60,
                        log_every=10)

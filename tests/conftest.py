@@ -21,10 +21,24 @@ from pathlib import Path  # noqa: E402
 _ROOT = str(Path(__file__).resolve().parents[1])
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 
-os.environ.setdefault("JAXSEL_DATA_DIR", tempfile.mkdtemp(prefix="jaxsel-test-data-"))
+#: what this process made and removes at its end (the controller's; workers inherit the paths)
+_MADE_HERE: list[Path] = []
+if "JAXSEL_DATA_DIR" not in os.environ:
+    _MADE_HERE.append(Path(tempfile.mkdtemp(prefix="jaxsel-test-data-")))
+    os.environ["JAXSEL_DATA_DIR"] = str(_MADE_HERE[-1])
 # One compilation cache for the session, subprocesses included: many tests compile the same
 # step (measured: test_methods + test_step + test_selsync + test_packing 188 s -> 144 s).
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="jaxsel-test-xla-cache-"))
+# It is kept across runs, one folder per machine and jaxlib (tests/compile_cache.py), unless
+# JAXSEL_TEST_XLA_CACHE=fresh.
+import compile_cache  # noqa: E402  (tests/ is on sys.path, as for helpers.py)
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _cache, _fresh = compile_cache.folder()
+    if _fresh:
+        _MADE_HERE.append(_cache)
+    else:
+        compile_cache.prune(_cache)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(_cache)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # The suite is compile-bound (half its time was XLA:CPU compiling tiny programs), so it
@@ -47,7 +61,20 @@ import pytest  # noqa: E402
 
 def pytest_report_header(config):
     dropped = "".join(f"; dropped {flag}: {why}" for flag, why in COMPILE_FLAGS["dropped"].items())
-    return f"XLA_FLAGS: {os.environ['XLA_FLAGS']} (jaxlib {COMPILE_FLAGS['jaxlib']}, tests/compile_flags.py{dropped})"
+    cache = Path(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    kind = "fresh for this run" if cache in _MADE_HERE else "kept across runs, tests/compile_cache.py"
+    return [f"XLA_FLAGS: {os.environ['XLA_FLAGS']} (jaxlib {COMPILE_FLAGS['jaxlib']}, tests/compile_flags.py{dropped})",
+            f"XLA compilation cache: {cache} ({kind}; {sum(1 for _ in os.scandir(cache))} files at the start)"]
+
+
+def pytest_unconfigure(config):
+    """The run's temporary data directory and fresh cache go with it (before, every run left
+    both in the temp dir). Workers and subprocesses inherit the paths; only the process
+    that made them removes them."""
+    import shutil
+
+    for path in _MADE_HERE:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_sessionstart(session):
@@ -120,17 +147,17 @@ LONGEST = {
     "test_long_jobs.py::test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one": 149,
     "test_multihost.py::test_a_process_that_never_joins_or_a_duplicate_process_id_is_named_in_one_line": 143,
     "test_optax.py::test_the_transformation_is_make_train_steps_method[diloco-topk]": 118,
-    "test_golden.py::test_golden[fedavg-half]": 109,
+    "test_golden.py::test_golden_on_every_layout[fedavg-half]": 109,
     "test_multihost.py::test_dead_process_makes_the_other_exit[0]": 106,
     "test_multihost.py::test_dead_process_makes_the_other_exit[1]": 105,
     "test_checkpoint.py::test_resume_on_one_device_is_bit_for_bit[auto]": 101,
     "test_grain_loader.py::test_a_run_killed_mid_training_leaves_no_worker_and_resumes_bit_for_bit": 100,
     "test_long_jobs.py::test_a_killed_frontier_resumes_and_its_cell_is_the_lone_compare_run": 92,
-    "test_golden.py::test_golden[hierarchical]": 92,
-    "test_golden.py::test_golden[fedavg]": 92,
+    "test_golden.py::test_golden_on_every_layout[hierarchical]": 92,
+    "test_golden.py::test_golden_on_every_layout[fedavg]": 92,
     "test_experiments.py::test_syncswitch_search_tiny": 91,
     "test_experiments.py::test_tiny_run[selsync_transformer_lm1b]": 86,
-    "test_golden.py::test_golden[hierarchical-groups4]": 84,
+    "test_golden.py::test_golden_on_every_layout[hierarchical-groups4]": 84,
     "test_models_zoo.py::test_resnet20_batchnorm_statistics_stay_per_replica": 84,
     "test_dashboards.py::test_compare_writes_tensorboard_and_wandb_runs_per_strategy": 83,
     "test_costmodel_validation.py::test_script_runs_two_processes_end_to_end": 79,
@@ -138,9 +165,15 @@ LONGEST = {
     "test_optax.py::test_the_transformation_is_make_train_steps_method[bsp-topk]": 75,
     "test_fair_compare.py::test_replica_accuracy_equals_the_evaluated_model_right_after_a_sync": 73,
     "test_readme.py::test_readme_library_loop_as_written_outlasts_a_busy_cpu": 72,
-    "test_golden.py::test_golden[localsgd]": 72,
-    "test_golden.py::test_golden[diloco]": 72,
+    "test_golden.py::test_golden_on_every_layout[localsgd]": 72,
+    "test_golden.py::test_golden_on_every_layout[diloco]": 72,
 }
+
+
+def xdist_group(item) -> str | None:
+    """The unit a test names itself (`pytest.mark.xdist_group(NAME)`: tests sharing runs)."""
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else (mark.args[0] if mark.args else mark.kwargs.get("name"))
 
 
 def module_fixture_group(item) -> str | None:
@@ -156,7 +189,7 @@ def module_fixture_group(item) -> str | None:
 def pytest_collection_modifyitems(config, items):
     units: dict[str, list] = {}
     for item in items:
-        group = module_fixture_group(item)
+        group = xdist_group(item) or module_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         units.setdefault(group or item.nodeid, []).append(item)

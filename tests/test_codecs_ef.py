@@ -123,8 +123,8 @@ def test_diloco_pseudo_gradient_matches_the_reference(spec, layout):
     streaming = spec.startswith("streaming-")
     spec = spec.removeprefix("streaming-")
     codec, fraction = ("sign", None) if spec == "sign" else ("topk", 0.5)
-    strategy = (jaxsel.StreamingDiLoCo(inner_steps=2, fragments=1, compress=spec) if streaming
-                else jaxsel.DiLoCo(inner_steps=2, compress=spec))
+    strategy = (jaxsel.StreamingDiLoCo(period=2, fragments=1, compress=spec) if streaming
+                else jaxsel.DiLoCo(period=2, compress=spec))
     state, _ = train(strategy, mesh_of(layout))
     history, _, _ = simulate_diloco(PROBLEM.init(), PROBLEM.grad, R, 2, STEPS // 2, LR,
                                     codec=codec, fraction=fraction)

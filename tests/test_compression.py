@@ -169,7 +169,7 @@ def test_zero_tensor_and_non_finite_values():
 
 
 @pytest.mark.parametrize("make", [lambda c: jaxsel.LocalSGD(period=2, compress=c),
-                                  lambda c: jaxsel.DiLoCo(inner_steps=2, compress=c)], ids=["localsgd", "diloco"])
+                                  lambda c: jaxsel.DiLoCo(period=2, compress=c)], ids=["localsgd", "diloco"])
 def test_compressed_strategies_keep_replicas_identical_and_close(mesh, make):
     """LocalSGD (model averaging) and DiLoCo (pseudo-gradient) with int8: replicas agree
     after each sync and stay close to the uncompressed run."""

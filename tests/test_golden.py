@@ -17,6 +17,11 @@ replicas per device). Two checks share these runs (each layout compiles once):
   other metric equal the recorded ones exactly, on each layout the case runs (a metric
   added later is not compared).
 
+The fast tier checks every case's 8-device run against its record
+(`test_golden_on_eight_devices`); the layout tier (`-m layouts`: the whole suite and both CI
+legs run it) checks every layout and the packing (`test_golden_on_every_layout`), sharing
+the case's 8-device run when both run in one process.
+
 Each case's file holds one record per environment, side by side: XLA:CPU's values depend on
 the JAX and jaxlib versions, the architecture, the vector instruction sets and XLA_FLAGS
 (the suite's own compile flags, tests/compile_flags.py, which follow the jaxlib): XLA
@@ -75,15 +80,15 @@ VARIANTS = {
     "localsgd-median": ("localsgd", {"period": 3, "aggregator": "median"}),
     "fedavg-sampled": ("fedavg", {"period": 3, "fraction": 0.5}),
     "bsp-int8": ("bsp", {"compress": "int8"}),
-    "diloco-int8": ("diloco", {"inner_steps": 3, "compress": "int8"}),
-    "streamingdiloco-h4": ("streamingdiloco", {"inner_steps": 4, "fragments": 2}),
+    "diloco-int8": ("diloco", {"period": 3, "compress": "int8"}),
+    "streamingdiloco-h4": ("streamingdiloco", {"period": 4, "fragments": 2}),
     "hierarchical-groups2": ("hierarchical", {"inner": "bsp", "outer": "selsync", "groups": 2,
                                               "outer.window": 2, "outer.delta": 0.3, "outer.statistic": "smoothed",
                                               "outer.warmup": 3}),
     "ssp-s2": ("ssp", {"staleness": 2}),
     "syncswitch-online": ("syncswitch", {"policy": "online", "staleness": 2}),
     "triggered-periodic-bf16": ("triggered", {"trigger": "periodic", "trigger.period": 3, "compress": "bf16"}),
-    "diloco-sparta": ("diloco", {"inner_steps": 3, "sparta": 0.2}),
+    "diloco-sparta": ("diloco", {"period": 3, "sparta": 0.2}),
     # the raw statistic (the default since issue 42): SelSync's defaults (W = 25: 10 forced
     # steps), a warm-up of 0 (Delta_bar 0 until its window fills) on gradients, a two-level run
     "selsync-defaults": ("selsync", {}),
@@ -148,6 +153,18 @@ def train(strategy, devices: int):
     return jax.device_get(state), [m for _, m in history]
 
 
+#: (case, layout) -> its run: a case's two tests share its 8-device run (one xdist unit)
+RUNS: dict[tuple[str, str], tuple] = {}
+
+
+def case_run(case: str, layout: str):
+    """The case's run on `layout`, trained once per process."""
+    if (case, layout) not in RUNS:
+        name, options, _ = CASES[case]
+        RUNS[case, layout] = train(build_strategy(name, options, **CONTEXT), EVERY_LAYOUT[layout])
+    return RUNS[case, layout]
+
+
 def record(state, steps: list) -> dict:
     """The final state's digests and the per-step metrics."""
     out = {field: digest(getattr(state, field)) for field in STATE_FIELDS}
@@ -195,16 +212,17 @@ def assert_layouts_agree(case: str, runs: dict) -> None:
                          getattr(state, field), getattr(ref_state, field))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_golden(case):
+def check_records(case: str, runs: dict) -> None:
+    """`runs` (layout -> run) equal the case's record for this environment, layout by layout;
+    with JAXSEL_REGENERATE_GOLDEN=1 and every layout of the case run, writes the record."""
     name, options, layouts = CASES[case]
-    runs = {layout: train(build_strategy(name, options, **CONTEXT), devices) for layout, devices in layouts.items()}
-    if layouts is EVERY_LAYOUT:
-        assert_layouts_agree(case, runs)
     got = {"environment": environment(), **{layout: record(*result) for layout, result in runs.items()}}
     path = GOLDEN / f"{case}.json"
     stored = json.loads(path.read_text()) if path.exists() else {"case": [name, options], "records": []}
+    stored["case"] = named_now(stored["case"])
     if REGENERATE:   # this environment's record replaced; the others kept while the case is the same
+        if sorted(runs) != sorted(layouts):
+            pytest.skip("a record is written by test_golden_on_every_layout, which runs every layout")
         others = [r for r in stored["records"] if r["environment"] != got["environment"]]
         write_records(path, [name, options], [*others, got] if stored["case"] == [name, options] else [got])
         return
@@ -213,13 +231,47 @@ def test_golden(case):
     if want is None:
         pytest.skip(f"no golden record for {got['environment']}; recorded: "
                     f"{[r['environment'] for r in stored['records']]} (regenerate on unchanged code to add one)")
-    assert sorted(want) == sorted(got), f"tests/golden/{case}.json: layouts {sorted(want)} recorded, {sorted(got)} run"
-    for layout in layouts:
+    assert sorted(want) == sorted(["environment", *layouts]), \
+        f"tests/golden/{case}.json: layouts {sorted(want)} recorded, {sorted(layouts)} run"
+    for layout in runs:
         w, g = want[layout], got[layout]
         for key in ("params", "opt_state", "model_state", "strategy_state", *REPORTED):
             assert g[key] == w[key], f"{case} on {layout}: {key} differs from tests/golden/{case}.json"
         for key, value in w["metrics"].items():
             assert g["metrics"].get(key) == value, f"{case} on {layout}: metric {key!r} differs"
+
+
+def named_now(case: list) -> list:
+    """A recorded case with its options by today's names: a record is never edited, and one
+    written before an option was renamed (DiLoCo's `inner_steps`, now `period`; issue 44)
+    names it by the strategy's old name (`aliases`, old -> new)."""
+    name, options = case
+    old = STRATEGIES[name].aliases if name in STRATEGIES else {}
+    return [name, {old.get(k, k): v for k, v in options.items()}]
+
+
+#: each case's two tests are one unit of work on xdist (conftest.py), so they share its runs
+BY_CASE = [pytest.param(case, marks=pytest.mark.xdist_group(f"golden-{case}")) for case in sorted(CASES)]
+
+
+@pytest.mark.parametrize("case", BY_CASE)
+def test_golden_on_eight_devices(case):
+    """The fast tier's check: every case's run of 8 replicas on 8 devices, bit for bit."""
+    check_records(case, {"8x1": case_run(case, "8x1")})
+
+
+@pytest.mark.slow
+@pytest.mark.layouts
+@pytest.mark.parametrize("case", BY_CASE)
+def test_golden_on_every_layout(case):
+    """Every layout the case runs (packed: 1x8, and 2x4, 4x2 for many) equals its record, and
+    the packing check: every layout decides the same syncs and reaches the 8-device state.
+    A packed step compiles 1.5-3x longer than the 8-device one: the layout tier (conftest)."""
+    name, options, layouts = CASES[case]
+    runs = {layout: case_run(case, layout) for layout in layouts}
+    if layouts is EVERY_LAYOUT:
+        assert_layouts_agree(case, runs)
+    check_records(case, runs)
 
 
 def test_every_strategy_has_a_golden_record():

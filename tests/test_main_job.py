@@ -69,7 +69,7 @@ def test_table_numbers_have_four_significant_digits_and_no_negative_zero():
 def test_periodic_strategy_longer_than_the_run_warns_in_one_line():
     line = never_syncs_warning(build_strategy("diloco", {}, total_steps=200), 200)
     assert line and "\n" not in line and "diloco" in line and "initialization" in line
-    assert line.endswith("lower its inner_steps (diloco:inner_steps=... in its entry, or --opt inner_steps=...) "
+    assert line.endswith("lower its period (diloco:period=... in its entry, or --opt period=...) "
                          "or raise --steps")
     assert never_syncs_warning(build_strategy("superstep", {"steps_per_epoch": 1000}), 200).endswith(
         "lower its epochs (superstep:epochs=... in its entry, or --opt epochs=...) or raise --steps")   # not period

@@ -159,7 +159,7 @@ def test_syncswitch_online_simulated_stragglers_from_costmodel(mesh):
 
 def test_ssdsgd_local_equals_global_after_each_pull(mesh):
     k, warm, T = 3, 2, 11
-    _, hist = run(jaxsel.SSDSGD(k=k, warmup_steps=warm), mesh, softmax_batches(T))
+    _, hist = run(jaxsel.SSDSGD(period=k, warmup_steps=warm), mesh, softmax_batches(T))
     grad_bytes = (D * C + C) * 4
     for t, (state, m) in enumerate(hist):
         local, glob = state.params, state.strategy_state.global_params
@@ -177,7 +177,7 @@ def test_ssdsgd_local_equals_global_after_each_pull(mesh):
 def test_ssdsgd_glu_formula(mesh):
     k, warm, beta, scale = 4, 1, 0.25, 4.0
     batches = linear_batches(4)
-    strat = jaxsel.SSDSGD(k=k, warmup_steps=warm, glu_beta=beta, local_lr_scale=scale)
+    strat = jaxsel.SSDSGD(period=k, warmup_steps=warm, glu_beta=beta, local_lr_scale=scale)
     _, hist = run(strat, mesh, batches, loss=linear_loss, params={"w": jnp.zeros(D)}, opt=optax.sgd(LR))
     g = np.stack([linear_grads(b) for b in batches])
     glob = -LR * g[0].mean(0)                  # warm-up step: BSP
@@ -204,14 +204,14 @@ def test_postlocalsgd_sync_schedule(mesh):
 def test_diloco_with_plain_outer_sgd_equals_localsgd(mesh):
     H, batches = 3, softmax_batches(7)
     local, _ = run(jaxsel.LocalSGD(period=H), mesh, batches)
-    dil, hist = run(jaxsel.DiLoCo(inner_steps=H, outer_lr=1.0, outer_momentum=0.0), mesh, batches)
+    dil, hist = run(jaxsel.DiLoCo(period=H, outer_lr=1.0, outer_momentum=0.0), mesh, batches)
     for a, b in zip(jax.tree.leaves(local.params), jax.tree.leaves(dil.params)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     assert [bool(m["synced"]) for _, m in hist] == [(t + 1) % H == 0 for t in range(7)]
 
 
 def test_diloco_nesterov_outer_step_is_replicated(mesh):
-    _, hist = run(jaxsel.DiLoCo(inner_steps=2), mesh, softmax_batches(4))
+    _, hist = run(jaxsel.DiLoCo(period=2), mesh, softmax_batches(4))
     state = hist[-1][0]
     assert identical(state.params) and identical(state.strategy_state.outer_opt)
     for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(state.strategy_state.global_params)):
@@ -229,7 +229,7 @@ def test_diloco_outer_optimizers_match_numpy_reference(outer, lr, devices):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     H, rounds, inner_lr = 2, 3, 0.3
     batches = softmax_batches(H * rounds, seed=5)
-    strategy = jaxsel.DiLoCo(inner_steps=H, outer_optimizer=outer, outer_lr=lr)
+    strategy = jaxsel.DiLoCo(period=H, outer_optimizer=outer, outer_lr=lr)
     final, _ = run(strategy, mesh, batches, opt=optax.sgd(inner_lr))
 
     def grad_fn(i, t, params):
@@ -286,8 +286,8 @@ def test_every_registered_strategy_builds_and_runs(mesh, name):
     (lambda: jaxsel.SyncSwitch(momentum="flip", switch_step=1), "momentum rule"),
     (lambda: jaxsel.SyncSwitch(), "total_steps"),
     (lambda: jaxsel.SyncSwitch(policy="online", total_steps=5, stragglers="slowish"), "straggler model"),
-    (lambda: jaxsel.SSDSGD(k=0), "pull period"),
-    (lambda: jaxsel.DiLoCo(inner_steps=0), "period"),
+    (lambda: jaxsel.SSDSGD(period=0), "pull period"),
+    (lambda: jaxsel.DiLoCo(period=0), "period"),
     (lambda: jaxsel.PostLocalSGD(), "switch_step"),
     (lambda: jaxsel.Superstep(epochs=1), "steps_per_epoch"),
     (lambda: jaxsel.FedAvg(fraction=0.0), "fraction"),
@@ -321,7 +321,7 @@ def test_ssdsgd_is_evaluated_on_its_global_weights():
     from jaxsel.core.state import consensus, consensus_model_state
     from jaxsel.training.train import TrainConfig, build_run, train
 
-    cfg = TrainConfig(strategy="ssdsgd", strategy_options={"k": 4, "warmup_steps": 2}, steps=9,
+    cfg = TrainConfig(strategy="ssdsgd", strategy_options={"period": 4, "warmup_steps": 2}, steps=9,
                       batch_size=8, eval_every=9, log_every=3, progress=False)
     run = build_run(cfg)   # built, to evaluate with; the run trains its own plan
     result = train(run.plan)

@@ -58,7 +58,7 @@ def test_the_period_holds_with_an_error_feedback_codec(mesh):
 
 def test_diloco_inner_state_period(mesh):
     """DiLoCo's inner momentum averaged every 2 steps, its rounds every 3."""
-    _, hist = run(jaxsel.DiLoCo(inner_steps=3, opt_state_period=2), mesh, softmax_batches(4))
+    _, hist = run(jaxsel.DiLoCo(period=3, opt_state_period=2), mesh, softmax_batches(4))
     trace = [identical(state.opt_state) for state, _ in hist]
     assert trace == [False, True, False, True]
 

@@ -156,7 +156,7 @@ REFERENCES = {   # name -> (strategy, inner optimizer, steps, reference)
                 lambda steps: reference_selsync(steps, **SELSYNC)),
     "selsync-raw": (lambda: jaxsel.SelSync(**SELSYNC_RAW), lambda: optax.sgd(LR), 12,
                     lambda steps: reference_selsync(steps, **SELSYNC_RAW)),
-    "diloco": (lambda: jaxsel.DiLoCo(inner_steps=2), lambda: optax.sgd(LR), 6, reference_diloco),
+    "diloco": (lambda: jaxsel.DiLoCo(period=2), lambda: optax.sgd(LR), 6, reference_diloco),
     "sparta": (lambda: SPARTA(fraction=0.5, seed=3), lambda: optax.sgd(LR, momentum=0.9), 4, reference_sparta),
     "sparta-period": (lambda: SPARTA(fraction=0.5, seed=3, period=3), lambda: optax.sgd(LR, momentum=0.9), 4,
                       lambda steps: reference_sparta(steps, period=3)),
@@ -198,6 +198,8 @@ def test_a_users_loop_matches_the_numpy_reference(name, layout, users_loops):
         assert any(decisions[2 * SELSYNC["window"] - 1:]) and not all(decisions), "both decisions occur"
 
 
+@pytest.mark.slow
+@pytest.mark.layouts
 def test_packed_and_vmapped_replicas_equal_eight_devices():
     """axis_name=("local", "data") with 2 replicas vmapped on each of 4 devices, and 8 replicas
     vmapped on one device, reach the 8-device parameters, optimizer and method state (to
@@ -235,18 +237,18 @@ COVERED = {
     "fedavg-sampled": ("fedavg", {"period": 2, "fraction": 0.5}),
     "localsgd-desloc": ("localsgd", {"period": 2, "opt_state_period": 3}),
     **{f"superstep-{agg}": ("superstep", {"epochs": 0.5, "aggregator": agg}) for agg in AGGREGATORS},
-    **{f"diloco-{o}": ("diloco", {"inner_steps": 2, "outer_optimizer": o, "outer_lr": 0.05}) for o in
+    **{f"diloco-{o}": ("diloco", {"period": 2, "outer_optimizer": o, "outer_lr": 0.05}) for o in
        ("nesterov", "sgd", "adam", "adamw")},
-    **{f"streamingdiloco-{o}": ("streamingdiloco", {"inner_steps": 2, "outer_optimizer": o, "outer_lr": 0.05})
+    **{f"streamingdiloco-{o}": ("streamingdiloco", {"period": 2, "outer_optimizer": o, "outer_lr": 0.05})
        for o in ("nesterov", "sgd", "adam", "adamw")},
     "hierarchical-groups2": ("hierarchical", {"groups": 2, "outer.window": 2, "outer.delta": 0.05}),
     "bsp-topk": ("bsp", {"compress": "topk:0.3"}),
     "localsgd-sign": ("localsgd", {"period": 2, "compress": "sign"}),
     "selsync-int8": ("selsync", {"window": 2, "delta": 0.05, "compress": "int8"}),
-    "diloco-topk": ("diloco", {"inner_steps": 2, "compress": "topk:0.5"}),
+    "diloco-topk": ("diloco", {"period": 2, "compress": "topk:0.5"}),
     "sparta-period": ("sparta", {"fraction": 0.2, "period": 2}),
     "localsgd-islands": ("localsgd", {"period": 2, "islands": 4}),
-    "diloco-sparta": ("diloco", {"inner_steps": 2, "sparta": 0.2}),
+    "diloco-sparta": ("diloco", {"period": 2, "sparta": 0.2}),
 }
 
 

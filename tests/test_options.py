@@ -27,7 +27,7 @@ def test_option_values_are_coerced_or_refused_by_name():
 
 
 def test_diloco_period_sets_h():
-    assert build_strategy("diloco", {"period": 50}).inner_steps == 50
+    assert build_strategy("diloco", {"period": 50}).period == 50
 
 
 @pytest.fixture

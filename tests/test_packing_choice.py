@@ -177,6 +177,8 @@ def cnn_run(loop, devices=1, strategy=None, steps=3, replicas=4):
     return jax.device_get(state), [jax.device_get(m["loss"]) for _, m in history]
 
 
+@pytest.mark.slow
+@pytest.mark.layouts
 @pytest.mark.parametrize("strategy", [jaxsel.BSP(), jaxsel.SelSync(window=1, delta=0.05)], ids=["bsp", "selsync"])
 def test_every_candidate_trains_a_convolutional_model_alike(strategy):
     """4 packed replicas of a CNN with BatchNorm: every loop reaches the parameters, BatchNorm

@@ -68,6 +68,8 @@ def test_decisions_match_numpy_reference(mesh, aggregate, statistic, warmup):
     assert warm.sum() == forced and warm[:forced].all()
 
 
+@pytest.mark.slow
+@pytest.mark.layouts
 def test_raw_statistic_packed_matches_eight_devices_and_the_reference():
     """statistic="raw", 8 replicas on 8 devices, 2 x 4 and 1 x 8: each layout's decisions
     equal the authors' loop on its own norms and the 8-device decisions, its parameters

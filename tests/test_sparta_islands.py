@@ -90,7 +90,7 @@ def test_sparta_between_diloco_outer_steps_matches_numpy_reference(devices):
     from reference import outer
 
     batches, grad_fn, p0 = problem()
-    strategy = jaxsel.DiLoCo(inner_steps=3, sparta=0.05, seed=2)
+    strategy = jaxsel.DiLoCo(period=3, sparta=0.05, seed=2)
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
     _, hist = run(strategy, mesh, batches, params=softmax_params(D, C), opt=optax.sgd(LR))
     k = sparse_count(0.05, P)

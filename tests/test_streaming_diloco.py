@@ -81,7 +81,7 @@ def test_bad_options_are_one_line_errors(options, match):
 
 def test_period_sets_h_and_describe_names_h_p_alpha():
     strat = build_strategy("streamingdiloco", {"period": 6, "fragments": 3, "alpha": 0.5})
-    assert strat.inner_steps == 6 and [strat.offset(p) for p in range(3)] == [0, 2, 4]
+    assert strat.period == 6 and [strat.offset(p) for p in range(3)] == [0, 2, 4]
     assert "H=6" in strat.describe() and "P=3" in strat.describe() and "alpha 0.5" in strat.describe()
 
 
@@ -91,8 +91,8 @@ def test_period_sets_h_and_describe_names_h_p_alpha():
 def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh, compress, outer):
     """Bit for bit, outer optimizer included (DiLoCo's is checked against NumPy in test_methods)."""
     data, lr = softmax_batches(8), 0.7 if outer == "nesterov" else 0.05
-    _, ref = run(jaxsel.DiLoCo(inner_steps=3, compress=compress, outer_optimizer=outer, outer_lr=lr), mesh, data)
-    _, got = run(jaxsel.StreamingDiLoCo(inner_steps=3, fragments=1, alpha=1.0, compress=compress,
+    _, ref = run(jaxsel.DiLoCo(period=3, compress=compress, outer_optimizer=outer, outer_lr=lr), mesh, data)
+    _, got = run(jaxsel.StreamingDiLoCo(period=3, fragments=1, alpha=1.0, compress=compress,
                                         outer_optimizer=outer, outer_lr=lr), mesh, data)
     for t, ((a, ma), (b, mb)) in enumerate(zip(ref, got)):
         for x, y in zip(leaves((a.params, a.opt_state, a.strategy_state.global_params)),
@@ -110,7 +110,7 @@ def test_one_fragment_with_alpha_one_is_exactly_diloco(mesh, compress, outer):
 @pytest.mark.parametrize("H, P, fragment_by", [(4, 2, "contiguous"), (4, 3, "contiguous"), (3, 2, "strided")])
 def test_each_fragment_syncs_on_its_own_steps_and_moves_its_own_bytes(mesh, H, P, fragment_by):
     T = 3 * H
-    strat = jaxsel.StreamingDiLoCo(inner_steps=H, fragments=P, fragment_by=fragment_by)
+    strat = jaxsel.StreamingDiLoCo(period=H, fragments=P, fragment_by=fragment_by)
     plan = strat.plan(init_params())
     _, hist = run(strat, mesh, softmax_batches(T))
     glob_before = [np.broadcast_to(x, (R,) + x.shape) for x in leaves(init_params())]
@@ -134,7 +134,7 @@ def test_each_fragment_syncs_on_its_own_steps_and_moves_its_own_bytes(mesh, H, P
 
 
 def test_the_run_is_evaluated_on_the_global_weights(mesh):
-    strat = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2)
+    strat = jaxsel.StreamingDiLoCo(period=2, fragments=2)
     state, _ = run(strat, mesh, softmax_batches(3))
     for c, g in zip(leaves(jaxsel.consensus(state, strat)), leaves(state.strategy_state.global_params)):
         np.testing.assert_allclose(c, g[0], rtol=1e-6)   # the same on every replica; a mean of equal floats
@@ -145,7 +145,7 @@ def test_the_run_is_evaluated_on_the_global_weights(mesh):
 def test_a_blended_sync_matches_a_numpy_reference(mesh):
     """H = 2, P = 2: fragment 0 (b1, w1) syncs after step 1, fragment 1 (w2) after step 2."""
     alpha, outer_lr, mom, data = 0.3, 0.7, 0.9, softmax_batches(2, seed=3)
-    strat = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2, alpha=alpha, outer_lr=outer_lr, outer_momentum=mom)
+    strat = jaxsel.StreamingDiLoCo(period=2, fragments=2, alpha=alpha, outer_lr=outer_lr, outer_momentum=mom)
     _, hist = run(strat, mesh, data)
     _, apart = run(TriggeredStrategy(trigger=Never(), sync="model"), mesh, data)   # the local drafts
     state, m = hist[-1]
@@ -183,7 +183,7 @@ def sync_conds(jaxpr):
 
 
 def test_each_fragment_has_its_own_guarded_collective_over_its_own_tensors(mesh):
-    strat, opt = jaxsel.StreamingDiLoCo(inner_steps=3, fragments=3), optax.sgd(LR)
+    strat, opt = jaxsel.StreamingDiLoCo(period=3, fragments=3), optax.sgd(LR)
     state = jaxsel.init_state(init_params(), opt, strat, mesh, replicas=R)
     step = jaxsel.make_train_step(loss_fn, opt, strat, mesh)
     found = list(sync_conds(jax.make_jaxpr(step)(state, softmax_batches(1)[0]).jaxpr))
@@ -200,7 +200,7 @@ def stateful_loss(params, model_state, batch):
 
 @pytest.mark.parametrize("sync_model_state", [True, False])
 def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state):
-    strat, opt = jaxsel.StreamingDiLoCo(inner_steps=2, fragments=2, sync_model_state=sync_model_state), optax.sgd(LR)
+    strat, opt = jaxsel.StreamingDiLoCo(period=2, fragments=2, sync_model_state=sync_model_state), optax.sgd(LR)
     state = jaxsel.init_state(init_params(), opt, strat, mesh, model_state={"mu": jnp.zeros(D)}, replicas=R)
     step = jaxsel.make_train_step(stateful_loss, opt, strat, mesh, stateful=True)
     for t, batch in enumerate(softmax_batches(4)):   # fragment 0 syncs after steps 1 and 3, fragment 1 after 2
@@ -214,6 +214,6 @@ def test_model_state_is_averaged_with_fragment_zero_only(mesh, sync_model_state)
 def test_a_run_shorter_than_the_first_round_is_warned_about():
     from jaxsel.training.sync_horizon import never_syncs_warning
 
-    line = never_syncs_warning(jaxsel.StreamingDiLoCo(inner_steps=100), 50)
+    line = never_syncs_warning(jaxsel.StreamingDiLoCo(period=100), 50)
     assert line and "\n" not in line and "first fires after step 100" in line and "outer step" in line
-    assert never_syncs_warning(jaxsel.StreamingDiLoCo(inner_steps=10), 50) is None
+    assert never_syncs_warning(jaxsel.StreamingDiLoCo(period=10), 50) is None

@@ -230,7 +230,7 @@ def test_selsync_keeps_a_real_conditional_in_the_compiled_step(mesh):
 
 
 def test_consensus_of_a_diloco_run_mid_round_is_its_global_weights(mesh):
-    strat, opt = jaxsel.DiLoCo(inner_steps=3, outer_lr=0.7), optax.sgd(0.1)
+    strat, opt = jaxsel.DiLoCo(period=3, outer_lr=0.7), optax.sgd(0.1)
     state = jaxsel.init_state(init_params(), opt, strat, mesh, replicas=R)
     step = jaxsel.make_train_step(softmax_loss, opt, strat, mesh)
     # one outer step (after step 2), then one inner step of the next round

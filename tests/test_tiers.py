@@ -1,8 +1,9 @@
 """The suite's two tiers: the whole suite (README's test command, CI) and the fast tier,
 `python -m pytest -q -n 2 -m "not slow"`. `slow` marks end-to-end runs of whole processes
-only (the newcomer's commands, multi-host runs, experiment scripts and whole commands, runs
-stopped and resumed, the CLI in a subprocess), never a unit check, and the fast tier keeps a
-test of every jaxsel module that has one.
+(the newcomer's commands, multi-host runs, experiment scripts and whole commands, runs
+stopped and resumed, the CLI in a subprocess) and the layout matrices (marked `layouts` as
+well: every packed layout of a case, whose 8-device run the fast tier keeps), never another
+unit check, and the fast tier keeps a test of every jaxsel module that has one.
 
 Read from the tests' source, per test: the jaxsel modules it names (`jaxsel.X`, what it
 imports, `"-m", "jaxsel.cli"`), through the test file's own functions, fixtures and
@@ -254,9 +255,16 @@ def end_to_end(nodes, defs: dict | None = None, seen: set | None = None) -> bool
     return bool(helpers) and end_to_end([defs[n] for n in helpers], defs, seen)
 
 
-def test_only_end_to_end_process_tests_are_slow():
+def is_layout_matrix(test: ast.FunctionDef) -> bool:
+    """Marked `layouts`: a matrix of every packed layout, slow without being end to end."""
+    return any(ast.unparse(d).startswith("pytest.mark.layouts") for d in test.decorator_list)
+
+
+def test_only_end_to_end_process_tests_and_layout_matrices_are_slow():
     for file, name, src, node in suite_tests():
-        if is_slow(src, node):
+        if is_layout_matrix(node):
+            assert is_slow(src, node), f"{file}::{name} is marked layouts but not slow: the fast tier would run it"
+        elif is_slow(src, node):
             fixtures = [src.defs[a.arg] for a in node.args.args if a.arg in src.fixtures]
             assert end_to_end([node, *fixtures], src.defs), \
                 f"{file}::{name} is marked slow but starts no process, runs no command's main, resumes no run"

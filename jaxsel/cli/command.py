@@ -114,20 +114,10 @@ def run(argv: list[str] | None, startup) -> int:
         parser.print_help()
         return 2
     try:
-        if getattr(args, "config", None):
-            _apply_config_file(args, argv)
-        if args.command == "train" and args.resume:
-            _apply_recorded(args, argv)
-        _apply_task(args, argv)
-        if args.command == "train":
-            from . import train
+        from .deprecated import renamed_option_notes
 
-            if train.multihost(args):
-                from ..training.supervisor import available
-
-                if available():
-                    return train.supervised(args, argv)
-        return int(args.func(args) or 0)
+        with renamed_option_notes():   # a strategy option by its last release's name: one note each
+            return _command(args, argv)
     except _user_errors() as err:
         print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
@@ -148,6 +138,25 @@ def run(argv: list[str] | None, startup) -> int:
         return 2
     except Exception:  # noqa: BLE001 - a bug: its traceback once, and where to send it
         return _unexpected(args.command)
+
+
+def _command(args, argv: list[str]) -> int:
+    """The parsed command: its config file, the resumed run's record and the task applied,
+    then its function (a multi-host train under its supervisor)."""
+    if getattr(args, "config", None):
+        _apply_config_file(args, argv)
+    if args.command == "train" and args.resume:
+        _apply_recorded(args, argv)
+    _apply_task(args, argv)
+    if args.command == "train":
+        from . import train
+
+        if train.multihost(args):
+            from ..training.supervisor import available
+
+            if available():
+                return train.supervised(args, argv)
+    return int(args.func(args) or 0)
 
 
 def _apply_config_file(args, argv: list[str]) -> None:

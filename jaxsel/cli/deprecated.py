@@ -8,11 +8,18 @@ KEY=VALUE`; the old flags still work exactly as `--opt` does, hidden from `--hel
 each use prints one line on stderr. So do the projection's flags, now the keys of
 `--project` (`--project-network 25gbe` is `--project network=25gbe`; training/config.py
 declares those old names with their fields). The next release removes both. A removed
-value (`--local-replicas matmul`) runs as its replacement, noted the same way.
+value (`--local-replicas matmul`) runs as its replacement, noted the same way. A strategy
+option renamed since (DiLoCo's `inner_steps`, now `period`: a strategy's `aliases`) is
+read wherever it is written (entry, `--opt`, config file, an old flag) and warned where it
+is read (`core.options.renamed_options`); `renamed_option_notes` prints each such warning
+once, as a note.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+import warnings
 
 from ..core.choices import REMOVED_LOOPS
 from ..core.options import parse_value
@@ -56,9 +63,11 @@ def notes(args: argparse.Namespace, argv: list[str]) -> list[str]:
     else:
         entry = "--strategies NAME"
     old = old_strategy_options(args)
+    renamed = _renamed_options() if old else {}
     for name, value in sorted(old.items(), key=lambda kv: _position(flag(kv[0]), argv)):
+        new = renamed.get(name, name)   # an option renamed since: its new name
         lines.append(f"jaxsel: note: {flag(name)} is deprecated and goes in the next release; write the option in "
-                     f"the strategy's entry ({entry}:{name}={value}) or as --opt {name}={value}")
+                     f"the strategy's entry ({entry}:{new}={value}) or as --opt {new}={value}")
     for name, decl in flags_of(TrainConfig, args.command).items():
         value = getattr(args, f"old.{name}", None)
         if value is not None:
@@ -67,6 +76,36 @@ def notes(args: argparse.Namespace, argv: list[str]) -> list[str]:
             lines.append(f"jaxsel: note: {' / '.join(typed or decl.old)} is deprecated and goes in the next "
                          f"release; write {new}={value}")
     return lines + removed_values(argv)
+
+
+def _renamed_options() -> dict[str, str]:
+    """Every registered strategy's renamed options, old name -> new (`Strategy.aliases`)."""
+    from ..strategies import STRATEGIES
+
+    return {old: new for cls in STRATEGIES.values() for old, new in cls.aliases.items()}
+
+
+@contextlib.contextmanager
+def renamed_option_notes(stream=None):
+    """While a command runs, each RenamedOptionWarning (a strategy option given by its old
+    name, from the command line, a config file or an experiment) is printed once as a
+    one-line note on stderr instead of a warning; other warnings are shown as before."""
+    from ..core.options import RenamedOptionWarning
+
+    seen: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RenamedOptionWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, RenamedOptionWarning):
+                return shown(message, category, filename, lineno, file, line)
+            if str(message) not in seen:
+                seen.add(str(message))
+                print(f"jaxsel: note: {message}", file=stream or sys.stderr, flush=True)
+
+        warnings.showwarning = show
+        yield
 
 
 def removed_values(argv: list[str]) -> list[str]:

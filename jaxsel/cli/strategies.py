@@ -71,7 +71,8 @@ def details(name: str) -> str:
         text += [" " * indent + line for line in body[1:]]
     aliases = catalog.aliases(name)
     if aliases:
-        text.append("also: " + ", ".join(f"{old} sets {new}" for old, new in aliases.items()))
+        text.append("deprecated (read for one more release): " + ", ".join(f"{old}, now {new}"
+                                                                            for old, new in aliases.items()))
     return "\n".join(text)
 
 

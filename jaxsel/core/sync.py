@@ -32,6 +32,8 @@ strategy's traced step for that). No other function calls `lax.cond` or `lax.swi
 """
 from __future__ import annotations
 
+import abc
+
 import dataclasses
 from typing import Any, Callable, ClassVar, NamedTuple
 
@@ -43,6 +45,7 @@ from jax import lax
 from . import compression
 from .aggregate import Aggregator, Bound, get_aggregator
 from .collectives import Groups, PackedReplicasDisagree, mesh_axes, must_agree, varies_across_local_replicas
+from .options import renamed_options
 from .registry import Registry
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
@@ -316,7 +319,19 @@ def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
 
 # ------------------------------------------------------------------------ the protocol
 
-class Strategy:
+class _ReadsOldNames(abc.ABCMeta):
+    """Strategy's metaclass: a strategy built from Python by an option's last-release name
+    (`DiLoCo(inner_steps=8)`) is built with the new name and warned, as the command line
+    and configs are (`options.renamed_options`); the dataclass's own `__init__` knows only
+    the new one. An ABCMeta, so that a plugin strategy may also be an `abc.ABC`."""
+
+    def __call__(cls, *args, **kwargs):
+        if kwargs.keys() & cls.aliases.keys():
+            kwargs = renamed_options(cls, kwargs, kind="strategy", name=cls.name)
+        return super().__call__(*args, **kwargs)
+
+
+class Strategy(metaclass=_ReadsOldNames):
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
     method's options (the CLI and configs check option names against them); `init` gives a
     replica's state, `apply` its step. Everything else has a default."""
@@ -336,7 +351,9 @@ class Strategy:
     unsynced: ClassVar[str] = "its periodic averaging never happens"
     #: the method is its own optimizer, and the replica's optimizer is not used (DeMo)
     own_optimizer: ClassVar[bool] = False
-    #: other names an option answers to (`--opt period=` sets DiLoCo's `inner_steps`)
+    #: the last release's names of options renamed since, old -> new: still read (from the
+    #: command line, configs, Python and old records) for one release, with a
+    #: DeprecationWarning naming the new one (DiLoCo's `inner_steps` is now `period`)
     aliases: ClassVar[dict] = {}
     #: the fields that hold a strategy of their own (a two-level method's levels)
     levels: ClassVar[tuple[str, ...]] = ()

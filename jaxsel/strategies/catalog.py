@@ -73,7 +73,8 @@ def options(name: str) -> list[OptionInfo]:
 
 
 def aliases(name: str) -> dict[str, str]:
-    """Other names an option of strategy `name` answers to (e.g. `period` for DiLoCo's inner_steps)."""
+    """The last release's names of strategy `name`'s options, old -> new, still read for one
+    release (e.g. DiLoCo's `inner_steps`, now `period`)."""
     return dict(STRATEGIES[name].aliases)
 
 

@@ -2,7 +2,7 @@
 optimizer step on the averaged pseudo-gradient.
 
 Every replica keeps its inner optimizer (the step's optimizer) state across rounds.
-After every `inner_steps`-th local step (when (t + 1) % H == 0):
+After every `period`-th local step (when (t + 1) % H == 0):
 
     delta   = w_global - aggregate(w_i)              the pseudo-gradient
     w_global <- outer_optimizer(w_global, delta)      Nesterov SGD, lr 0.7, momentum 0.9
@@ -55,7 +55,7 @@ class OuterLoop(ModelPayload):
     """What DiLoCo and Streaming DiLoCo share: the outer SGD on pseudo-gradients, the
     payload's options (`ModelPayload`: aggregator, sync_model_state, compress,
     error_feedback), the global weights as the evaluated model. The options are
-    keyword-only, so a subclass's own fields (inner_steps first) keep their positions.
+    keyword-only, so a subclass's own fields (period first) keep their positions.
     outer_optimizer / outer_lr / outer_momentum: the outer step."""
 
     outer_optimizer: str = "nesterov"
@@ -137,21 +137,22 @@ class DiLoCoState(NamedTuple):
 @STRATEGIES.register("diloco")
 @dataclasses.dataclass(frozen=True)
 class DiLoCo(OuterLoop, Strategy):
-    """inner_steps: H; the outer loop's options (OuterLoop); sparta: p, SPARTA's sparse
+    """period: H, the local steps between two outer steps (the paper's "inner steps"; the
+    last release's `inner_steps` still sets it, warned); the outer loop's options (OuterLoop); sparta: p, SPARTA's sparse
     average of a fraction p of the replicas' entries after every inner step but the outer
     step's (SPARTA + DiLoCo; `strategies/sparta.py`), its entries drawn from `seed` (unset:
     the run's); None: the inner steps exchange nothing."""
 
-    inner_steps: int = 500
-    """H: local steps between two outer steps (`period` also sets it)"""
+    period: int = 500
+    """H: local steps between two outer steps (the paper's inner steps)"""
     opt_state_period: Any = None   # the inner optimizer's state averaged on its own period (DES-LOC)
     sparta: float | None = None
     """p: SPARTA's sparse average of a share p of the entries after every inner step but the outer step's (none: the
     inner steps exchange nothing)"""
     seed: int = 0
     name: ClassVar[str] = "diloco"
-    budget: ClassVar[Budget] = sweep("inner_steps", 4, 8, 16, 50)
-    aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
+    budget: ClassVar[Budget] = sweep("period", 4, 8, 16, 50)
+    aliases: ClassVar[dict] = {"inner_steps": "period"}   # the last release's name of H
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's (SPARTA's draw)
 
     def __post_init__(self):
@@ -167,7 +168,7 @@ class DiLoCo(OuterLoop, Strategy):
 
     @property
     def trigger(self) -> Periodic:
-        return Periodic(self.inner_steps)
+        return Periodic(self.period)
 
     def init(self, params, opt_state, n):
         check_fields(self.opt_state_period, opt_state)
@@ -202,4 +203,4 @@ class DiLoCo(OuterLoop, Strategy):
     def describe(self) -> str:
         tags = compression.tags(self.compress, self.aggregator, self.error_feedback)
         sparta = "" if self.sparta is None else f", SPARTA p={self.sparta:g}"
-        return f"{self.name}{tags} (H={self.inner_steps}, {self.outer_label()}{sparta})"
+        return f"{self.name}{tags} (H={self.period}, {self.outer_label()}{sparta})"

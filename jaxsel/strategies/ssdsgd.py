@@ -1,5 +1,5 @@
 """SSD-SGD (Xu et al., several-steps-delay SGD): global weights advance synchronously,
-local weights run ahead on their own gradients and are pulled back every k steps.
+local weights run ahead on their own gradients and are pulled back every k steps (`period`).
 
 Warm-up (steps t < warmup_steps): plain BSP; global = local. Afterwards, at each step:
 
@@ -45,12 +45,12 @@ class SSDState(NamedTuple):
 @STRATEGIES.register("ssdsgd")
 @dataclasses.dataclass(frozen=True)
 class SSDSGD(Aggregated, Strategy):
-    """k: pull period; warmup_steps: BSP steps first (None: one epoch when the loop
+    """period: k, the pull period (the last release's `k` still sets it, warned); warmup_steps: BSP steps first (None: one epoch when the loop
     passes steps_per_epoch, else 0); local_lr_scale: local step size over the global
     one; glu_beta: GLU correction weight (None: 1/k); aggregator: for the gradients."""
 
-    k: int = 5
-    """pull period: the global weights are pulled every k steps (`period` also sets it)"""
+    period: int = 5
+    """k, the pull period: the global weights are pulled every k steps"""
     warmup_steps: int | None = None
     """BSP steps first (none: one epoch)"""
     local_lr_scale: float = 4.0
@@ -59,14 +59,14 @@ class SSDSGD(Aggregated, Strategy):
     """weight of the GLU correction (none: 1/k)"""
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"
-    budget: ClassVar[Budget] = sweep("k", None, 20)
-    aliases: ClassVar[dict] = {"period": "k"}   # --period sets the pull period
+    budget: ClassVar[Budget] = sweep("period", None, 20)
+    aliases: ClassVar[dict] = {"k": "period"}   # the last release's name of the pull period
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
     background: ClassVar[str] = "overlapped"   # the every-step all-reduce runs behind the next local step
 
     def __post_init__(self):
-        if isinstance(self.k, bool) or int(self.k) < 1:
-            raise ValueError(f"SSD-SGD pull period k must be an integer >= 1, got {self.k!r}")
+        if isinstance(self.period, bool) or int(self.period) < 1:
+            raise ValueError(f"SSD-SGD pull period (period, the paper's k) must be an integer >= 1, got {self.period!r}")
         if self.warmup_steps is None:
             self.settle(warmup_steps=int(self.steps_per_epoch or 0))
         if int(self.warmup_steps) < 0:
@@ -74,7 +74,7 @@ class SSDSGD(Aggregated, Strategy):
         if not float(self.local_lr_scale) > 0.0:
             raise ValueError(f"local_lr_scale must be a number > 0, got {self.local_lr_scale!r}")
         if self.glu_beta is None:
-            self.settle(glu_beta=1.0 / int(self.k))
+            self.settle(glu_beta=1.0 / int(self.period))
         if not 0.0 <= float(self.glu_beta) <= 1.0:
             raise ValueError(f"glu_beta must be in [0, 1], got {self.glu_beta!r}")
         self.settle(aggregator=get_aggregator(self.aggregator))
@@ -82,7 +82,7 @@ class SSDSGD(Aggregated, Strategy):
     @property
     def pull(self) -> AnyOf:
         """Warm-up steps and every k-th step after them set the local weights to the global ones."""
-        return AnyOf((Before(int(self.warmup_steps)), Periodic(int(self.k), start=int(self.warmup_steps))))
+        return AnyOf((Before(int(self.warmup_steps)), Periodic(int(self.period), start=int(self.warmup_steps))))
 
     def init(self, params, opt_state, n):
         return SSDState(params, params, opt_state)
@@ -113,4 +113,4 @@ class SSDSGD(Aggregated, Strategy):
         return state.strategy_state.global_params
 
     def describe(self) -> str:
-        return f"{self.name} (k={self.k}, warm-up {self.warmup_steps} BSP steps)"
+        return f"{self.name} (k={self.period}, warm-up {self.warmup_steps} BSP steps)"

@@ -3,7 +3,7 @@ that synchronize at staggered steps, so each sync moves about 1/P of the model.
 
 Fragments follow `fragments.split_leaves` (`fragment_by`: "contiguous" runs of tensors in
 tree order balanced by size, or "strided"). Fragment p has the offset o_p = floor(p * H / P)
-within each round of H = `inner_steps` steps and synchronizes after step t (counted from 0)
+within each round of H = `period` steps and synchronizes after step t (counted from 0)
 when t >= o_p and (t - o_p + 1) % H == 0: first after H + o_p local steps, then every H
 steps. With P = 1 that is DiLoCo's schedule, (t + 1) % H == 0. Every step each replica
 applies its inner optimizer; at fragment p's sync, through its own `sync_where`:
@@ -55,12 +55,12 @@ class FragmentState(NamedTuple):
 @STRATEGIES.register("streamingdiloco")
 @dataclasses.dataclass(frozen=True)
 class StreamingDiLoCo(OuterLoop, Strategy):
-    """inner_steps: H; fragments: P; alpha: weight of the synchronized fragment in the
+    """period: H (the last release's `inner_steps` still sets it, warned); fragments: P; alpha: weight of the synchronized fragment in the
     replica's new fragment; fragment_by: "contiguous" or "strided"; the outer loop's
     options (OuterLoop; its sync_model_state averages BatchNorm statistics with fragment 0)."""
 
-    inner_steps: int = 100
-    """H: local steps between two outer steps of one fragment (`period` also sets it)"""
+    period: int = 100
+    """H: local steps between two outer steps of one fragment (the paper's inner steps)"""
     fragments: int = 2
     """P: the model's fragments, synced in turn, H/P steps apart"""
     alpha: float = 1.0
@@ -68,14 +68,14 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     fragment_by: str = "contiguous"
     """contiguous: consecutive parameter tensors per fragment; strided: every P-th"""
     name: ClassVar[str] = "streamingdiloco"
-    budget: ClassVar[Budget] = sweep("inner_steps", 8, 32)
-    aliases: ClassVar[dict] = {"period": "inner_steps"}   # --period sets H
+    budget: ClassVar[Budget] = sweep("period", 8, 32)
+    aliases: ClassVar[dict] = {"inner_steps": "period"}   # the last release's name of H
     unsynced: ClassVar[str] = "no fragment's outer step: the evaluated global model stays at its initialization"
 
     def __post_init__(self):
         if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:
             raise ValueError(f"fragments must be an integer >= 1, got {self.fragments!r}")
-        Periodic(self.inner_steps)  # validates H >= 1
+        Periodic(self.period)  # validates H >= 1
         if not 0.0 < float(self.alpha) <= 1.0:
             raise ValueError(f"alpha must be in (0, 1] (1: replace the fragment, as DiLoCo), got {self.alpha!r}")
         self.check_outer()
@@ -87,10 +87,10 @@ class StreamingDiLoCo(OuterLoop, Strategy):
         return self.fragment_trigger(0)
 
     def fragment_trigger(self, p: int) -> Periodic:
-        return Periodic(self.inner_steps, start=self.offset(p))
+        return Periodic(self.period, start=self.offset(p))
 
     def offset(self, p: int) -> int:
-        return p * self.inner_steps // self.fragments
+        return p * self.period // self.fragments
 
     def plan(self, params) -> tuple[tuple[int, ...], ...]:
         """Leaf positions of each fragment (fixed by the parameters' shapes)."""
@@ -143,5 +143,5 @@ class StreamingDiLoCo(OuterLoop, Strategy):
 
     def describe(self) -> str:
         tags = compression.tags(self.compress, self.aggregator, self.error_feedback)
-        return (f"{self.name}{tags} (H={self.inner_steps}, "
+        return (f"{self.name}{tags} (H={self.period}, "
                 f"P={self.fragments} {self.fragment_by}, alpha {float(self.alpha):g}, {self.outer_label()})")

@@ -18,6 +18,12 @@ config.json, a checkpoint's identity check).
   (`as_it_ran`), never as the command line's default of today: the run resumes, or is
   reproduced by `--config`, as it ran. The old values are written out here, not read from
   TrainConfig: they are what those runs ran, whatever TrainConfig's defaults become.
+- Options renamed since (issue 44, one name per concept): a strategy's `aliases` names its
+  options' old names (DiLoCo's and Streaming DiLoCo's `inner_steps`, SSD-SGD's `k`: all
+  `period` now). A record that holds an old name is read with the new one, silently (the
+  record is not the user's to change): it resumes, and its checkpoints' settings compare
+  equal, as the run it was. The release that drops an alias from its strategy moves the
+  alias here (records are read for ever; a name given by a user, one release).
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ TRAIN_DEFAULTS_BEFORE_46 = {"dataset": "digits", "partition": "seldp", "lr_sched
 
 def today(settings: dict) -> dict:
     """`settings` (a record's TrainConfig fields) as today's jaxsel reads them."""
+    settings = renamed(settings)
     if SINCE_ISSUE_42 in settings or settings.get("strategy") != "selsync":
         return settings
     options = dict(settings.get("strategy_options") or {})
@@ -38,6 +45,22 @@ def today(settings: dict) -> dict:
         window = int(options.get("window", SELSYNC_WINDOW))
         options = {**options, "statistic": "smoothed", "warmup": options.get("warmup", 2 * window - 1)}
     return {**settings, "strategy_options": options}
+
+
+def renamed(settings: dict) -> dict:
+    """`settings` with each strategy option the record names by its last release's name
+    (the strategy's `aliases`, old -> new) under its new name; unchanged otherwise (an
+    unknown strategy included: its build says so)."""
+    options = settings.get("strategy_options")
+    if not isinstance(options, dict) or not options:
+        return settings
+    from ..strategies import STRATEGIES   # here, not at the top: reading a record needs no JAX until now
+
+    cls = STRATEGIES.get(settings.get("strategy")) if isinstance(settings.get("strategy"), str) else None
+    old = getattr(cls, "aliases", {})
+    if not set(options) & set(old):
+        return settings
+    return {**settings, "strategy_options": {old.get(k, k): v for k, v in options.items()}}
 
 
 def as_it_ran(settings: dict) -> dict:

@@ -22,7 +22,7 @@ from ..core import parallel
 from ..data.pipeline import Input, build_input
 from .config import TrainConfig, check_config
 from .lr_schedule import RunSamples
-from .run import check_paths, make_layout, make_strategy, resumed_settings
+from .run import check_paths, make_layout, make_strategy, named_now, resumed_settings
 from .rundir.lock import check_unlocked
 
 
@@ -71,7 +71,7 @@ def plan_run(cfg: TrainConfig, *, claim: bool = False, announce: Sequence[str] |
     the run says where it writes, then these lines (the command line's: its task), then its
     layout (None: it says nothing).
     `job_cell`: a cell of the long job whose directory holds `cfg.out_dir` (analysis/cells.py)."""
-    cfg = resumed_settings(cfg)   # a resumed run's checkpoint folder and LR schedule length
+    cfg = resumed_settings(named_now(cfg))   # options by today's names; a resumed run's checkpoints, LR length
     check_config(cfg)
     layout = make_layout(cfg)
     root = cfg.checkpoint_root()

@@ -56,7 +56,8 @@ def _plain(settings: dict) -> dict:
 
 
 def _same(name: str, old, new, recorded: dict) -> bool:
-    """Equal, a strategy option at its default and the same value given counting as one."""
+    """Equal, a strategy option at its default and the same value given counting as one, and
+    an option by its last release's name as the option."""
     if old == new:
         return True
     if name != "strategy_options":
@@ -66,4 +67,6 @@ def _same(name: str, old, new, recorded: dict) -> bool:
 
     cls = STRATEGIES.get(recorded.get("strategy"))
     defaults = option_defaults(cls) if cls is not None else {}
-    return {**defaults, **(old or {})} == {**defaults, **(new or {})}
+    named = getattr(cls, "aliases", {})   # an option by its old name is the same option (old_records.py)
+    spelt = lambda options: {named.get(k, k): v for k, v in (options or {}).items()}
+    return {**defaults, **spelt(old)} == {**defaults, **spelt(new)}

@@ -49,12 +49,12 @@ def never_syncs_warning(strategy, total_steps: int) -> str | None:
 
 def remedy(strategy) -> str:
     """How to make the strategy sync sooner, by the option that sets its period as the
-    strategy names it (DiLoCo's H is `inner_steps`, superstep's `epochs`, a generic
+    strategy names it (`period` where it has one, superstep's `epochs`, a generic
     trigger's own options), written as the command line takes it: in the strategy's entry
     or with --opt."""
     cls = type(strategy)
     names = option_names(cls) if hasattr(cls, "__dataclass_fields__") else []
-    knob = cls.aliases.get("period") or ("period" if "period" in names else None)
+    knob = "period" if "period" in names else None
     knob = knob or getattr(cls.budget, "knob", None)
     if knob in names:
         return f"lower its {knob} ({strategy.name}:{knob}=... in its entry, or --opt {knob}=...)"
