@@ -1,4 +1,4 @@
-"""The run directory's home (issue 44 item 3): `training/rundir.py` is the one module that
+"""The run directory's home (issue 44 item 3): `training/rundir/names.py` is the one module that
 spells the names of the files jaxsel writes into a run's, a job's or a checkpoint folder's
 directory; every other module takes them from it, so a reader cannot drift from its writer."""
 import ast
