@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make `experiments` importable
 from experiments._runner import Experiment, main, steps_for
 from jaxsel import TrainConfig
 
-SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.01, "aggregate": "params"}
+SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.01, "sync": "params"}
 #: scripts/fedavgIID_resnet101.sh: parameters averaged every 250 steps (named_parameters only)
 FEDAVG = {"strategy_options": {"period": 250, "aggregator": "mean", "sync_model_state": False},
           "partition": "disjoint"}

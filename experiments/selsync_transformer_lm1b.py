@@ -49,7 +49,7 @@ def _narrow_lm(input_shape, num_classes, rngs):
 MODEL_REGISTRY.setdefault("transformer_lm_200", _their_width)
 MODEL_REGISTRY.setdefault("transformer_lm_tiny", _narrow_lm)
 
-SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.01, "aggregate": "params"}
+SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.01, "sync": "params"}
 #: fedavg/launch_transformer.py averages the parameters (a plain mean); its period is a shard's pass
 FEDAVG = {"strategy_options": {"aggregator": "mean"}}
 

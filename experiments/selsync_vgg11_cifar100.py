@@ -32,7 +32,7 @@ if __package__ in (None, ""):
 from experiments._runner import Experiment, main, steps_for
 from jaxsel import TrainConfig
 
-SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.25, "aggregate": "params"}
+SELSYNC = {"delta": 0.3, "window": 25, "alpha": 0.25, "sync": "params"}
 #: scripts/fedavg_vgg11.sh: parameters averaged every 250 steps (a plain mean)
 FEDAVG = {"strategy_options": {"period": 250, "aggregator": "mean"}, "partition": "disjoint"}
 

@@ -134,7 +134,7 @@ def test_diloco_pseudo_gradient_matches_the_reference(spec, layout):
 
 
 def test_selsync_params_matches_the_reference_on_its_own_decisions():
-    """SelSync (aggregate="params") with sign: the reference replays the run's recorded
+    """SelSync (sync="params") with sign: the reference replays the run's recorded
     sync decisions (some steps sync, some do not)."""
     state, metrics = train(jaxsel.SelSync(compress="sign", delta=0.3, window=2), mesh_of("2x4"), steps=6)
     synced = [bool(np.asarray(m["synced"]).ravel()[0]) for m in metrics]

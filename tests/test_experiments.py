@@ -44,16 +44,16 @@ def test_paper_scale_config(name):
 #: SelSync's options, the schedule, clipping, the partition, the optimizer's extras, FedAvg's
 AUTHORS = {
     "selsync_resnet101_cifar10": (
-        {"delta": 0.3, "window": 25, "alpha": 0.01, "aggregate": "params"}, "sample-epochs:110,150,190,250@0.1",
+        {"delta": 0.3, "window": 25, "alpha": 0.01, "sync": "params"}, "sample-epochs:110,150,190,250@0.1",
         (None, "update"), "seldp", (0.9, 1e-4), {"period": 250, "aggregator": "mean", "sync_model_state": False}),
     "selsync_vgg11_cifar100": (
-        {"delta": 0.3, "window": 25, "alpha": 0.25, "aggregate": "params"}, "sample-epochs:50,75,100@0.1",
+        {"delta": 0.3, "window": 25, "alpha": 0.25, "sync": "params"}, "sample-epochs:50,75,100@0.1",
         (None, "update"), "seldp", (0.9, 5e-4), {"period": 250, "aggregator": "mean"}),
     "selsync_alexnet_imagenet": (
-        {"delta": 0.3, "window": 25, "alpha": 0.01, "aggregate": "params"}, "constant",
+        {"delta": 0.3, "window": 25, "alpha": 0.01, "sync": "params"}, "constant",
         (None, "update"), "seldp", (0.0, 0.0), {"period": 250, "aggregator": "mean"}),
     "selsync_transformer_lm1b": (
-        {"delta": 0.3, "window": 25, "alpha": 0.01, "aggregate": "params"}, "every:4000@0.8",
+        {"delta": 0.3, "window": 25, "alpha": 0.01, "sync": "params"}, "every:4000@0.8",
         (2.0, "gradients"), "disjoint", (0.0, 0.0), {"aggregator": "mean"}),
 }
 

@@ -75,7 +75,7 @@ REPORTED = ("synced", "bytes_allreduced", "vote_bytes")
 #: warm-up) became the default (issue 42): the cases recorded before keep their records
 SMOOTHED = {"statistic": "smoothed", "warmup": 3}   # 2W-1 at W = 2
 VARIANTS = {
-    "selsync-grads": ("selsync", {"aggregate": "grads", "window": 2, "delta": 0.25, **SMOOTHED}),
+    "selsync-grads": ("selsync", {"sync": "grads", "window": 2, "delta": 0.25, **SMOOTHED}),
     "selsync-median": ("selsync", {"window": 2, "delta": 0.25, "aggregator": "median", **SMOOTHED}),
     "localsgd-median": ("localsgd", {"period": 3, "aggregator": "median"}),
     "fedavg-sampled": ("fedavg", {"period": 3, "fraction": 0.5}),
@@ -92,7 +92,7 @@ VARIANTS = {
     # the raw statistic (the default since issue 42): SelSync's defaults (W = 25: 10 forced
     # steps), a warm-up of 0 (Delta_bar 0 until its window fills) on gradients, a two-level run
     "selsync-defaults": ("selsync", {}),
-    "selsync-raw-grads-w0": ("selsync", {"statistic": "raw", "window": 2, "delta": 0.5, "aggregate": "grads",
+    "selsync-raw-grads-w0": ("selsync", {"statistic": "raw", "window": 2, "delta": 0.5, "sync": "grads",
                                          "warmup": 0}),
     "hierarchical-raw-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
                                                   "outer": "selsync", "outer.window": 2, "outer.delta": 0.5,

@@ -105,7 +105,7 @@ def reference_localsgd(steps, period=3):
 
 
 def reference_selsync(steps, **significance):
-    """SelSync (aggregate="params") in closed loop: tests/reference/triggers.py decides from
+    """SelSync (sync="params") in closed loop: tests/reference/triggers.py decides from
     each replica's statistic (the sum of its gradient tensors' norms) at the step's own
     parameters; the parameters are averaged before the replicas' own SGD steps."""
     sel, decisions, last = triggers.SelSync(R, **significance), [], {}
@@ -230,7 +230,7 @@ COVERED = {
     **{name: (name, {}) for name in sorted(STRATEGIES) if name not in ("asp", "syncswitch")},
     "syncswitch-offline-s2": ("syncswitch", {"staleness": 2}),
     "syncswitch-online-s2": ("syncswitch", {"policy": "online", "staleness": 2}),
-    "selsync-grads": ("selsync", {"aggregate": "grads", "window": 2, "delta": 0.05}),
+    "selsync-grads": ("selsync", {"sync": "grads", "window": 2, "delta": 0.05}),
     "selsync-max-local": ("selsync", {"window": 2, "delta": 1.0, "max_local": 1}),
     "selsync-raw-w0": ("selsync", {"window": 2, "delta": 0.3, "statistic": "raw", "warmup": 0}),
     "selsync-smoothed-w1": ("selsync", {"window": 2, "delta": 0.05, "statistic": "smoothed", "warmup": 1}),

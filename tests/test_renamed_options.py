@@ -1,6 +1,7 @@
 """Issue 44 item 6, one name per concept: the local steps between two syncs are `period` in
 every strategy that has them (DiLoCo's and Streaming DiLoCo's `inner_steps`, SSD-SGD's `k`
-were renamed). The last release's name still works for one release, from Python, the
+were renamed), and what a sync averages is `sync` (SelSync's `aggregate` renamed, as
+`triggered` names it). The last release's name still works for one release, from Python, the
 command line (`NAME:inner_steps=8`, `--opt`, the old flag), a config file and an old run's
 records: it sets `period`, with one DeprecationWarning naming it (one note on the command
 line); a record that holds it resumes as the run it was."""
@@ -132,3 +133,23 @@ def test_a_run_given_the_old_name_and_an_old_record_of_it_resume_as_they_ran(tmp
     losses = [[json.loads(line)["loss"] for line in (d / "metrics.jsonl").read_text().splitlines()]
               for d in (out, whole)]
     assert len(losses[0]) == 6 and losses[0] == losses[1]
+
+
+def test_selsync_s_sync_mode_is_sync_as_triggered_s_and_aggregate_is_read_for_one_release():
+    """One word for what a sync averages: `sync` (params, grads; triggered's also model),
+    SelSync's `aggregate` of the last release read as it with one warning."""
+    from jaxsel.core.options import option_names
+
+    assert "sync" in option_names(jaxsel.SelSync) and "sync" in option_names(STRATEGIES["triggered"])
+    assert not any("aggregate" in option_names(c) for c in STRATEGIES.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jaxsel.SelSync(sync="grads").sync == "grads" == build_strategy("selsync", {"sync": "grads"}).sync
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        strategy = build_strategy("selsync", {"aggregate": "grads", "window": 2})
+    assert strategy == jaxsel.SelSync(sync="grads", window=2)
+    assert one_warning(record) == ("strategy 'selsync' option 'aggregate' is now called 'sync'; the old name "
+                                   "goes in the next release: write sync='grads'")
+    with pytest.raises(ValueError, match="sync must be 'params' or 'grads', got 'model'"):
+        jaxsel.SelSync(sync="model")

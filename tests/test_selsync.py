@@ -55,13 +55,13 @@ def check_against_reference(delta, s, synced, got_delta, **kw):
     return warm
 
 
-@pytest.mark.parametrize("aggregate, statistic, warmup", [
+@pytest.mark.parametrize("sync, statistic, warmup", [
     ("params", "smoothed", None), ("grads", "smoothed", None), ("params", "raw", None), ("grads", "raw", None),
     ("params", "raw", 0), ("params", "smoothed", 3)])
-def test_decisions_match_numpy_reference(mesh, aggregate, statistic, warmup):
+def test_decisions_match_numpy_reference(mesh, sync, statistic, warmup):
     """Both statistics and warm-ups (None: W-1 raw, 2W-1 smoothed; 0; W-1 for smoothed, the
     authors' count), against the authors' loop fed the run's own gradient norms."""
-    kw = dict(window=4, alpha=0.1, aggregate=aggregate, statistic=statistic, warmup=warmup)
+    kw = dict(window=4, alpha=0.1, sync=sync, statistic=statistic, warmup=warmup)
     delta, (s, synced, got_delta, _) = calibrated_run(mesh, 40, **kw)
     warm = check_against_reference(delta, s, synced, got_delta, **kw)
     forced = (4 - 1 if statistic == "raw" else 2 * 4 - 1) if warmup is None else warmup

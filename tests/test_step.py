@@ -140,8 +140,8 @@ def test_bad_strategy_arguments():
         jaxsel.SelSync(delta=float("inf"))
     with pytest.raises(ValueError, match="window must be an integer >= 1"):
         jaxsel.SelSync(window=0)
-    with pytest.raises(ValueError, match="aggregate must be 'params' or 'grads'"):
-        jaxsel.SelSync(aggregate="both")
+    with pytest.raises(ValueError, match="sync must be 'params' or 'grads'"):
+        jaxsel.SelSync(sync="both")
 
 
 # Library misuse: a TypeError/ValueError naming what was given and what is expected, at

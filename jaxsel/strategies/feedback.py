@@ -2,7 +2,7 @@
 
 What each kind of strategy compresses (`jaxsel.core.compression`):
 
-- gradient averaging (sync="grads": BSP, SelSync aggregate="grads"): the gradients;
+- gradient averaging (sync="grads": BSP, SelSync sync="grads"): the gradients;
 - parameter averaging (sync="params": SelSync's default; sync="model": local SGD, FedAvg,
   superstep): the change since the last synchronized parameters, `anchor`, which every
   replica holds (initially the initial parameters). Replica i sends w_i - anchor; at a sync

@@ -22,7 +22,8 @@ class SelSync(GradientPayload, Triggered):
     syncs (None: until Delta_bar's window is full, W-1 or 2W-1 steps); exactly as
     `core.triggers.Significance` defines them. Any vote syncs (a `psum` of the votes). A sync
     averages the parameters, then each replica applies its own update
-    (`aggregate="params"`), or averages gradients (`aggregate="grads"`). Optimizer and
+    (`sync="params"`), or averages gradients (`sync="grads"`), as `triggered`'s `sync`
+    says (the last release's `aggregate` is read for one more). Optimizer and
     BatchNorm state stay local unless configured. `max_local=K` also syncs a step when the
     K steps before it were all local (None: the paper's rule alone): the significance
     statistic picks the extra syncs, the cap bounds how far replicas drift."""
@@ -38,18 +39,19 @@ class SelSync(GradientPayload, Triggered):
     released code)"""
     warmup: int | None = None
     """forced syncs first (none: until Delta_bar's window is full, W-1 or 2W-1 steps)"""
-    aggregate: str = "params"
+    sync: str = "params"
     """what a sync averages: params (each replica then applies its own update) or grads"""
     max_local: int | None = None
     """K: also sync after K local steps in a row (none: the significance test alone)"""
     name: ClassVar[str] = "selsync"
+    aliases: ClassVar[dict] = {"aggregate": "sync"}   # the last release's name of the sync mode
     #: the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
     budget: ClassVar[Budget] = (sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5)))
                                 + sweep("max_local", 8, 32))
 
     def __post_init__(self):
-        if self.aggregate not in ("params", "grads"):
-            raise ValueError(f"aggregate must be 'params' or 'grads', got {self.aggregate!r}")
+        if self.sync not in ("params", "grads"):
+            raise ValueError(f"sync must be 'params' or 'grads', got {self.sync!r}")
         check_int("max_local", self.max_local, 1, optional=True)
         super().__post_init__()
 
@@ -58,10 +60,6 @@ class SelSync(GradientPayload, Triggered):
         significance = Significance(delta=float(self.delta), window=int(self.window), alpha=float(self.alpha),
                                     statistic=self.statistic, warmup=self.warmup)
         return significance if self.max_local is None else Capped(significance, int(self.max_local))
-
-    @property
-    def sync(self) -> str:
-        return self.aggregate
 
     def describe(self) -> str:
         warm = "" if self.warmup is None else f", warmup={self.warmup}"

@@ -115,7 +115,7 @@ def simulate_local_sgd(params0, grad_fn, n: int, steps: int, period, lr: float,
 
     mode "model" (local SGD, FedAvg, superstep): each replica updates, then the updated
         parameters are synced.
-    mode "params" (SelSync aggregate="params"): the pre-update parameters are synced, then
+    mode "params" (SelSync sync="params"): the pre-update parameters are synced, then
         each replica applies its own gradient, taken at its pre-sync parameters.
     codec None: the exact mean (payload = w_i - anchor, the mean of which is mean(w) - anchor).
     Returns (per-replica parameters, residuals, anchor) after `steps` steps."""
