@@ -104,11 +104,28 @@ def test_pacing_a_state_the_next_step_donates_is_named(mesh):
         pacer.close()
 
 
+class Unfinished:
+    """A step's output as the pacer sees it, ready once `done` is set."""
+
+    def __init__(self, done: threading.Event):
+        self.done = done
+
+    def is_ready(self) -> bool:
+        return self.done.is_set()
+
+    def is_deleted(self) -> bool:
+        return False
+
+
 def test_a_step_without_progress_is_named_once_in_one_line(mesh):
     pacer = pacing.Pacer(stall_s=30)
     try:
         token = pacer(slow(sharded_zeros(mesh)))
         at = pacer._queue[0].at
+        # the step stays unfinished until the checks are done, however long the box keeps
+        # this thread from running (a slow step alone can finish first on a busy box)
+        done = threading.Event()
+        pacer._queue[0].token = Unfinished(done)
         assert pacer.stall(at + 29) is None
         line = pacer.stall(at + 31)
         assert line is not None and "\n" not in line
@@ -116,6 +133,7 @@ def test_a_step_without_progress_is_named_once_in_one_line(mesh):
                      "jaxsel.pace(metrics)", "XLA_FLAGS=--xla_cpu_collective_call_terminate_timeout_seconds="):
             assert part in line, part
         assert pacer.stall(at + 60) is None   # once per stalled step
+        done.set()
         token.block_until_ready()
         assert pacer.stall(at + 90) is None and not pacer._queue   # finished: dropped
     finally:
