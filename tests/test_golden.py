@@ -266,7 +266,7 @@ def test_golden_on_eight_devices(case):
 def test_golden_on_every_layout(case):
     """Every layout the case runs (packed: 1x8, and 2x4, 4x2 for many) equals its record, and
     the packing check: every layout decides the same syncs and reaches the 8-device state.
-    A packed step compiles 1.5-3x longer than the 8-device one: the layout tier (conftest)."""
+    A packed step compiles 1.5-3x longer than the 8-device one: the layout tier (docs/DEVELOPMENT.md)."""
     name, options, layouts = CASES[case]
     runs = {layout: case_run(case, layout) for layout in layouts}
     if layouts is EVERY_LAYOUT:
