@@ -61,6 +61,7 @@ import jaxsel
 from helpers import R, run, softmax_params
 from jaxsel.analysis.cells import state_digest as digest   # SHA-256 of every leaf's dtype, shape, bytes
 from jaxsel.strategies import STRATEGIES, build_strategy
+from jaxsel.training.old_records import renamed
 
 GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("JAXSEL_REGENERATE_GOLDEN") == "1"
@@ -244,10 +245,9 @@ def check_records(case: str, runs: dict) -> None:
 def named_now(case: list) -> list:
     """A recorded case with its options by today's names: a record is never edited, and one
     written before an option was renamed (DiLoCo's `inner_steps`, now `period`; issue 44)
-    names it by the strategy's old name (`aliases`, old -> new)."""
+    names it by the strategy's old name, read as jaxsel reads an old run's record."""
     name, options = case
-    old = STRATEGIES[name].aliases if name in STRATEGIES else {}
-    return [name, {old.get(k, k): v for k, v in options.items()}]
+    return [name, renamed({"strategy": name, "strategy_options": options})["strategy_options"]]
 
 
 #: each case's two tests are one unit of work on xdist (conftest.py), so they share its runs
