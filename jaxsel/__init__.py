@@ -31,7 +31,7 @@ _EXPORTS = {
     **dict.fromkeys(("ASP", "Accordion", "BSP", "DeMo", "SSDSGD", "SSP", "DiLoCo", "FedAvg", "Hierarchical",
                      "IslandAveraging", "LocalSGD", "Phases", "PostLocalSGD", "SPARTA", "SelSync", "StreamingDiLoCo",
                      "Superstep", "SyncSwitch", "Triggered", "TriggeredStrategy", "build_strategy", "feed_step_times",
-                     "register_strategy"), "strategies"),
+                     "method_traits", "register_strategy"), "strategies"),
     "TrainConfig": "training.config",
     "train": "training.train",
     "search_bsp_fraction": "analysis.syncswitch_search",
@@ -76,6 +76,6 @@ if TYPE_CHECKING:   # what static tools see; at run time the names arrive throug
     from .strategies import (ASP, BSP, SPARTA, Accordion, DeMo, SSDSGD, SSP, DiLoCo, FedAvg,  # noqa: F401
                              Hierarchical, IslandAveraging, LocalSGD, Phases, PostLocalSGD, SelSync, StreamingDiLoCo,
                              Superstep, SyncSwitch, Triggered, TriggeredStrategy, build_strategy, feed_step_times,
-                             register_strategy)
+                             method_traits, register_strategy)
     from .training.config import TrainConfig  # noqa: F401
     from .training.train import train  # noqa: F401

@@ -16,7 +16,7 @@ from jaxsel.analysis.variants import parse_entry
 from jaxsel.analysis.variants import entry_of
 from jaxsel.cli import main
 from jaxsel.core.budget import Budget, sweep
-from jaxsel.strategies import STRATEGIES, build_strategy
+from jaxsel.strategies import STRATEGIES, build_strategy, traits_of
 from jaxsel.training.config import ConfigError, TrainConfig
 
 TASK = TrainConfig(dataset="mnist1d", partition="label_skew", lr_schedule="milestones", steps=600)
@@ -30,7 +30,7 @@ def test_every_method_declares_a_grid_that_builds_on_the_default_task():
     assert set(plan.methods) == set(STRATEGIES) - {"triggered"}
     assert plan.methods["bsp"][0].options == {}   # plain BSP: the reference of the budget levels
     for name, points in plan.methods.items():
-        assert [v.options for v in points] == list(STRATEGIES[name].budget.grid), name
+        assert [v.options for v in points] == list(traits_of(STRATEGIES[name]).budget.grid), name
     # the default sweep's size: 40 points when the hour-long published verdict was planned,
     # 46 with issue 47's methods, 48 since SelSync's deltas are the paper's and four derived
     # from BSP (issue 42)
@@ -54,8 +54,8 @@ def test_declared_points_that_do_not_fit_the_task_are_left_out_and_named():
 
 def test_a_grid_point_reads_back_as_its_options():
     for name, cls in STRATEGIES.items():
-        if cls.budget is not None:
-            assert [v.options for v in declared_points(name)] == list(cls.budget.grid)
+        if traits_of(cls).budget is not None:
+            assert [v.options for v in declared_points(name)] == list(traits_of(cls).budget.grid)
     assert entry_of("bsp", {"compress": "topk:0.1"}) == "bsp:compress=topk:0.1"
     assert (sweep("delta", None, 0.1) + sweep("max_local", 8)) == \
         Budget("delta, max_local", ({}, {"delta": 0.1}, {"max_local": 8}))
@@ -68,7 +68,7 @@ def test_given_points_replace_a_method_s_grid_and_bsp_always_runs():
     assert list(plan.methods) == ["bsp", "localsgd", "selsync"] and plan.given == ["localsgd"]
     assert [v.entry for v in plan.methods["bsp"]] == ["bsp"]
     assert [v.entry for v in plan.methods["localsgd"]] == ["localsgd:period=3", "localsgd:syncs=100"]
-    assert len(plan.methods["selsync"]) == len(STRATEGIES["selsync"].budget.grid)
+    assert len(plan.methods["selsync"]) == len(traits_of(STRATEGIES["selsync"]).budget.grid)
     with_plain = plan_frontier(TASK, "bsp", "bsp:compress=int8", 1)
     assert [v.entry for v in with_plain.methods["bsp"]] == ["bsp", "bsp:compress=int8"]
     # job.json keeps the methods' order (its settings are written with sorted keys)
@@ -176,7 +176,7 @@ def test_budget_knobs_reach_from_about_one_percent_to_all_of_bsp_s_bytes():
     """The declared grids span the budget axis on the default task: local SGD's periods and
     BSP's top-k fraction reach about 2 %, the plain methods 100 %."""
     ctx = {"total_steps": 600, "replicas": 8, "steps_per_epoch": 31}
-    periods = [build_strategy("localsgd", p, **ctx).period for p in STRATEGIES["localsgd"].budget.grid]
+    periods = [build_strategy("localsgd", p, **ctx).period for p in traits_of(STRATEGIES["localsgd"]).budget.grid]
     assert min(600 // p for p in periods) / 600 == pytest.approx(0.02, abs=0.005) and max(periods) == 50
     assert build_strategy("bsp", {"compress": "topk:0.01"}, **ctx).compress == "topk:0.01"
 

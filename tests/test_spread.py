@@ -8,7 +8,7 @@ import pytest
 import jaxsel
 from helpers import R, run, softmax_batches, softmax_grad_numpy, softmax_params
 from jaxsel.core.triggers import UNKNOWN, Periodic, Spread, first_sync_step, spread_steps
-from jaxsel.strategies import build_strategy
+from jaxsel.strategies import build_strategy, is_adaptive
 from reference import optim, spread
 
 B = 4
@@ -80,7 +80,7 @@ def test_syncs_equal_to_a_dividing_period_trains_bit_for_bit_like_that_period(me
 def test_the_option_is_checked_and_described():
     built = build_strategy("localsgd", {"syncs": 358}, total_steps=600)
     assert built.describe() == "localsgd (358 of 600 steps)" and built.period is None
-    assert not built.adaptive_sync() and first_sync_step(built.trigger) != UNKNOWN
+    assert not is_adaptive(built) and first_sync_step(built.trigger) != UNKNOWN
     assert build_strategy("localsgd", {}, total_steps=600).period == 50   # unset: 50, as before
     assert build_strategy("fedavg", {"syncs": 3}, total_steps=6).trigger == Spread(3, 6)
     for options, message in (({"syncs": 3, "period": 4}, "period=4 or syncs=3, not both"),

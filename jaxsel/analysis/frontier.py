@@ -1,7 +1,7 @@
 """`jaxsel frontier`: at the bytes a user can afford, which method gives the best model?
 
 Every method is swept over its budget knob (the small grid its strategy declares,
-`Strategy.budget`; `--grid` entries replace a method's points) on one task and partition,
+`method_traits(budget=...)`; `--grid` entries replace a method's points) on one task and partition,
 each point over the same seeds, every cell a real run (`cells.py`) made exactly as the lone
 `jaxsel compare` run of that configuration and seed makes it. Plain BSP always runs first:
 the budget levels are shares of its bytes, and a point given as "fires:F" (SelSync's
@@ -23,6 +23,7 @@ import dataclasses
 from pathlib import Path
 
 from ..core.options import OptionError
+from ..strategies.traits import traits_of
 from ..training.config import ConfigError, TrainConfig
 from ..training.rundir import METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
@@ -60,7 +61,7 @@ class FrontierPlan:
 
 def declared_points(name: str) -> list[Variant] | None:
     """Method `name`'s declared grid as variants, or None when it declares none."""
-    budget = registered()[name].budget
+    budget = traits_of(registered()[name]).budget
     if budget is None:
         return None
     return [parse_entry(entry_of(name, point)) for point in budget.grid]
@@ -84,7 +85,7 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
         found = given.get(name) or declared_points(name)
         if found is None:
             if methods is not None:
-                raise OptionError(f"method {name!r} declares no budget grid (Strategy.budget); give its points with "
+                raise OptionError(f"method {name!r} declares no budget grid (method_traits(budget=...)); give its points with "
                                   f"--grid {name}:KEY=VALUE,...")
             left_out.append(name)
             continue

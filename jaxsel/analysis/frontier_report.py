@@ -11,7 +11,7 @@ and whether the lead is beyond the seed spread as `jaxsel compare` defines it
 standard deviations). A point with a failed seed (a non-finite loss) has no accuracy: it
 is named, never ranked.
 
-An adaptive point (`Strategy.adaptive_sync`: SelSync, a two-level method with such a
+An adaptive point (`traits.is_adaptive`: SelSync, a two-level method with such a
 level) is also judged at its own budget against local SGD (`own_budget`): against the
 local SGD point that syncs exactly as often (`localsgd:syncs=K`, `jaxsel compare`'s
 budget-matched baseline) where the frontier has one, else against local SGD's most
@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from ..strategies.traits import traits_of
 from ..training.numbers import significant
 from ..training.runlog import write_json
 from .frontier_points import recorded_points
@@ -169,7 +170,8 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
     from ..strategies import STRATEGIES
 
     figures = [point_figures(p, base.strategy_options) for p in points]
-    knobs = {m: ("given with --grid" if m in plan.given or STRATEGIES[m].budget is None else STRATEGIES[m].budget.knob)
+    knobs = {m: ("given with --grid" if m in plan.given or traits_of(STRATEGIES[m]).budget is None
+                 else traits_of(STRATEGIES[m]).budget.knob)
              for m in plan.methods}
     curves = method_curves(figures, knobs)
     adaptive = {f["entry"] for p, f in zip(points, figures) if _adaptive(base, p.variant)}

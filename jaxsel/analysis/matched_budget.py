@@ -1,7 +1,7 @@
 """Budget-matched baselines: does an adaptive method beat periodic averaging at the same
 number of synchronizations?
 
-A method whose sync pattern is decided during the run (`Strategy.adaptive_sync`: SelSync's
+A method whose sync pattern is decided during the run (`traits.is_adaptive`: SelSync's
 significance test, Sync-Switch's straggler monitor, a two-level method with such a level)
 is compared at whatever budget it happens to use. `jaxsel compare --match-budget` adds,
 for each such row, local SGD on exactly as many steps as the row's mean sync count over
@@ -16,16 +16,12 @@ from __future__ import annotations
 
 import math
 
+from ..strategies.traits import is_adaptive  # noqa: F401  (read here by compare and the frontier)
 from ..training.numbers import plus_minus, significant
 from .variants import Variant
 
 BEYOND_SPREAD = ("beyond the seed spread: the difference of the two mean accuracies exceeds the sum of "
                  "their standard deviations over seeds")
-
-
-def is_adaptive(strategy) -> bool:
-    """Whether `strategy` decides during the run which steps synchronize."""
-    return bool(strategy.adaptive_sync())
 
 
 def matched_syncs(target_syncs: float) -> int:

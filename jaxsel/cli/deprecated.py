@@ -87,18 +87,20 @@ def _renamed_options() -> dict[str, str]:
 
 @contextlib.contextmanager
 def renamed_option_notes(stream=None):
-    """While a command runs, each RenamedOptionWarning (a strategy option given by its old
-    name, from the command line, a config file or an experiment) is printed once as a
-    one-line note on stderr instead of a warning; other warnings are shown as before."""
-    from ..core.options import RenamedOptionWarning
+    """While a command runs, each `NotedDeprecation` (a RenamedOptionWarning: a strategy
+    option given by its old name, from the command line, a config file or an experiment; a
+    TraitOnClassWarning: a plugin's strategy declaring a trait on its class, as last release
+    did) is printed once as a one-line note on stderr instead of a warning; other warnings
+    are shown as before."""
+    from ..core.options import NotedDeprecation
 
     seen: set[str] = set()
     with warnings.catch_warnings():
-        warnings.simplefilter("always", RenamedOptionWarning)
+        warnings.simplefilter("always", NotedDeprecation)
         shown = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):
-            if not issubclass(category, RenamedOptionWarning):
+            if not issubclass(category, NotedDeprecation):
                 return shown(message, category, filename, lineno, file, line)
             if str(message) not in seen:
                 seen.add(str(message))

@@ -3,7 +3,7 @@ grid of values `jaxsel frontier` sweeps them over.
 
 A method is judged by its accuracy-against-bytes curve, not by one point: local SGD's
 period, SelSync's delta and max_local, DiLoCo's H, a codec's fraction each trade bytes for
-accuracy. Each strategy declares its knob where it is defined (`Strategy.budget`), so a
+accuracy. Each strategy declares its knob where it is defined (`method_traits(budget=...)`), so a
 new method brings its own sweep and the frontier needs no list of methods. A grid point is
 the options that differ from the method's defaults ({} is the method as it comes); the
 values suit runs of a few hundred to a few thousand steps (the default task: 600), from

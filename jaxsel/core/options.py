@@ -65,7 +65,12 @@ def _class_docs(klass) -> dict[str, str]:
     return docs
 
 
-class RenamedOptionWarning(DeprecationWarning):
+class NotedDeprecation(DeprecationWarning):
+    """A deprecation the command line prints once as a one-line note, not as a warning
+    (`cli/deprecated.renamed_option_notes`)."""
+
+
+class RenamedOptionWarning(NotedDeprecation):
     """An option given by its last release's name (`renamed_options`); the command line
     prints each as a one-line note."""
 

@@ -334,21 +334,14 @@ class _ReadsOldNames(abc.ABCMeta):
 class Strategy(metaclass=_ReadsOldNames):
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
     method's options (the CLI and configs check option names against them); `init` gives a
-    replica's state, `apply` its step. Everything else has a default."""
+    replica's state, `apply` its step. Everything else has a default. What the layers
+    above know of a method (the frontier's budget grid, the cost model's `background`, the
+    run's `unsynced` warning, whether its syncs are `adaptive`) is declared beside it with
+    `strategies.traits.method_traits`, not here."""
 
     name: ClassVar[str] = "strategy"
     #: run facts the training loop may pass when the user left the field unset
     context_fields: ClassVar[tuple[str, ...]] = ()
-    #: the options that set how much the method communicates and the points `jaxsel
-    #: frontier` sweeps them over (`core.budget`); None: left out unless given points
-    budget: ClassVar[Any] = None
-    #: how a sync nobody waits on (`blocking=False`) is carried out, for the cost model:
-    #: "async", a parameter server's push and pull on the replica's own clock (SSP), or
-    #: "overlapped", behind the next step's compute (SSD-SGD)
-    background: ClassVar[str] = "async"
-    #: what never synchronizing in a run means beyond "the replicas train alone" (the
-    #: warning for a periodic sync that falls after the run)
-    unsynced: ClassVar[str] = "its periodic averaging never happens"
     #: the method is its own optimizer, and the replica's optimizer is not used (DeMo)
     own_optimizer: ClassVar[bool] = False
     #: the last release's names of options renamed since, old -> new: still read (from the
@@ -410,12 +403,6 @@ class Strategy(metaclass=_ReadsOldNames):
         """The replica-axis parameters a run is evaluated on (through their replica mean):
         the replicas' own weights, unless the method keeps a global model of its own."""
         return state.params
-
-    def adaptive_sync(self) -> bool:
-        """Whether the steps that synchronize are decided during the run (by the data, by
-        step times) rather than fixed in advance by the step count. `jaxsel compare
-        --match-budget` gives such a method a periodic baseline with as many syncs."""
-        return False
 
     def describe(self) -> str:
         """The name and the options that differ from their defaults: "mine (period=4)"."""

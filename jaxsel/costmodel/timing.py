@@ -2,7 +2,7 @@
 
 A strategy says nothing about time itself: the collective of its syncs follows from its
 aggregator and codec (`aggregator`, `compress`), how a sync nobody waits on is paid from its
-`background` (`Strategy.background`), how far an asynchronous worker may run ahead from its
+`background` (its `traits_of`), how far an asynchronous worker may run ahead from its
 `staleness`, the replica groups from the `Hierarchical` (two-level) composition, and the
 islands of island averaging from its aggregator (`aggregate.IslandMean`).
 """
@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..core import compression
 from ..core.aggregate import IslandMean, get_aggregator
-from ..strategies import Hierarchical
+from ..strategies import Hierarchical, traits_of
 
 
 class Timing(NamedTuple):
@@ -33,5 +33,5 @@ def strategy_timing(strategy) -> Timing:
         return strategy_timing(strategy.outer)._replace(groups=strategy.group_count())
     aggregator = get_aggregator(strategy.aggregator or "mean")   # None: the method's syncs are means
     return Timing(collective=compression.collective(strategy.compress, aggregator),
-                  background=strategy.background, staleness=strategy.staleness,
+                  background=traits_of(strategy).background, staleness=strategy.staleness,
                   islands=aggregator.size if isinstance(aggregator, IslandMean) else None)

@@ -23,4 +23,5 @@ from .ssp import ASP, SSP
 from .streaming_diloco import StreamingDiLoCo
 from .superstep import Superstep
 from .syncswitch import SyncSwitch, feed_step_times
+from .traits import MethodTraits, is_adaptive, method_traits, traits_of
 from .triggered import Triggered, TriggeredStrategy

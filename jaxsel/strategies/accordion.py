@@ -9,10 +9,12 @@ from ..core.budget import Budget
 from ..core.sync import STRATEGIES
 from ..core.triggers import AccordionPeriod
 from .payload import ModelPayload
+from .traits import method_traits
 from .triggered import Triggered
 
 
 @STRATEGIES.register("accordion")
+@method_traits(budget=Budget("low, high", ({}, {"low": 4, "high": 32}, {"low": 8, "high": 64})))
 @dataclasses.dataclass(frozen=True)
 class Accordion(ModelPayload, Triggered):
     """Local SGD (the updated parameters, and by default BatchNorm statistics, aggregated
@@ -32,7 +34,6 @@ class Accordion(ModelPayload, Triggered):
     high: int = 16
     """averaging period otherwise"""
     name: ClassVar[str] = "accordion"
-    budget: ClassVar[Budget] = Budget("low, high", ({}, {"low": 4, "high": 32}, {"low": 8, "high": 64}))
     sync: ClassVar[str] = "model"
 
     @property

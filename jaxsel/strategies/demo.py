@@ -33,12 +33,13 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core import dct
 from ..core.aggregate import Aggregator
 from ..core.checks import check_int, check_number
 from ..core.collectives import replica_count, replica_gather
 from ..core.sync import STRATEGIES, Strategy
+from .traits import method_traits
 
 AVERAGE_OVER = ("senders", "replicas")
 
@@ -79,6 +80,7 @@ class SendersMean(Aggregator):
 
 
 @STRATEGIES.register("demo")
+@method_traits(budget=sweep("topk", None, 4))
 @dataclasses.dataclass(frozen=True)
 class DeMo(Strategy):
     """lr: the step size (a run's --lr unless set here: DeMo replaces the run's optimizer,
@@ -100,7 +102,6 @@ class DeMo(Strategy):
     """senders: per coefficient, the mean over the replicas that sent it (the authors' code); replicas: the sum over
     all N, / N"""
     name: ClassVar[str] = "demo"
-    budget: ClassVar[Budget] = sweep("topk", None, 4)
     own_optimizer: ClassVar[bool] = True
     #: unset in a run: the run's --lr and --weight-decay (DeMo is the run's optimizer)
     context_fields: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core import compression
 from ..core.checks import MAX_SEED, check_int
 from ..core.aggregate import Bound, get_aggregator
@@ -43,6 +43,7 @@ from ..core.triggers import Periodic
 from .payload import ModelPayload
 from .opt_state_period import average_on_periods, check_fields, check_period
 from .sparta import check_fraction, sparse_average, unless
+from .traits import method_traits
 from .triggered import Synced
 
 
@@ -50,6 +51,7 @@ from .triggered import Synced
 OUTER_OPTIMIZERS = ("nesterov", "sgd", "adam", "adamw")
 
 
+@method_traits(unsynced="no outer step: the evaluated global model stays at its initialization")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OuterLoop(ModelPayload):
     """What DiLoCo and Streaming DiLoCo share: the outer SGD on pseudo-gradients, the
@@ -64,7 +66,6 @@ class OuterLoop(ModelPayload):
     """outer learning rate (adam wants about 1e-2 to 1e-1)"""
     outer_momentum: float = 0.9
     """outer momentum of nesterov and sgd (0: none)"""
-    unsynced: ClassVar[str] = "no outer step: the evaluated global model stays at its initialization"
 
     def check_outer(self) -> None:
         if self.outer_optimizer not in OUTER_OPTIMIZERS:
@@ -135,6 +136,7 @@ class DiLoCoState(NamedTuple):
 
 
 @STRATEGIES.register("diloco")
+@method_traits(budget=sweep("period", 4, 8, 16, 50))
 @dataclasses.dataclass(frozen=True)
 class DiLoCo(OuterLoop, Strategy):
     """period: H, the local steps between two outer steps (the paper's "inner steps"; the
@@ -151,7 +153,6 @@ class DiLoCo(OuterLoop, Strategy):
     inner steps exchange nothing)"""
     seed: int = 0
     name: ClassVar[str] = "diloco"
-    budget: ClassVar[Budget] = sweep("period", 4, 8, 16, 50)
     aliases: ClassVar[dict] = {"inner_steps": "period"}   # the last release's name of H
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's (SPARTA's draw)
 

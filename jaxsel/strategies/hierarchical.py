@@ -36,11 +36,12 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.checks import check_int
 from ..core.sync import STRATEGIES, Strategy
 from .build import build_level
 from .feedback import refuse_in_composition
+from .traits import is_adaptive, method_traits
 from .triggered import TriggeredState, around_update
 
 
@@ -65,6 +66,8 @@ def _or(a, b):
 
 
 @STRATEGIES.register("hierarchical")
+# adaptive where either level is
+@method_traits(budget=sweep("groups", 2, 4), adaptive=lambda s: any(is_adaptive(getattr(s, lv)) for lv in s.levels))
 @dataclasses.dataclass(frozen=True)
 class Hierarchical(Strategy):
     """inner: the group level (a strategy or a registered name: bsp, localsgd, fedavg,
@@ -84,7 +87,6 @@ class Hierarchical(Strategy):
     outer_options: dict = dataclasses.field(default_factory=dict)
     """the outer level's options (outer.FIELD=VALUE)"""
     name: ClassVar[str] = "hierarchical"
-    budget: ClassVar[Budget] = sweep("groups", 2, 4)
     levels: ClassVar[tuple[str, ...]] = ("inner", "outer")   # fields holding a strategy
 
     def __post_init__(self):
@@ -127,9 +129,6 @@ class Hierarchical(Strategy):
         state = HierarchicalState(inner.next_state(ctx, _or(inner.decide, outer.decide) if same else None),
                                   outer.next_state(ctx))
         return rs.replace(strategy_state=state)
-
-    def adaptive_sync(self) -> bool:
-        return any(getattr(self, level).adaptive_sync() for level in self.levels)
 
     def describe(self) -> str:
         groups = "a group per process" if self.groups is None else f"{self.groups} groups"

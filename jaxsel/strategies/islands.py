@@ -12,13 +12,15 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.checks import check_int
 from ..core.sync import STRATEGIES
 from .localsgd import LocalSGD
+from .traits import method_traits
 
 
 @STRATEGIES.register("islands")
+@method_traits(budget=sweep("period", 4, 16) + sweep("islands", 4, period=4))
 @dataclasses.dataclass(frozen=True)
 class IslandAveraging(LocalSGD):
     """islands: K, the replicas per island (it must divide N); period (default 50), seed
@@ -28,7 +30,6 @@ class IslandAveraging(LocalSGD):
     """K: the replicas per island, dividing N; a fresh random split at each sync"""
     name: ClassVar[str] = "islands"
     composable: ClassVar[bool] = False   # random islands cannot sit inside a two-level method's groups
-    budget: ClassVar[Budget] = sweep("period", 4, 16) + sweep("islands", 4, period=4)
 
     def __post_init__(self):
         check_int("islands (replicas per island)", self.islands, 2)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.aggregate import ClientSampled, IslandMean, Mean
 from ..core.checks import MAX_SEED, check_int
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic, Spread
 from .opt_state_period import average_on_periods, check_fields, check_period
 from .payload import ModelPayload
+from .traits import method_traits
 from .triggered import Triggered
 
 #: local SGD's period when neither `period` nor `syncs` is set
@@ -23,6 +24,7 @@ DEFAULT_PERIOD = 50
 
 
 @STRATEGIES.register("localsgd")
+@method_traits(budget=sweep("period", 2, 4, 8, 16, 50))
 @dataclasses.dataclass(frozen=True)
 class LocalSGD(ModelPayload, Triggered):
     """Every replica applies its own update each step; after every `period`-th update
@@ -44,7 +46,6 @@ class LocalSGD(ModelPayload, Triggered):
     """K: each sync averages within random islands of K replicas, drawn afresh (none: over all)"""
     seed: int = 0
     name: ClassVar[str] = "localsgd"
-    budget: ClassVar[Budget] = sweep("period", 2, 4, 8, 16, 50)
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed: the islands' draw
 
@@ -102,6 +103,7 @@ class LocalSGD(ModelPayload, Triggered):
 
 
 @STRATEGIES.register("fedavg")
+@method_traits(budget=sweep("period", 8, 50))
 @dataclasses.dataclass(frozen=True)
 class FedAvg(LocalSGD):
     """Federated averaging (McMahan et al.): rounds of `period` local steps, then the
@@ -119,7 +121,6 @@ class FedAvg(LocalSGD):
     """C: the share of replicas (clients) averaged at a sync, drawn afresh each time (1: all)"""
     seed: int = 0
     name: ClassVar[str] = "fedavg"
-    budget: ClassVar[Budget] = sweep("period", 8, 50)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from ..core.checks import check_int
 from ..core.sync import Strategy
+from .traits import is_adaptive, method_traits
 from .triggered import Triggered, TriggeredState, around_update
 
 
@@ -22,6 +23,8 @@ class PhasesState(NamedTuple):
     then: TriggeredState
 
 
+# adaptive where either phase is
+@method_traits(adaptive=lambda s: is_adaptive(s.first) or is_adaptive(s.then))
 @dataclasses.dataclass(frozen=True)
 class Phases(Strategy):
     """first: the strategy of steps t < until; then: of steps t >= until (see the module
@@ -50,9 +53,6 @@ class Phases(Strategy):
         ctx.log(**first.metrics, **then.metrics)
         return rs.replace(strategy_state=PhasesState(first.next_state(ctx, active=before),
                                                      then.next_state(ctx, active=after)))
-
-    def adaptive_sync(self) -> bool:
-        return self.first.adaptive_sync() or self.then.adaptive_sync()
 
     def describe(self) -> str:
         return f"{self.first.describe()} until step {self.until}, then {self.then.describe()}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core import compression
 from ..core.checks import check_int
 from ..core.sync import STRATEGIES, Strategy
@@ -21,9 +21,11 @@ from .localsgd import LocalSGD
 from .feedback import refuse_in_composition
 from .payload import ModelSync
 from .phases import Phases
+from .traits import method_traits
 
 
 @STRATEGIES.register("postlocal")
+@method_traits(budget=sweep("period", 4, 32))
 @dataclasses.dataclass(frozen=True)
 class PostLocalSGD(ModelSync, Strategy):
     """switch_step: first local step (None: half of `total_steps`); period: local SGD's
@@ -35,7 +37,6 @@ class PostLocalSGD(ModelSync, Strategy):
     """local SGD's averaging period after the switch"""
     total_steps: int | None = None
     name: ClassVar[str] = "postlocal"
-    budget: ClassVar[Budget] = sweep("period", 4, 32)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
 
     def __post_init__(self):

@@ -30,13 +30,14 @@ from typing import ClassVar, NamedTuple
 import jax.numpy as jnp
 
 from ..core import compression
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.checks import MAX_SEED, check_int, is_number
 from ..core.sparse import draw_entries, entry_count, put_entries, sparse_count, take_entries
 from ..core.sync import STRATEGIES, ensure_replicated
 from ..core.triggers import Always
 from .localsgd import LocalSGD
 from .payload import ModelSync
+from .traits import method_traits
 from .triggered import Synced, Triggered, TriggeredState, around_update
 
 
@@ -74,6 +75,7 @@ class SpartaState(NamedTuple):
 
 
 @STRATEGIES.register("sparta")
+@method_traits(budget=sweep("fraction", 0.01, 0.05) + sweep("period", 16, fraction=0.01))
 @dataclasses.dataclass(frozen=True)
 class SPARTA(ModelSync, Triggered):
     """fraction: p, the share of entries averaged per step; seed: of the entries' draw (unset:
@@ -87,7 +89,6 @@ class SPARTA(ModelSync, Triggered):
     """a full average after every `period` steps (none: never)"""
     name: ClassVar[str] = "sparta"
     sync: ClassVar[str] = "model"
-    budget: ClassVar[Budget] = sweep("fraction", 0.01, 0.05) + sweep("period", 16, fraction=0.01)
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's
 
     def __post_init__(self):

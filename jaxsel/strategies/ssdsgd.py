@@ -29,11 +29,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from ..core.triggers import AnyOf, Before, Periodic
 from .payload import Aggregated
+from .traits import method_traits
 
 
 class SSDState(NamedTuple):
@@ -43,6 +44,8 @@ class SSDState(NamedTuple):
 
 
 @STRATEGIES.register("ssdsgd")
+# the every-step all-reduce runs behind the next local step: "overlapped"
+@method_traits(budget=sweep("period", None, 20), background="overlapped")
 @dataclasses.dataclass(frozen=True)
 class SSDSGD(Aggregated, Strategy):
     """period: k, the pull period (the last release's `k` still sets it, warned); warmup_steps: BSP steps first (None: one epoch when the loop
@@ -59,10 +62,8 @@ class SSDSGD(Aggregated, Strategy):
     """weight of the GLU correction (none: 1/k)"""
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"
-    budget: ClassVar[Budget] = sweep("period", None, 20)
     aliases: ClassVar[dict] = {"k": "period"}   # the last release's name of the pull period
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
-    background: ClassVar[str] = "overlapped"   # the every-step all-reduce runs behind the next local step
 
     def __post_init__(self):
         if isinstance(self.period, bool) or int(self.period) < 1:

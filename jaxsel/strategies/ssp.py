@@ -21,6 +21,7 @@ from typing import ClassVar
 from ..core.budget import Budget, sweep
 from ..core.sync import STRATEGIES, Strategy, local_update
 from .staleness import init_ring, resolve_staleness, stale_gradient
+from .traits import method_traits
 
 
 class Stale(Strategy):
@@ -56,6 +57,7 @@ class Stale(Strategy):
 
 
 @STRATEGIES.register("ssp")
+@method_traits(budget=sweep("staleness", None, 4))
 @dataclasses.dataclass(frozen=True)
 class SSP(Stale):
     """Stale-synchronous parallel, emulated. staleness: s >= 0, or None for ASP (s = N - 1);
@@ -65,7 +67,6 @@ class SSP(Stale):
     """s: a replica applies gradients up to s steps old; none: ASP's s = N - 1"""
     lr_scale: float = 1.0
     name: ClassVar[str] = "ssp"
-    budget: ClassVar[Budget] = sweep("staleness", None, 4)
 
     def __post_init__(self):
         if self.staleness is not None:
@@ -83,13 +84,13 @@ class SSP(Stale):
 
 
 @STRATEGIES.register("asp")
+@method_traits(budget=Budget("none: it sends every step", ({},)))
 @dataclasses.dataclass(frozen=True)
 class ASP(Stale):
     """Asynchronous parallel, emulated as SSP with the largest staleness s = N - 1."""
 
     lr_scale: float = 1.0
     name: ClassVar[str] = "asp"
-    budget: ClassVar[Budget] = Budget("none: it sends every step", ({},))
 
     def __post_init__(self):
         self.check_lr_scale()

@@ -27,13 +27,14 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core import compression
 from ..core.aggregate import Bound
 from ..core.sync import STRATEGIES, Strategy, local_update
 from ..core.triggers import Periodic
 from .diloco import OuterLoop
 from .fragments import check_rule, put, split_leaves, take
+from .traits import method_traits
 from .triggered import Synced
 
 
@@ -53,6 +54,8 @@ class FragmentState(NamedTuple):
 
 
 @STRATEGIES.register("streamingdiloco")
+@method_traits(budget=sweep("period", 8, 32),
+               unsynced="no fragment's outer step: the evaluated global model stays at its initialization")
 @dataclasses.dataclass(frozen=True)
 class StreamingDiLoCo(OuterLoop, Strategy):
     """period: H (the last release's `inner_steps` still sets it, warned); fragments: P; alpha: weight of the synchronized fragment in the
@@ -68,9 +71,7 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     fragment_by: str = "contiguous"
     """contiguous: consecutive parameter tensors per fragment; strided: every P-th"""
     name: ClassVar[str] = "streamingdiloco"
-    budget: ClassVar[Budget] = sweep("period", 8, 32)
     aliases: ClassVar[dict] = {"inner_steps": "period"}   # the last release's name of H
-    unsynced: ClassVar[str] = "no fragment's outer step: the evaluated global model stays at its initialization"
 
     def __post_init__(self):
         if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:

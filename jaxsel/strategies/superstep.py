@@ -6,14 +6,16 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.sync import STRATEGIES
 from ..core.triggers import Periodic
 from .payload import ModelPayload
+from .traits import method_traits
 from .triggered import Triggered
 
 
 @STRATEGIES.register("superstep")
+@method_traits(budget=sweep("epochs", 0.25, 1.0, 4.0))
 @dataclasses.dataclass(frozen=True)
 class Superstep(ModelPayload, Triggered):
     """Sync every `epochs` epochs (fractions allowed; at least every step). The training
@@ -23,7 +25,6 @@ class Superstep(ModelPayload, Triggered):
     """epochs between two averagings (fractions allowed; at least one step)"""
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "superstep"
-    budget: ClassVar[Budget] = sweep("epochs", 0.25, 1.0, 4.0)
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
 

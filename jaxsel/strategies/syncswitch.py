@@ -45,13 +45,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.budget import Budget, sweep
+from ..core.budget import sweep
 from ..core.aggregate import get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
 from ..core.stragglers import get_stragglers, straggler_factors
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from .payload import Aggregated
 from .staleness import drain, init_ring, resolve_staleness, stale_gradient
+from .traits import method_traits
 
 POLICIES = ("offline", "online")
 MOMENTUM_RULES = ("keep", "reset", "scale")
@@ -110,6 +111,8 @@ def simulated_step_times(stragglers, total_steps: int, n: int, seed: int) -> np.
 
 
 @STRATEGIES.register("syncswitch")
+# adaptive online, where the straggler monitor decides when to run BSP (offline: a fixed first share)
+@method_traits(budget=sweep("bsp_fraction", None, 0.5), adaptive=lambda s: s.policy == "online")
 @dataclasses.dataclass(frozen=True)
 class SyncSwitch(Aggregated, Strategy):
     """Hybrid BSP / emulated-ASP training (see the module docstring).
@@ -145,7 +148,6 @@ class SyncSwitch(Aggregated, Strategy):
     """the simulated slowdowns, a straggler model (e.g. transient:probability=0.05,factor=4)"""
     seed: int = 0
     name: ClassVar[str] = "syncswitch"
-    budget: ClassVar[Budget] = sweep("bsp_fraction", None, 0.5)
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
 
     def __post_init__(self):
@@ -263,10 +265,6 @@ class SyncSwitch(Aggregated, Strategy):
         ctx.log(shared=True, asynchronous=jnp.asarray(sw.go_async))
         return rs.replace(params=params, opt_state=opt_state, strategy_state=SyncSwitchState(ring, monitor))
 
-
-    def adaptive_sync(self) -> bool:
-        """Online: the straggler monitor decides when to run BSP; offline: a fixed first share."""
-        return self.policy == "online"
 
     def describe(self) -> str:
         s = "N-1" if self.staleness is None else self.staleness

@@ -27,6 +27,7 @@ from ..core.sync import STRATEGIES, Strategy, ensure_replicated, local_update, t
 from ..core.triggers import UNKNOWN, Trigger, first_sync_step, get_trigger, init_trigger
 from .feedback import feedback_step, init_feedback, refuse_in_composition
 from .payload import GradientPayload
+from .traits import method_traits
 
 SYNC_MODES = ("grads", "params", "model")
 
@@ -130,6 +131,13 @@ def around_update(rs, grads, ctx, levels) -> Any:
     return rs
 
 
+def trigger_decides(strategy) -> bool:
+    """A trigger whose firing steps are not known in advance (SelSync's significance test,
+    a user's trigger) makes the sync pattern adaptive (`traits.MethodTraits.adaptive`)."""
+    return first_sync_step(strategy.trigger) == UNKNOWN
+
+
+@method_traits(adaptive=trigger_decides)
 class Triggered(Strategy):
     """Base of the trigger x what x aggregator strategies. Subclasses are frozen dataclasses
     that provide `trigger` (a field, or a property built from their options), `sync` (one
@@ -192,11 +200,6 @@ class Triggered(Strategy):
             rs, feedback = feedback_step(self, rs, grads, lv, ctx)
         ctx.log(**lv.metrics)
         return rs.replace(strategy_state=lv.next_state(ctx)._replace(feedback=feedback))
-
-    def adaptive_sync(self) -> bool:
-        """A trigger whose firing steps are not known in advance (SelSync's significance
-        test, a user's trigger) makes the pattern adaptive."""
-        return first_sync_step(self.trigger) == UNKNOWN
 
     def describe(self) -> str:
         return self.name + compression.tags(self.compress, self.aggregator, self.error_feedback)

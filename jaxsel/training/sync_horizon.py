@@ -12,6 +12,7 @@ import sys
 
 from ..core.options import option_names
 from ..core.triggers import UNKNOWN, first_sync_step
+from ..strategies.traits import traits_of
 
 
 #: what a two-level method's level never synchronizing means
@@ -44,7 +45,7 @@ def never_syncs_warning(strategy, total_steps: int) -> str | None:
     if when is None:
         return None
     return (f"jaxsel: warning: {desc}: the sync trigger {when}, beyond this {total_steps}-step run, so "
-            f"{strategy.unsynced}; {remedy(strategy)} or raise --steps")
+            f"{traits_of(strategy).unsynced}; {remedy(strategy)} or raise --steps")
 
 
 def remedy(strategy) -> str:
@@ -55,7 +56,7 @@ def remedy(strategy) -> str:
     cls = type(strategy)
     names = option_names(cls) if hasattr(cls, "__dataclass_fields__") else []
     knob = "period" if "period" in names else None
-    knob = knob or getattr(cls.budget, "knob", None)
+    knob = knob or getattr(traits_of(cls).budget, "knob", None)
     if knob in names:
         return f"lower its {knob} ({strategy.name}:{knob}=... in its entry, or --opt {knob}=...)"
     if "trigger" in names:
