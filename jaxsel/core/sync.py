@@ -335,9 +335,8 @@ class Strategy(metaclass=_ReadsOldNames):
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
     method's options (the CLI and configs check option names against them); `init` gives a
     replica's state, `apply` its step. Everything else has a default. What the layers
-    above know of a method (the frontier's budget grid, the cost model's `background`, the
-    run's `unsynced` warning, whether its syncs are `adaptive`) is declared beside it with
-    `strategies.traits.method_traits`, not here."""
+    above want to know of a method is declared beside it (its traits, `strategies/traits.py`),
+    not here: the protocol is what a replica's step needs."""
 
     name: ClassVar[str] = "strategy"
     #: run facts the training loop may pass when the user left the field unset
