@@ -5,6 +5,7 @@ README's first screen is what a newcomer needs, and its map names where each sec
 import re
 from pathlib import Path
 
+import jax
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -121,13 +122,17 @@ def test_readme_quick_start_is_two_commands():
 
 #: The loop's length and the busy-loop processes beside it: on main 7f3b4eb (no pacing) this
 #: test failed in 4 of 4 runs with JAX 0.10.2 on the 2-core box (XLA's abort after 67-79 s),
-#: 2 of 4 with 1000 steps; with pacing it passes, in 30-50 s on the shared box. (JAX 0.12.0.1
-#: holds the host back at about 10 queued steps itself: main did not abort there.)
+#: 2 of 4 with 1000 steps; with pacing it passes, in 30-50 s on the shared box. JAX 0.12.0.1
+#: holds the host back at about 10 queued steps itself: main did not abort there, so the test
+#: runs where it can fail (JAX before 0.12: the whole suite on Python 3.11), not beside the
+#: rest of CI's Python 3.12 leg, which its three busy loops slowed by about 2 CPU-minutes.
 LONG_LOOP = 2000
 BUSY_LOOPS = 3
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(jax.__version_info__ >= (0, 12), reason="JAX 0.12 holds a loop back at about 10 queued steps "
+                    "itself: there the unpaced loop did not abort either, so the test could not fail")
 def test_readme_library_loop_as_written_outlasts_a_busy_cpu(tmp_path):
     """README's make_train_step loop as written (only `range(200)` made longer), dispatching
     without waiting on 8 simulated CPU devices beside busy-loop processes. Without pacing,
