@@ -190,9 +190,10 @@ def init_state(params: Any, optimizer, strategy, mesh, model_state: Any = None, 
             strategy_state=replicate_tree(extra, n),
         )
 
-    shapes = jax.eval_shape(build, params, model_state)
-    shardings = jax.tree.map(lambda _: replica_sharding(mesh), shapes)
-    shardings = shardings.replace(step=replicated_sharding(mesh))
+    # one sharding per field, a prefix of the state's tree: the state is traced once
+    by_replica = replica_sharding(mesh)
+    shardings = TrainState(step=replicated_sharding(mesh), params=by_replica, opt_state=by_replica,
+                           model_state=by_replica, strategy_state=by_replica)
     return jax.jit(build, out_shardings=shardings)(params, model_state)
 
 
