@@ -1,6 +1,8 @@
 """The training loop's cheaper host reads give the same numbers as the reads they replace:
-a metrics window stacked on the device (runlog.stack_steps) and the evaluation on one device
-of the mesh (evaluation.py)."""
+a metrics window stacked on the device (runlog.stack_steps), the evaluation on one device
+of the mesh and its program shared by the runs of a process (evaluation.py)."""
+import gc
+import weakref
 from types import SimpleNamespace
 
 import jax
@@ -10,7 +12,8 @@ import pytest
 
 from jaxsel.core import parallel
 from jaxsel.models import FunctionalModel, build_model
-from jaxsel.training.evaluation import make_eval_fn, on_one_device
+from jaxsel.training import evaluation
+from jaxsel.training.evaluation import batch_figures, make_eval_fn, on_one_device
 from jaxsel.training.runlog import records_from
 
 
@@ -65,3 +68,35 @@ def test_the_evaluation_runs_on_one_device_and_matches_host_copies_and_numpy(mes
         xent = np.log(np.exp(shifted).sum(1)) - shifted[np.arange(1000), arrays["label"]]
         assert got["test_accuracy"] == np.mean(logits.argmax(1) == arrays["label"])
         assert got["test_loss"] == pytest.approx(xent.mean(), rel=1e-5)
+
+
+def test_runs_of_one_model_structure_share_one_evaluation_program_with_their_own_figures():
+    """Two runs of a model (other weights, other BatchNorm statistics) evaluate through one
+    program, with the figures a program of their own gives, bit for bit; another structure
+    (other classes, another model) has its own; the program kept holds no weights."""
+    def model(name, shape, classes, seed):
+        return FunctionalModel.from_module(build_model(name, shape, classes, seed=seed))
+
+    spec = SimpleNamespace(input_key="x", label_key="label")
+    rng = np.random.default_rng(0)
+    for name, shape in (("mlp", (12,)), ("resnet20", (8, 8, 3))):   # resnet20: BatchNorm statistics
+        arrays = {"x": rng.normal(size=(40, *shape)).astype(np.float32), "label": rng.integers(0, 10, 40)}
+        first, second = model(name, shape, 10, 0), model(name, shape, 10, 1)
+        program = evaluation.figures_program(first, "x", "label")
+        assert evaluation.figures_program(second, "x", "label") is program
+        assert evaluation.figures_program(model(name, shape, 7, 0), "x", "label") is not program
+        for fm in (first, second):
+            state = jax.tree.map(lambda x: x + 0.5, fm.model_state)   # statistics of its own
+            own = jax.jit(batch_figures(fm.logits_fn("x"), "label"))
+            want = [np.asarray(v) for v in own(fm.params, state, arrays)]
+            assert [np.asarray(v) for v in program(fm.params, state, arrays)] == want, name
+            assert make_eval_fn(fm, spec, batch_size=16)(fm.params, state, arrays)["test_accuracy"] == \
+                want[0] / 40
+    assert evaluation.figures_program(model("mlp", (12,), 10, 0), "x", "y") is not \
+        evaluation.figures_program(model("mlp", (12,), 10, 0), "x", "label")
+    dropped = model("mlp", (12,), 5, 0)   # a structure of its own, then dropped
+    weights = [weakref.ref(leaf) for leaf in jax.tree.leaves(dropped.params_template)]
+    evaluation.figures_program(dropped, "x", "label")
+    del dropped
+    gc.collect()
+    assert weights and all(ref() is None for ref in weights)   # the program kept no weight alive
