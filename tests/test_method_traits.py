@@ -24,9 +24,31 @@ MOVED = ("budget", "background", "unsynced", "adaptive_sync")
 
 
 def test_the_core_protocol_carries_none_of_them():
-    assert not [name for name in MOVED if hasattr(jaxsel.Strategy, name)]
-    assert not [name for cls in jaxsel.strategies.STRATEGIES.values() for name in MOVED if hasattr(cls, name)]
+    owns = lambda cls, name: any(name in vars(klass) for klass in cls.__mro__)
+    assert not [name for name in MOVED if owns(jaxsel.Strategy, name)]
+    assert not [name for cls in jaxsel.strategies.STRATEGIES.values() for name in MOVED if owns(cls, name)]
     assert traits_of(jaxsel.Strategy) == MethodTraits()   # the defaults: declares nothing
+
+
+def test_last_release_s_reads_of_them_still_answer_with_a_warning_naming_where_to_read():
+    """`LocalSGD.budget`, `strategy.background`, `strategy.adaptive_sync()`: last release's
+    reads answer what the traits say, each with a DeprecationWarning naming `traits_of`; a
+    name that never was one is still an AttributeError."""
+    localsgd, selsync = jaxsel.strategies.STRATEGIES["localsgd"], jaxsel.SelSync(window=2, delta=0.1)
+    ssp = jaxsel.strategies.STRATEGIES["ssp"]()
+    with pytest.warns(DeprecationWarning, match=r"budget .*traits_of\(strategy\)\.budget"):
+        assert localsgd.budget == traits_of(localsgd).budget is not None
+    with pytest.warns(DeprecationWarning, match="traits_of"):
+        assert ssp.background == traits_of(ssp).background and selsync.unsynced == traits_of(selsync).unsynced
+    with pytest.warns(DeprecationWarning, match=r"is_adaptive\(strategy\)"):
+        assert selsync.adaptive_sync() is True and type(selsync).adaptive_sync(selsync) is True
+    with pytest.warns(DeprecationWarning):
+        assert jaxsel.strategies.STRATEGIES["bsp"]().adaptive_sync() is False
+    with pytest.raises(AttributeError, match="'SelSync' object has no attribute 'budgets'"):
+        selsync.budgets
+    with pytest.raises(AttributeError, match="LocalSGD has no attribute 'budgets'"):
+        localsgd.budgets
+    assert not hasattr(selsync, "budgets") and getattr(selsync, "budgets", 3) == 3
 
 
 def test_a_subclass_inherits_its_bases_traits_field_by_field():

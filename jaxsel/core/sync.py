@@ -319,16 +319,35 @@ def local_update(params, opt_state, grads, optimizer, scale: float = 1.0):
 
 # ------------------------------------------------------------------------ the protocol
 
+#: last release's attributes of every strategy that now live in another layer: name ->
+#: reader(class or strategy) that layer installs (strategies/traits.py), which warns and
+#: answers for one release; this module knows no name of them
+MOVED_ATTRIBUTES: dict[str, Callable[[Any], Any]] = {}
+
+
+def _moved_attribute(owner, name: str):
+    """A read of an attribute that `owner` (a strategy class or a strategy) lacks."""
+    if name in MOVED_ATTRIBUTES:
+        return MOVED_ATTRIBUTES[name](owner)
+    what = owner.__name__ if isinstance(owner, type) else f"{type(owner).__name__!r} object"
+    raise AttributeError(f"{what} has no attribute {name!r}")
+
+
 class _ReadsOldNames(abc.ABCMeta):
     """Strategy's metaclass: a strategy built from Python by an option's last-release name
     (`DiLoCo(inner_steps=8)`) is built with the new name and warned, as the command line
     and configs are (`options.renamed_options`); the dataclass's own `__init__` knows only
-    the new one. An ABCMeta, so that a plugin strategy may also be an `abc.ABC`."""
+    the new one. A class attribute moved to another layer is read through it for one
+    release (`MOVED_ATTRIBUTES`). An ABCMeta, so that a plugin strategy may also be an
+    `abc.ABC`."""
 
     def __call__(cls, *args, **kwargs):
         if kwargs.keys() & cls.aliases.keys():
             kwargs = renamed_options(cls, kwargs, kind="strategy", name=cls.name)
         return super().__call__(*args, **kwargs)
+
+    def __getattr__(cls, name):   # only for names the class and its bases lack
+        return _moved_attribute(cls, name)
 
 
 class Strategy(metaclass=_ReadsOldNames):
@@ -397,6 +416,9 @@ class Strategy(metaclass=_ReadsOldNames):
         gradients, its state and the parameters: a method whose state is sized by the
         replica count, or that needs what the training loop feeds between steps, says so."""
         return None
+
+    def __getattr__(self, name):   # only for names the strategy lacks (MOVED_ATTRIBUTES)
+        return _moved_attribute(self, name)
 
     def eval_params(self, state):
         """The replica-axis parameters a run is evaluated on (through their replica mean):

@@ -28,7 +28,9 @@ Last release declared them as class attributes of the strategy (`budget = ...`,
 `background = ...`, `unsynced = ...`) and an `adaptive_sync()` method. A user's strategy
 that still does is read as before for one release, with a DeprecationWarning naming
 `@jaxsel.method_traits(...)` (a `TraitOnClassWarning`; the command line prints it once
-as a note).
+as a note); and a read of them as last release read them (`LocalSGD.budget`,
+`strategy.adaptive_sync()`) answers from the traits with a DeprecationWarning naming
+`traits_of` (through `core.sync.MOVED_ATTRIBUTES`, which knows none of their names).
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from typing import Any, Callable, Union
 
 from ..core.budget import Budget
 from ..core.options import NotedDeprecation
+from ..core.sync import MOVED_ATTRIBUTES
 
 
 class TraitOnClassWarning(NotedDeprecation):
@@ -121,3 +124,25 @@ def _legacy_value(klass: type, name: str):
                   TraitOnClassWarning, stacklevel=4)
     value = vars(klass)[old]
     return (lambda strategy: value(strategy)) if name == "adaptive" else value
+
+
+def _read_moved(name: str):
+    """The reader of last release's attribute `LEGACY_NAMES[name]` of a strategy class or a
+    strategy (`core.sync.MOVED_ATTRIBUTES`): its trait, with a DeprecationWarning naming
+    where it is read now. `adaptive_sync` was a method: a strategy's reads as one, a
+    class's as the function of a strategy it was."""
+    old = LEGACY_NAMES[name]
+
+    def read(owner):
+        warnings.warn(f"{old} of a strategy is read from its traits for one release; read "
+                      f"jaxsel.strategies.traits_of(strategy).{name}" +
+                      (" or jaxsel.strategies.is_adaptive(strategy)" if name == "adaptive" else ""),
+                      DeprecationWarning, stacklevel=4)
+        if name != "adaptive":
+            return getattr(traits_of(owner), name)
+        return is_adaptive if isinstance(owner, type) else (lambda: is_adaptive(owner))
+
+    return read
+
+
+MOVED_ATTRIBUTES.update({old: _read_moved(name) for name, old in LEGACY_NAMES.items()})
