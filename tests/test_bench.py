@@ -15,7 +15,7 @@ def test_bench_command_tiny(tmp_path, capsys):
     and the compiled-op counts come back too. (4 replicas, not 8: the same packed code paths,
     and the packed row compiles half the unrolled replicas.)"""
     out = tmp_path / "bench.json"
-    assert main(["bench", "--size", "tiny", "--replicas", "4", "--devices", "2", "--packed", "4", "--dtype", "bf16", "--hlo",
+    assert main(["bench", "--size", "tiny", "--replicas", "4", "--devices", "2", "--packed-row", "4", "--dtype", "bf16", "--hlo",
                  "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     for key in bench.RATIOS + bench.PACKED_RATIOS + bench.INFO_RATIOS:
@@ -67,7 +67,7 @@ def test_bench_variants_are_checked():
 def test_bench_command_bad_input_is_one_line(capsys):
     for flags, message in ((["--repeats", "0"], "repeats must be an integer >= 1, got 0"),
                            (["--dtype", "fp8"], "dtype must be one of fp32, bf16, got 'fp8'"),
-                           (["--packed", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1"),
+                           (["--packed-row", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1"),
                            (["--local-replicas", "loop"],
                             "local_replicas must be one of auto, vmap, map, unroll, got 'loop'"),
                            (["--variants", "bsp,nope"], f"variants must be among "
@@ -75,6 +75,11 @@ def test_bench_command_bad_input_is_one_line(capsys):
         assert main(["bench", "--size", "tiny", *flags]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [f"jaxsel bench: error: {message}"]
+    # last release's --packed N (a count, where every other "packed" names a loop) still works, noted
+    assert main(["bench", "--size", "tiny", "--packed", "-1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "jaxsel: note: --packed is deprecated and goes in the next release; write --packed-row -1",
+        "jaxsel bench: error: packed must be an integer >= 0 (0 = no packed row), got -1"]
 
 
 def test_bench_defaults_to_one_replica_per_device_of_the_default_backend():
@@ -84,6 +89,7 @@ def test_bench_defaults_to_one_replica_per_device_of_the_default_backend():
 
     args = build_parser().parse_args(["bench"])
     assert args.replicas is None and args.dtype == "fp32" and args.packed == 8
+    assert build_parser().parse_args(["bench", "--packed", "3"]).packed == 3   # last release's name, read
     layout = choose_layout(args.replicas, devices=1)
     assert layout.replicas == 1 and layout.per_device == 1 and layout.devices[0].platform == "cpu"
     assert choose_layout(8, devices=1).per_device == 8

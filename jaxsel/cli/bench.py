@@ -1,10 +1,23 @@
 """`jaxsel bench`: step overheads side by side (analysis/bench.py): a table on stdout, JSON to --json."""
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 from ..core.checks import INT32_MAX
 from .common import UsageError, ensure_writable, start_jax, user_input
+
+
+class OldPackedFlag(argparse.Action):
+    """Last release's `--packed N`, a count where every other "packed" names how packed
+    replicas are computed (`--local-replicas`): read for one more release as
+    `--packed-row N`, with one note (issue 44: one name per concept)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"jaxsel: note: {option_string} is deprecated and goes in the next release; write --packed-row "
+              f"{values}", file=sys.stderr, flush=True)
+        setattr(namespace, self.dest, values)
 
 
 def add_parser(sub) -> None:
@@ -23,8 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--dispatch-steps", type=int, default=None, help="steps per async-dispatch loop")
     p.add_argument("--dtype", default="fp32",
                    help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
-    p.add_argument("--packed", type=int, default=8, metavar="N",
+    p.add_argument("--packed-row", dest="packed", type=int, default=8, metavar="N",
                    help="replicas of the packed row, all on one device (0: no packed row)")
+    p.add_argument("--packed", dest="packed", type=int, action=OldPackedFlag, help=argparse.SUPPRESS)
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
     p.add_argument("--hlo-only", action="store_true",
                    help="only compile each variant and count its fusions and ops (no timing)")
