@@ -28,7 +28,7 @@ from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
 from ..training.rundir import METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record as write_json
 from . import job
 from .cells import Cells
 from .progress import Progress

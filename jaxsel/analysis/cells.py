@@ -40,7 +40,7 @@ from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, R
     RunDir
 from ..training.plan import plan_run
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
 from .progress import Progress
@@ -216,7 +216,7 @@ class Cells:
                 raise
             self.progress.finished(time.perf_counter() - started)
             return self.record_failure(cfg, directory, err)
-        write_json(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
+        write_record(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
         self.progress.finished(time.perf_counter() - started)
         self.check_packing(directory)
         loaded = cell_result(cfg, directory)
@@ -264,7 +264,7 @@ class Cells:
     def record_failure(self, cfg: TrainConfig, directory: Path, err: Exception) -> FailedCell:
         step = getattr(err, "step", None)
         directory.mkdir(parents=True, exist_ok=True)
-        write_json(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
+        write_record(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
                                            "strategy": cfg.strategy, "options": cfg.strategy_options,
                                            "state_sha256": None, "failed": str(err), "failed_step": step})
         self.check_packing(directory)

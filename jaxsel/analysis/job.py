@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
-from ..training.runlog import jsonable, write_json
+from ..training.rundir.write import jsonable, write_record, write_text
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
 #: is shown (multi-host runs may set them per process for the same reason)
@@ -128,7 +128,7 @@ def begin(out: Path, kind: str, settings: dict, *, resume: bool, held: list[str]
     settings = json.loads(json.dumps(jsonable(settings), sort_keys=True))
     recorded = check_start(out, kind, resume=resume, held=held)
     if recorded is None:
-        write_json(out / JOB_FILE, {"kind": kind, "settings": settings, "code": code_identity(),
+        write_record(out / JOB_FILE, {"kind": kind, "settings": settings, "code": code_identity(),
                                     "command": shlex.join(sys.argv)})
     else:
         check_job(recorded, out, kind, settings)
@@ -191,7 +191,7 @@ def trusted_cache(folder: Path) -> None:
     if expected is not None:
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            seal.write_text(expected)
+            write_text(seal, expected)
         except OSError:
             pass   # an unwritable job directory: the job reports that itself
 

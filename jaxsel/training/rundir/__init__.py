@@ -16,8 +16,8 @@ imported from their modules.
 """
 from .names import (CACHE_DIR, CACHE_SEAL, CELL_FILE, CHECKPOINTS_DIR, CONFIG_FILE, ENVIRONMENT_FILE, EVALS_FILE,
                     FINAL_FILE, JOB_FILE, LOCK_NAME, METRICS_FILE, OWNER_FILE, RESULTS_FILE, RUN_FILES, RUN_RECORDS,
-                    STRATEGY_FILE, RunDir, run_metrics_below)
+                    STRATEGY_FILE, WANDB_ID_FILE, RunDir, run_metrics_below)
 
 __all__ = ["CACHE_DIR", "CACHE_SEAL", "CELL_FILE", "CHECKPOINTS_DIR", "CONFIG_FILE", "ENVIRONMENT_FILE", "EVALS_FILE",
            "FINAL_FILE", "JOB_FILE", "LOCK_NAME", "METRICS_FILE", "OWNER_FILE", "RESULTS_FILE", "RUN_FILES",
-           "RUN_RECORDS", "STRATEGY_FILE", "RunDir", "run_metrics_below"]
+           "RUN_RECORDS", "STRATEGY_FILE", "WANDB_ID_FILE", "RunDir", "run_metrics_below"]

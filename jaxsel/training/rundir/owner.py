@@ -39,6 +39,7 @@ from pathlib import Path
 from ..checkpoint import existing_steps
 from ..config import TrainConfig, default_checkpoint_name
 from .names import CONFIG_FILE, OWNER_FILE
+from .write import write_text
 #: checkpoints/<run dir name>-<8 hex digits of its resolved path>: jaxsel's own naming
 DEFAULT_NAME = re.compile(r".+-[0-9a-f]{8}")
 
@@ -112,9 +113,7 @@ def claim(root: str | os.PathLike, run_dir: str | os.PathLike, run_id: str | Non
     text = json.dumps({"run_dir": resolved(run_dir), **({"run_id": run_id} if run_id else {})})
     if path.is_file() and path.read_text() == text:
         return
-    partial = path.with_name(f"{OWNER_FILE}.{os.getpid()}.tmp")
-    partial.write_text(text)
-    partial.replace(path)   # atomic: a reader sees the old owner or the new one
+    write_text(path, text, temporary=f"{OWNER_FILE}.{os.getpid()}.tmp")   # a reader sees the old owner or the new one
 
 
 def fork_root(source: Path, cfg: TrainConfig) -> Path:
