@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from .records import read_metric_rows
 from .write import jsonable
 
 
@@ -83,30 +84,16 @@ def _read_rows(path: Path, start: int) -> tuple[list[tuple[dict, bytes]], list[t
     numbers, and the length of the file's beginning made of exactly the kept lines: None
     when a dropped line lies before a kept one)."""
     kept, bad, dropped, broken, length = [], [], False, False, 0
-    if not path.exists():
-        return kept, bad, 0
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            row = _row(line)
-            if row is not None and row["step"] < start:
-                kept.append((row, line))
-                length += len(line)
-                broken |= dropped
-                continue
-            dropped = True
-            if row is None and line.endswith(b"\n"):   # an unterminated last line: the interruption
-                bad.append((number, line))
+    for number, line, row in read_metric_rows(path):
+        if row is not None and row["step"] < start:
+            kept.append((row, line))
+            length += len(line)
+            broken |= dropped
+            continue
+        dropped = True
+        if row is None and line.endswith(b"\n"):   # an unterminated last line: the interruption
+            bad.append((number, line))
     return kept, bad, None if broken else length
-
-
-def _row(line: bytes) -> dict | None:
-    """A metrics row (a JSON object with an integer step), or None."""
-    try:
-        row = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    ok = isinstance(row, dict) and isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
-    return row if ok else None
 
 
 def _missing_steps(steps: list[int], start: int) -> list[int]:

@@ -9,6 +9,9 @@ run writes there; the metrics' lines that are not JSON are listed with their lin
 Each caller turns those answers into its own policy (analysis/report.py tolerates what a
 report may skip; analysis/cells.py refuses everything but a whole record) and its own words.
 Nothing here raises on a damaged file, so each caller meets the problems in its own order.
+A resume reads here too: its log line by line as written (`read_metric_rows`, for
+metrics_file.py to cut back), and config.json and a checkpoint folder's owner file
+(`read_record`, for owner.py).
 """
 from __future__ import annotations
 
@@ -85,7 +88,7 @@ def read_record(path: str | os.PathLike, kind: type) -> Record:
         return Record(path, kind, Found.UNREADABLE, error=err)
     try:
         value = json.loads(text)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:   # RecursionError: [[[[...]]]] thousands deep
         return Record(path, kind, Found.NOT_JSON, error=err)
     if not isinstance(value, kind):
         return Record(path, kind, Found.WRONG_KIND, found_kind=type(value).__name__)
@@ -112,6 +115,28 @@ def read_metric_lines(path: str | os.PathLike) -> MetricLines:
         except ValueError as err:
             cut.append((n, err))
     return MetricLines(path, Found.VALUE, tuple(rows), tuple(cut))
+
+
+def read_metric_rows(path: str | os.PathLike) -> list[tuple[int, bytes, dict | None]]:
+    """metrics.jsonl line by line, for a resume that cuts it back to its checkpoint's step
+    (metrics_file.py) and so needs each line's bytes as written: (line number, the line, newline
+    included where it has one, the row: a JSON object with an integer step, or None where
+    the line is not one). No file: no lines. An OS error reading it is raised: a resume that
+    cannot read its log must not write it."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, "rb") as f:
+        return [(number, line, _metric_row(line)) for number, line in enumerate(f, 1)]
+
+
+def _metric_row(line: bytes) -> dict | None:
+    try:
+        row = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    ok = isinstance(row, dict) and isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
+    return row if ok else None
 
 
 def read_run(path: str | os.PathLike) -> RunRecords:
