@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import shutil
 import time
 from pathlib import Path
@@ -85,12 +84,14 @@ def state_digest(state) -> str:
 def read_cell(directory: Path) -> dict | None:
     """A cell's record, or None when its run has not finished."""
     path = directory / CELL_FILE
-    if not path.is_file():
+    read = read_record(path, object)
+    if read.found is Found.MISSING:
         return None
-    try:
-        record = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); remove that cell's directory and resume") from None
+    if read.found is Found.UNREADABLE:
+        raise read.error
+    if not read.ok:
+        raise ConfigError(f"{path} is not valid JSON ({read.error}); remove that cell's directory and resume")
+    record = read.value
     fields = ("settings", "code", "files")
     if not (isinstance(record, dict) and "settings" in record and "code" in record
             and all(isinstance(record.get(k, {}), dict) for k in fields)):

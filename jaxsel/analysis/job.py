@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
+from ..training.rundir.records import Found, read_record
 from ..training.rundir.write import jsonable, write_record, write_text
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
@@ -87,12 +88,14 @@ def first_difference(recorded, current, where: str = "") -> str | None:
 
 def read_job(out: Path) -> dict | None:
     path = out / JOB_FILE
-    if not path.is_file():
+    read = read_record(path, object)
+    if read.found is Found.MISSING:
         return None
-    try:
-        job = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); it cannot be resumed or reported") from None
+    if read.found is Found.UNREADABLE:
+        raise read.error
+    if not read.ok:
+        raise ConfigError(f"{path} is not valid JSON ({read.error}); it cannot be resumed or reported")
+    job = read.value
     if not isinstance(job, dict) or not {"kind", "settings", "code"} <= set(job):
         raise ConfigError(f"{path} is not a job record (kind, settings, code); it cannot be resumed or reported")
     return job
