@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
-from ..training.rundir.records import Found, read_record
+from ..training.rundir.records import Found, read_record, read_text
 from ..training.rundir.write import jsonable, write_record, write_text
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
@@ -182,10 +182,8 @@ def trusted_cache(folder: Path) -> None:
     key = _seal_key()
     expected = hmac.new(key, b"jaxsel job compilation cache", hashlib.sha256).hexdigest() if key else None
     if folder.exists():
-        try:
-            found = seal.read_text().strip()
-        except OSError:
-            found = None
+        recorded = read_text(seal)
+        found = recorded.value.strip() if recorded.ok else None
         if expected is not None and found is not None and hmac.compare_digest(found, expected):
             return
         shutil.rmtree(folder, ignore_errors=True)

@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from .rundir import WANDB_ID_FILE
+from .rundir.records import read_text
 from .rundir.write import write_text
 
 
@@ -109,6 +110,15 @@ def run_name(cfg) -> str:
     return parts[-1]
 
 
+def _recorded_id(id_file: Path) -> str | None:
+    """The W&B run a resumed run continues (None: it recorded none); a file there that cannot
+    be read is its error, not a new W&B run."""
+    recorded = read_text(id_file)
+    if recorded.error is not None:
+        raise recorded.error
+    return recorded.value.strip() if recorded.ok else None
+
+
 class WandbWriter:
     """A W&B run per training run (WANDB_MODE=offline: written under the run directory
     for `wandb sync`). A resumed run continues the W&B run whose id the run directory kept."""
@@ -118,7 +128,7 @@ class WandbWriter:
 
         self.totals, self.wandb = totals, wandb
         id_file = out_dir / WANDB_ID_FILE if out_dir else None
-        run_id = id_file.read_text().strip() if start and id_file and id_file.exists() else None
+        run_id = _recorded_id(id_file) if start and id_file else None
         name = run_name(cfg)
         try:
             self.run = wandb.init(project=cfg.wandb_project, group=cfg.run_group, name=name,
