@@ -41,7 +41,7 @@ from ..training.plan import plan_run
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
 from ..training.train import RunResult, train
-from .job import code_identity, describe_code, first_difference, same_code, settings_of
+from .job import code_identity, describe_code, first_difference, read_json, same_code, settings_of
 from .progress import Progress
 
 #: the run's files a cell's figures are read from, each digested in cell.json
@@ -84,13 +84,9 @@ def state_digest(state) -> str:
 def read_cell(directory: Path) -> dict | None:
     """A cell's record, or None when its run has not finished."""
     path = directory / CELL_FILE
-    read = read_record(path, object)
-    if read.found is Found.MISSING:
-        return None
-    if read.found is Found.UNREADABLE:
-        raise read.error
+    read = read_json(path, "remove that cell's directory and resume")
     if not read.ok:
-        raise ConfigError(f"{path} is not valid JSON ({read.error}); remove that cell's directory and resume")
+        return None
     record = read.value
     fields = ("settings", "code", "files")
     if not (isinstance(record, dict) and "settings" in record and "code" in record

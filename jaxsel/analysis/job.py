@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
-from ..training.rundir.records import Found, read_record, read_text
+from ..training.rundir.records import Found, Record, read_record, read_text
 from ..training.rundir.write import jsonable, write_record, write_text
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
@@ -86,15 +86,22 @@ def first_difference(recorded, current, where: str = "") -> str | None:
     return None
 
 
-def read_job(out: Path) -> dict | None:
-    path = out / JOB_FILE
+def read_json(path: Path, remedy: str) -> Record:
+    """A job's or a cell's JSON record as the home reads it: a value, or missing; one that is
+    not JSON is a ConfigError saying `remedy`, one the OS cannot read its OSError."""
     read = read_record(path, object)
-    if read.found is Found.MISSING:
-        return None
     if read.found is Found.UNREADABLE:
         raise read.error
+    if read.found in (Found.NOT_TEXT, Found.NOT_JSON):
+        raise ConfigError(f"{path} is not valid JSON ({read.error}); {remedy}")
+    return read
+
+
+def read_job(out: Path) -> dict | None:
+    path = out / JOB_FILE
+    read = read_json(path, "it cannot be resumed or reported")
     if not read.ok:
-        raise ConfigError(f"{path} is not valid JSON ({read.error}); it cannot be resumed or reported")
+        return None
     job = read.value
     if not isinstance(job, dict) or not {"kind", "settings", "code"} <= set(job):
         raise ConfigError(f"{path} is not a job record (kind, settings, code); it cannot be resumed or reported")
