@@ -28,7 +28,7 @@ from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
 from ..training.rundir import METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record
 from . import job
 from .cells import Cells
 from .progress import Progress
@@ -111,7 +111,7 @@ def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *
         seed_list = [cfg.seed for cfg in configs]
         result = {"setting": setting_line(base, seed_list),
                   **calibration([recorded_grad_norms(r.records) for r in runs], seed_list, sig)}
-        write_json(out / FILES[0], result)
+        write_record(out / FILES[0], result)
         plot_calibration(result, out / FILES[1])
     finally:
         lock.release()

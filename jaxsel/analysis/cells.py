@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import shutil
 import time
 from pathlib import Path
@@ -40,9 +39,9 @@ from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, R
     RunDir
 from ..training.plan import plan_run
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record
 from ..training.train import RunResult, train
-from .job import code_identity, describe_code, first_difference, same_code, settings_of
+from .job import code_identity, describe_code, first_difference, read_json, same_code, settings_of
 from .progress import Progress
 
 #: the run's files a cell's figures are read from, each digested in cell.json
@@ -85,12 +84,10 @@ def state_digest(state) -> str:
 def read_cell(directory: Path) -> dict | None:
     """A cell's record, or None when its run has not finished."""
     path = directory / CELL_FILE
-    if not path.is_file():
+    read = read_json(path, "remove that cell's directory and resume")
+    if not read.ok:
         return None
-    try:
-        record = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); remove that cell's directory and resume") from None
+    record = read.value
     fields = ("settings", "code", "files")
     if not (isinstance(record, dict) and "settings" in record and "code" in record
             and all(isinstance(record.get(k, {}), dict) for k in fields)):
@@ -216,7 +213,7 @@ class Cells:
                 raise
             self.progress.finished(time.perf_counter() - started)
             return self.record_failure(cfg, directory, err)
-        write_json(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
+        write_record(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
         self.progress.finished(time.perf_counter() - started)
         self.check_packing(directory)
         loaded = cell_result(cfg, directory)
@@ -264,7 +261,7 @@ class Cells:
     def record_failure(self, cfg: TrainConfig, directory: Path, err: Exception) -> FailedCell:
         step = getattr(err, "step", None)
         directory.mkdir(parents=True, exist_ok=True)
-        write_json(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
+        write_record(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
                                            "strategy": cfg.strategy, "options": cfg.strategy_options,
                                            "state_sha256": None, "failed": str(err), "failed_step": step})
         self.check_packing(directory)

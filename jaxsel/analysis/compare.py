@@ -27,7 +27,8 @@ from ..training.config import TrainConfig
 from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
 from ..training.rundir.lock import DirectoryLock
-from ..training.runlog import projected_cluster, write_json
+from ..training.rundir.write import write_record
+from ..training.runlog import projected_cluster
 from . import job
 from .cells import Cells
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
@@ -81,7 +82,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         progress = Progress(planned_cells(plan, seeds), announce)
         row_runs = run_rows(base, plan, seeds, out, Cells(out, progress, keep_states=keep_states))
         rows = results(row_runs, base, target)
-        write_json(out / RESULTS_FILE, rows)
+        write_record(out / RESULTS_FILE, rows)
         write_pictures(row_runs, rows, out)
         if announce is not None:
             announce(progress.summary())
@@ -101,7 +102,7 @@ def report_comparison(out: Path) -> Comparison:
     row_runs = run_rows(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
                                                                   code=recorded["code"]))
     rows = results(row_runs, base, settings["target"])
-    write_json(out / RESULTS_FILE, rows)
+    write_record(out / RESULTS_FILE, rows)
     write_pictures(row_runs, rows, out)
     return Comparison(rows, row_runs)
 

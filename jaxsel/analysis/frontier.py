@@ -27,7 +27,7 @@ from ..strategies.traits import traits_of
 from ..training.config import ConfigError, TrainConfig
 from ..training.rundir import METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record as write_json
 from . import job
 from .cells import Cells, FailedCell
 from .compare import config_from_settings, unique_slugs

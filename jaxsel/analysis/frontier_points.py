@@ -26,7 +26,7 @@ from ..core.budget import FIRES, fires_share
 from ..core.options import OptionError
 from ..core.triggers import Capped, Significance
 from ..training.config import ConfigError
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record as write_json
 from .significance_stats import decisions, fraction_deltas, recorded_grad_norms, sync_fraction
 from .variants import Variant, entry_of, parse_entry, row_config
 

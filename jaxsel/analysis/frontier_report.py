@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..strategies.traits import traits_of
 from ..training.numbers import significant
-from ..training.runlog import write_json
+from ..training.rundir.write import write_record as write_json
 from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
-from ..training.runlog import jsonable, write_json
+from ..training.rundir.records import Found, Record, read_record, read_text
+from ..training.rundir.write import jsonable, write_record, write_text
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
 #: is shown (multi-host runs may set them per process for the same reason)
@@ -85,14 +86,23 @@ def first_difference(recorded, current, where: str = "") -> str | None:
     return None
 
 
+def read_json(path: Path, remedy: str) -> Record:
+    """A job's or a cell's JSON record as the home reads it: a value, or missing; one that is
+    not JSON is a ConfigError saying `remedy`, one the OS cannot read its OSError."""
+    read = read_record(path, object)
+    if read.found is Found.UNREADABLE:
+        raise read.error
+    if read.found in (Found.NOT_TEXT, Found.NOT_JSON):
+        raise ConfigError(f"{path} is not valid JSON ({read.error}); {remedy}")
+    return read
+
+
 def read_job(out: Path) -> dict | None:
     path = out / JOB_FILE
-    if not path.is_file():
+    read = read_json(path, "it cannot be resumed or reported")
+    if not read.ok:
         return None
-    try:
-        job = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); it cannot be resumed or reported") from None
+    job = read.value
     if not isinstance(job, dict) or not {"kind", "settings", "code"} <= set(job):
         raise ConfigError(f"{path} is not a job record (kind, settings, code); it cannot be resumed or reported")
     return job
@@ -128,7 +138,7 @@ def begin(out: Path, kind: str, settings: dict, *, resume: bool, held: list[str]
     settings = json.loads(json.dumps(jsonable(settings), sort_keys=True))
     recorded = check_start(out, kind, resume=resume, held=held)
     if recorded is None:
-        write_json(out / JOB_FILE, {"kind": kind, "settings": settings, "code": code_identity(),
+        write_record(out / JOB_FILE, {"kind": kind, "settings": settings, "code": code_identity(),
                                     "command": shlex.join(sys.argv)})
     else:
         check_job(recorded, out, kind, settings)
@@ -179,10 +189,8 @@ def trusted_cache(folder: Path) -> None:
     key = _seal_key()
     expected = hmac.new(key, b"jaxsel job compilation cache", hashlib.sha256).hexdigest() if key else None
     if folder.exists():
-        try:
-            found = seal.read_text().strip()
-        except OSError:
-            found = None
+        recorded = read_text(seal)
+        found = recorded.value.strip() if recorded.ok else None
         if expected is not None and found is not None and hmac.compare_digest(found, expected):
             return
         shutil.rmtree(folder, ignore_errors=True)
@@ -191,7 +199,7 @@ def trusted_cache(folder: Path) -> None:
     if expected is not None:
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            seal.write_text(expected)
+            write_text(seal, expected)
         except OSError:
             pass   # an unwritable job directory: the job reports that itself
 

@@ -17,6 +17,7 @@ from ..costmodel import Cluster, get_network, project_run
 from ..data.paths import writable_dir
 from ..training.numbers import significant
 from ..training.rundir import METRICS_FILE, RESULTS_FILE
+from ..training.rundir.write import write_text
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
 
@@ -166,7 +167,7 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
     base = Path(run_dir)
     png = picture_path(out, base)
     _plot(runs, networks, stragglers, png, base)
-    (base / "report.json").write_text(json.dumps({"networks": networks, "stragglers": stragglers,
+    write_text(base / "report.json", json.dumps({"networks": networks, "stragglers": stragglers,
                                                   "compute_s": compute_s, "gpus_per_host": gpus_per_host,
                                                   "intra_network": intra_network, "target": target,
                                                   "runs": rows}, indent=2))

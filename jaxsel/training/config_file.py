@@ -74,6 +74,12 @@ def read_file(path: str | Path, flag: str = "--config") -> dict:
         raise ConfigError(f"{where} is not valid {kind.upper()}: {' '.join(str(err).split())}") from None
     except RecursionError:   # [[[[...]]]] thousands deep: the parsers recurse
         raise ConfigError(f"{where} nests lists or tables too deeply for a config file") from None
+    return checked_table(data, where)
+
+
+def checked_table(data, where: str) -> dict:
+    """`data`, a file's parsed top level, if it is a table of plain settings (`_check_plain`);
+    otherwise one ConfigError naming `where`."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must hold a table of settings, got {type(data).__name__}")
     try:
@@ -145,14 +151,15 @@ def _yaml(text: str, where: str):
 
 
 def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, Reader] = (),
-                  flag: str = "--config") -> dict:
+                  flag: str = "--config", data: dict | None = None) -> dict:
     """The file's settings, checked: TrainConfig fields (values of their declared types,
     read by their flag's own parser where it has one) plus the command's own options
     `command_keys` (by name; with a reader each, `(value, where) -> value`, that reads a
     value as the option's flag would). An unknown key is one ConfigError naming it and the
     valid ones; `flag` names the option that named the file. A run directory's config.json
-    is read as the run ran (`old_records.as_it_ran`)."""
-    data = read_file(path, flag)
+    is read as the run ran (`old_records.as_it_ran`). `data`: the file's table, read already
+    (a run's config.json on a resume, read by rundir/records.py)."""
+    data = read_file(path, flag) if data is None else checked_table(data, f"{flag} {str(path)!r}")
     fields = field_names()
     valid = set(fields) | set(command_keys)
     recorded = RECORDED & data.keys()

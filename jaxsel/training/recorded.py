@@ -16,11 +16,14 @@ from pathlib import Path
 
 from .checkpoint import NOT_TRAJECTORY
 from .config import TrainConfig
-from .config_file import load_settings
+from .config_file import load_settings, read_file
 from .declare import named
 from .old_records import as_it_ran
 from .rundir import CONFIG_FILE
+from .rundir.records import Found, read_record
 
+#: how a resume names the record it reads in its errors
+RESUME_FLAG = "--resume of"
 #: where a run lives, which a resume sets itself (they are no change of its settings)
 LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
 
@@ -29,10 +32,12 @@ def recorded_settings(out_dir: str | Path) -> dict | None:
     """The settings RUN_DIR/config.json records, checked as a config file's are (read as
     today's jaxsel reads them: a setting of train's old defaults that the record lacks at
     its old value, old_records.py), without its location; None where the run has no record."""
-    path = Path(out_dir) / CONFIG_FILE
-    if not path.is_file():
+    record = read_record(Path(out_dir) / CONFIG_FILE, dict)
+    if record.found is Found.MISSING:
         return None
-    return as_it_ran(load_settings(path, flag="--resume of"))
+    # a damaged record: the config-file reader says what is wrong with it, in one line
+    data = record.value if record.ok else read_file(record.path, RESUME_FLAG)
+    return as_it_ran(load_settings(record.path, flag=RESUME_FLAG, data=data))
 
 
 def resume_changes(recorded: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:

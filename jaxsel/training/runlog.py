@@ -11,9 +11,6 @@ every figure where it stopped. The rows also go to the dashboards the run asks f
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,37 +24,9 @@ from ..costmodel import Cluster, Projector
 from .faults import MAX_CONSECUTIVE_SKIPS, describe_nonfinite
 from .lr_schedule import scheduled_lr
 from .rundir import METRICS_FILE
+from .rundir.metrics_file import MetricsFile
+from .rundir.write import jsonable
 from .writers import MetricWriter, dashboard_writers
-
-
-def jsonable(x):
-    """Plain JSON values of a pytree of arrays and numbers (non-finite floats -> None)."""
-    if isinstance(x, dict):
-        return {k: jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, (np.ndarray, jax.Array)):
-        return jsonable(np.asarray(x).tolist())
-    if isinstance(x, (np.floating, float)):
-        return None if not math.isfinite(float(x)) else float(x)
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
-
-
-def write_json(path: Path, value) -> None:
-    """Write JSON atomically: a reader (or a crash) never sees half a file. A failed write
-    (a full disk) names the file: the OS error of a write to an open file names none."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(jsonable(value), indent=2))
-        os.replace(tmp, path)
-    except OSError as err:
-        if err.filename is not None:
-            raise
-        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 def projected_cluster(cfg) -> Cluster:
@@ -86,120 +55,6 @@ class Counters:
     def from_meta(cls, meta: dict) -> "Counters":
         return cls(**{f.name: (int if f.type == "int" else float)(meta.get(f.name, 0))
                       for f in dataclasses.fields(cls)})
-
-
-class MetricsFile:
-    """metrics.jsonl, appended to and flushed per write.
-
-    Resuming at step `start` keeps every row of an earlier step and drops the rows of steps
-    >= `start`, which the resumed run writes again (equal), so the resumed log equals an
-    uninterrupted one. No earlier row is ever cut: a line that is not a row is named in one
-    warning and kept aside in metrics.jsonl.bad, the rows after it stay, and earlier steps
-    with no row (a log cut short, or lost) are named in one warning. A last line cut off
-    mid-write (no newline) is the interruption itself and goes without a word.
-    A `writers.MetricWriter`; evaluations go to evals.json (train.py), not here."""
-
-    def __init__(self, path: Path, start: int):
-        self.path = path
-        self.earlier = self._resume(start) if start else []
-        if not start:
-            path.write_text("")
-        self.file = open(path, "a", encoding="utf-8")
-
-    def _resume(self, start: int) -> list[dict]:
-        existed = self.path.exists()
-        kept, bad, prefix = _read_rows(self.path, start)
-        if bad:
-            aside = self.path.with_name(self.path.name + ".bad")
-            with open(aside, "ab") as f:
-                f.write(b"".join(line for _, line in bad))
-            _warn(f"{self.path} line(s) {_spans([i for i, _ in bad])} are not metrics rows: kept aside in "
-                  f"{aside.name}; the rows after them are kept")
-        if not existed:
-            self.path.write_text("")
-        elif prefix is not None:   # the kept rows are the file's beginning: cut after them, in place
-            os.truncate(self.path, prefix)
-            if kept and not kept[-1][1].endswith(b"\n"):
-                with open(self.path, "ab") as f:
-                    f.write(b"\n")
-        else:                      # rows to keep after a dropped line: write them anew, atomically
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_bytes(b"".join(line.rstrip(b"\n") + b"\n" for _, line in kept))
-            os.replace(tmp, self.path)
-        rows = [row for row, _ in kept]
-        missing = _missing_steps(sorted(r["step"] for r in rows), start)
-        if missing:
-            what = "has no rows for" if existed else "is missing: no rows for"
-            _warn(f"{self.path} {what} step(s) {_spans(missing)} before the checkpoint of step {start}; "
-                  f"they stay missing, the log continues at step {start}")
-        return rows
-
-    def write(self, rows: list[dict]) -> None:
-        try:
-            self.file.write("".join(json.dumps(jsonable(r)) + "\n" for r in rows))
-            self.file.flush()
-        except OSError as err:   # a full disk: say which file
-            raise OSError(err.errno, err.strerror, str(self.path)) from None
-
-    def write_eval(self, row: dict) -> None:
-        pass
-
-    def close(self) -> None:
-        try:
-            self.file.close()   # flushes what a failed write left in the buffer: it fails again
-        except OSError as err:
-            raise OSError(err.errno, err.strerror, str(self.path)) from None
-
-
-def _read_rows(path: Path, start: int) -> tuple[list[tuple[dict, bytes]], list[tuple[int, bytes]], int | None]:
-    """(the rows of steps < `start` with their lines, the lines that are not rows with their
-    numbers, and the length of the file's beginning made of exactly the kept lines: None
-    when a dropped line lies before a kept one)."""
-    kept, bad, dropped, broken, length = [], [], False, False, 0
-    if not path.exists():
-        return kept, bad, 0
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            row = _row(line)
-            if row is not None and row["step"] < start:
-                kept.append((row, line))
-                length += len(line)
-                broken |= dropped
-                continue
-            dropped = True
-            if row is None and line.endswith(b"\n"):   # an unterminated last line: the interruption
-                bad.append((number, line))
-    return kept, bad, None if broken else length
-
-
-def _row(line: bytes) -> dict | None:
-    """A metrics row (a JSON object with an integer step), or None."""
-    try:
-        row = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    ok = isinstance(row, dict) and isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
-    return row if ok else None
-
-
-def _missing_steps(steps: list[int], start: int) -> list[int]:
-    """The steps 0..start-1 absent from sorted `steps`, as [first, last] pairs of runs."""
-    spans, expect = [], 0
-    for step in steps + [start]:
-        if step > expect:
-            spans.append([expect, min(step, start) - 1])
-        expect = max(expect, step + 1)
-    return spans
-
-
-def _spans(items: list) -> str:
-    """'3, 50-139' from line numbers or [first, last] runs; long lists are shortened."""
-    text = [f"{a}-{b}" if a != b else f"{a}" for a, b in (i if isinstance(i, list) else (i, i) for i in items)]
-    return ", ".join(text[:8]) + (f" and {len(text) - 8} more" if len(text) > 8 else "")
-
-
-def _warn(text: str) -> None:
-    print(f"jaxsel: warning: {text}", file=sys.stderr, flush=True)
 
 
 def records_from(window: list[tuple[int, dict]], fetch: Callable = jax.device_get,

@@ -34,7 +34,8 @@ from .plan import RunPlan, created_dirs, plan_run
 from .run import Run, assemble_run, check_paths, claim_checkpoints, evaluation_weights
 from .rundir import RunDir
 from .rundir.lock import lock_run
-from .runlog import RunLog, write_json
+from .rundir.write import write_record
+from .runlog import RunLog
 
 __all__ = ["RunPlan", "RunResult", "TrainConfig", "build_run", "plan_run", "train"]
 
@@ -156,8 +157,8 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
              **_replica_figures(run, state, log)}
     if out_dir:
-        write_json(RunDir(out_dir).evals, log.evals)
-        write_json(RunDir(out_dir).final, final)
+        write_record(RunDir(out_dir).evals, log.evals)
+        write_record(RunDir(out_dir).final, final)
     return RunResult(cfg, log.records, log.evals, final, state, cfg.strategy, run.timing)
 
 
@@ -243,11 +244,11 @@ def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
     files = RunDir(out)
-    write_json(files.config, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
+    write_record(files.config, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
                               "checkpoint_root": str(root.absolute()) if root is not None else None,
                               "run_id": run_id})
-    write_json(files.environment, environment(run.layout, run.loader.describe(), run.packing))
-    write_json(files.strategy, {"name": cfg.strategy, "description": run.description, "timing": run.timing})
+    write_record(files.environment, environment(run.layout, run.loader.describe(), run.packing))
+    write_record(files.strategy, {"name": cfg.strategy, "description": run.description, "timing": run.timing})
     return out
 
 

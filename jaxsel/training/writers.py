@@ -5,7 +5,7 @@ metric read (`RunLog.flush`, every `log_every` steps: the values are already on 
 `write_eval(row)` one evaluation, `close()` the end of the run. No writer reads anything
 from the device or is called per step, so none can slow the step.
 
-- `runlog.MetricsFile`: metrics.jsonl, always (the run directory's record).
+- `rundir.metrics_file.MetricsFile`: metrics.jsonl, always (the run directory's record).
 - `TensorBoardWriter` (`--tensorboard`): event files in the run directory, through
   tensorboardX (no TensorFlow); `tensorboard --logdir` on a compare directory overlays its
   strategies, one run each.
@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from .rundir import WANDB_ID_FILE
+from .rundir.records import read_text
+from .rundir.write import write_text
 
 
 class MetricWriter(Protocol):
@@ -94,9 +98,6 @@ class TensorBoardWriter:
         self.writer.close()
 
 
-WANDB_ID_FILE = "wandb_run_id"
-
-
 def run_name(cfg) -> str:
     """A run's name on the dashboards: its directory, below the comparison's directory when
     the run belongs to one (`bsp/seed0`), else the directory's own name."""
@@ -109,6 +110,15 @@ def run_name(cfg) -> str:
     return parts[-1]
 
 
+def _recorded_id(id_file: Path) -> str | None:
+    """The W&B run a resumed run continues (None: it recorded none); a file there that cannot
+    be read is its error, not a new W&B run."""
+    recorded = read_text(id_file)
+    if recorded.error is not None:
+        raise recorded.error
+    return recorded.value.strip() if recorded.ok else None
+
+
 class WandbWriter:
     """A W&B run per training run (WANDB_MODE=offline: written under the run directory
     for `wandb sync`). A resumed run continues the W&B run whose id the run directory kept."""
@@ -118,7 +128,7 @@ class WandbWriter:
 
         self.totals, self.wandb = totals, wandb
         id_file = out_dir / WANDB_ID_FILE if out_dir else None
-        run_id = id_file.read_text().strip() if start and id_file and id_file.exists() else None
+        run_id = _recorded_id(id_file) if start and id_file else None
         name = run_name(cfg)
         try:
             self.run = wandb.init(project=cfg.wandb_project, group=cfg.run_group, name=name,
@@ -131,7 +141,7 @@ class WandbWriter:
             raise ConfigError(f"--wandb {cfg.wandb_project}: W&B could not start a run ({err}); log in with "
                               f"`wandb login`, or set WANDB_MODE=offline to write it locally") from None
         if id_file is not None:
-            id_file.write_text(self.run.id)
+            write_text(id_file, self.run.id)
 
     def write(self, rows: list[dict]) -> None:
         for rec in rows:

@@ -6,18 +6,20 @@ checkpoint folder hold, and who may use them.
 - `owner`: which run directory owns a checkpoint folder (and forking a copied run's);
 - `claim`: claiming a new default run directory (runs/<what>-<time>, -2, -3, ...);
 - `records`: the one reader of a run's records (`read_run`: what each file holds, or what is
-  wrong with it; `jaxsel report` and a job's cells apply their own policies to the answer).
+  wrong with it; `jaxsel report` and a job's cells apply their own policies to the answer);
+- `write`: the one writer of its JSON records (`write_record`: atomic);
+- `metrics_file`: the one writer of metrics.jsonl (`MetricsFile`: appended, cut back on a resume).
 
-Why a package: the directory's names, its lock, its owner, its claiming and its reading
-were spread over training/, data/paths.py and two readers in analysis/, each knowing part
-of its layout. Only the names are re-exported here, so `from jaxsel.training.rundir
+Why a package: the directory's names, its lock, its owner, its claiming, its writing and
+its reading were spread over training/, data/paths.py and analysis/, each knowing part of
+its layout. Only the names are re-exported here, so `from jaxsel.training.rundir
 import X` stays as cheap as it was (no JAX, nothing else of jaxsel's); the others are
 imported from their modules.
 """
 from .names import (CACHE_DIR, CACHE_SEAL, CELL_FILE, CHECKPOINTS_DIR, CONFIG_FILE, ENVIRONMENT_FILE, EVALS_FILE,
                     FINAL_FILE, JOB_FILE, LOCK_NAME, METRICS_FILE, OWNER_FILE, RESULTS_FILE, RUN_FILES, RUN_RECORDS,
-                    STRATEGY_FILE, RunDir, run_metrics_below)
+                    STRATEGY_FILE, WANDB_ID_FILE, RunDir, run_metrics_below)
 
 __all__ = ["CACHE_DIR", "CACHE_SEAL", "CELL_FILE", "CHECKPOINTS_DIR", "CONFIG_FILE", "ENVIRONMENT_FILE", "EVALS_FILE",
            "FINAL_FILE", "JOB_FILE", "LOCK_NAME", "METRICS_FILE", "OWNER_FILE", "RESULTS_FILE", "RUN_FILES",
-           "RUN_RECORDS", "STRATEGY_FILE", "RunDir", "run_metrics_below"]
+           "RUN_RECORDS", "STRATEGY_FILE", "WANDB_ID_FILE", "RunDir", "run_metrics_below"]

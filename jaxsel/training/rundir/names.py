@@ -23,7 +23,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-#: a run's per-step records, one JSON object a line (runlog.MetricsFile)
+#: a run's per-step records, one JSON object a line (metrics_file.MetricsFile)
 METRICS_FILE = "metrics.jsonl"
 #: a run's evaluations, a JSON list
 EVALS_FILE = "evals.json"
@@ -41,6 +41,8 @@ RESULTS_FILE = "results.json"
 JOB_FILE = "job.json"
 #: a finished cell's record, in the cell's run directory (analysis/cells.py)
 CELL_FILE = "cell.json"
+#: the id of a run's W&B run, kept so that a resume continues it (writers.WandbWriter)
+WANDB_ID_FILE = "wandb_run_id"
 #: the OS-locked file a training run holds in its run and checkpoint directories (lock.py)
 LOCK_NAME = ".jaxsel.lock"
 #: in a checkpoint folder: {"run_dir": the resolved run directory that owns it} (owner.py)

@@ -39,6 +39,8 @@ from pathlib import Path
 from ..checkpoint import existing_steps
 from ..config import TrainConfig, default_checkpoint_name
 from .names import CONFIG_FILE, OWNER_FILE
+from .records import read_record
+from .write import write_text
 #: checkpoints/<run dir name>-<8 hex digits of its resolved path>: jaxsel's own naming
 DEFAULT_NAME = re.compile(r".+-[0-9a-f]{8}")
 
@@ -54,19 +56,18 @@ def owner_of(root: str | os.PathLike) -> str | None:
 
 
 def _owner_record(root: str | os.PathLike) -> dict:
-    try:
-        record = json.loads((Path(root) / OWNER_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
+    """The owner file's record; {} where there is none or it is not a whole JSON object."""
+    return _recorded(Path(root) / OWNER_FILE)
+
+
+def _recorded(path: Path) -> dict:
+    record = read_record(path, dict)
+    return record.value if record.ok else {}
 
 
 def run_id_of(run_dir: str | os.PathLike | None) -> str | None:
     """The identity run directory `run_dir` records (config.json's `run_id`), None if none."""
-    try:
-        recorded = json.loads((Path(run_dir) / CONFIG_FILE).read_text()).get("run_id") if run_dir else None
-    except (OSError, ValueError, AttributeError):
-        return None
+    recorded = _recorded(Path(run_dir) / CONFIG_FILE).get("run_id") if run_dir else None
     return recorded if isinstance(recorded, str) else None
 
 
@@ -98,10 +99,7 @@ def foreign_owner(root: str | os.PathLike, run_dir: str | os.PathLike | None) ->
 
 def records(run_dir: str | os.PathLike, root: str | os.PathLike) -> bool:
     """Whether run directory `run_dir`'s config.json records `root` as its checkpoint folder."""
-    try:
-        recorded = json.loads((Path(run_dir) / CONFIG_FILE).read_text()).get("checkpoint_root")
-    except (OSError, ValueError, AttributeError):
-        return False
+    recorded = _recorded(Path(run_dir) / CONFIG_FILE).get("checkpoint_root")
     return isinstance(recorded, str) and resolved(recorded) == resolved(root)
 
 
@@ -112,9 +110,7 @@ def claim(root: str | os.PathLike, run_dir: str | os.PathLike, run_id: str | Non
     text = json.dumps({"run_dir": resolved(run_dir), **({"run_id": run_id} if run_id else {})})
     if path.is_file() and path.read_text() == text:
         return
-    partial = path.with_name(f"{OWNER_FILE}.{os.getpid()}.tmp")
-    partial.write_text(text)
-    partial.replace(path)   # atomic: a reader sees the old owner or the new one
+    write_text(path, text, temporary=f"{OWNER_FILE}.{os.getpid()}.tmp")   # a reader sees the old owner or the new one
 
 
 def fork_root(source: Path, cfg: TrainConfig) -> Path:

@@ -9,6 +9,10 @@ run writes there; the metrics' lines that are not JSON are listed with their lin
 Each caller turns those answers into its own policy (analysis/report.py tolerates what a
 report may skip; analysis/cells.py refuses everything but a whole record) and its own words.
 Nothing here raises on a damaged file, so each caller meets the problems in its own order.
+A resume reads here too: its log line by line as written (`read_metric_rows`, for
+metrics_file.py to cut back), and config.json and a checkpoint folder's owner file
+(`read_record`, for owner.py), as do a job's records (job.json, cell.json, the cache's
+seal: `read_text`) and the W&B run's id a resume continues.
 """
 from __future__ import annotations
 
@@ -74,22 +78,30 @@ class RunRecords:
 
 def read_record(path: str | os.PathLike, kind: type) -> Record:
     """The JSON file at `path`, expected to hold a value of type `kind` (dict or list)."""
+    text = read_text(path)
+    if not text.ok:
+        return dataclasses.replace(text, kind=kind)
+    try:
+        value = json.loads(text.value)
+    except (ValueError, RecursionError) as err:   # RecursionError: [[[[...]]]] thousands deep
+        return Record(text.path, kind, Found.NOT_JSON, error=err)
+    if not isinstance(value, kind):
+        return Record(text.path, kind, Found.WRONG_KIND, found_kind=type(value).__name__)
+    return Record(text.path, kind, Found.VALUE, value)
+
+
+def read_text(path: str | os.PathLike) -> Record:
+    """The text file at `path` (a record that is not JSON: the W&B run's id, a job cache's
+    seal), its text as the value."""
     path = Path(path)
     if not path.is_file():
-        return Record(path, kind, Found.MISSING)
+        return Record(path, str, Found.MISSING)
     try:
-        text = path.read_text(encoding="utf-8")
+        return Record(path, str, Found.VALUE, path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
-        return Record(path, kind, Found.NOT_TEXT, error=err)
+        return Record(path, str, Found.NOT_TEXT, error=err)
     except OSError as err:
-        return Record(path, kind, Found.UNREADABLE, error=err)
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        return Record(path, kind, Found.NOT_JSON, error=err)
-    if not isinstance(value, kind):
-        return Record(path, kind, Found.WRONG_KIND, found_kind=type(value).__name__)
-    return Record(path, kind, Found.VALUE, value)
+        return Record(path, str, Found.UNREADABLE, error=err)
 
 
 def read_metric_lines(path: str | os.PathLike) -> MetricLines:
@@ -112,6 +124,28 @@ def read_metric_lines(path: str | os.PathLike) -> MetricLines:
         except ValueError as err:
             cut.append((n, err))
     return MetricLines(path, Found.VALUE, tuple(rows), tuple(cut))
+
+
+def read_metric_rows(path: str | os.PathLike) -> list[tuple[int, bytes, dict | None]]:
+    """metrics.jsonl line by line, for a resume that cuts it back to its checkpoint's step
+    (metrics_file.py) and so needs each line's bytes as written: (line number, the line, newline
+    included where it has one, the row: a JSON object with an integer step, or None where
+    the line is not one). No file: no lines. An OS error reading it is raised: a resume that
+    cannot read its log must not write it."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, "rb") as f:
+        return [(number, line, _metric_row(line)) for number, line in enumerate(f, 1)]
+
+
+def _metric_row(line: bytes) -> dict | None:
+    try:
+        row = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    ok = isinstance(row, dict) and isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
+    return row if ok else None
 
 
 def read_run(path: str | os.PathLike) -> RunRecords:
