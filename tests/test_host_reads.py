@@ -79,7 +79,7 @@ def test_runs_of_one_model_structure_share_one_evaluation_program_with_their_own
 
     spec = SimpleNamespace(input_key="x", label_key="label")
     rng = np.random.default_rng(0)
-    for name, shape in (("mlp", (12,)), ("resnet20", (8, 8, 3))):   # resnet20: BatchNorm statistics
+    for name, shape in (("mlp", (12,)), ("cnn", (8, 8, 1))):   # the CNN: BatchNorm statistics
         arrays = {"x": rng.normal(size=(40, *shape)).astype(np.float32), "label": rng.integers(0, 10, 40)}
         first, second = model(name, shape, 10, 0), model(name, shape, 10, 1)
         program = evaluation.figures_program(first, "x", "label")
@@ -90,7 +90,7 @@ def test_runs_of_one_model_structure_share_one_evaluation_program_with_their_own
             own = jax.jit(batch_figures(fm.logits_fn("x"), "label"))
             want = [np.asarray(v) for v in own(fm.params, state, arrays)]
             assert [np.asarray(v) for v in program(fm.params, state, arrays)] == want, name
-            assert make_eval_fn(fm, spec, batch_size=16)(fm.params, state, arrays)["test_accuracy"] == \
+            assert make_eval_fn(fm, spec, batch_size=40)(fm.params, state, arrays)["test_accuracy"] == \
                 want[0] / 40
     assert evaluation.figures_program(model("mlp", (12,), 10, 0), "x", "y") is not \
         evaluation.figures_program(model("mlp", (12,), 10, 0), "x", "label")
