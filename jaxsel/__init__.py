@@ -10,7 +10,10 @@ analysis; cli. Each package's docstring says what it holds.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+#: typing's constant, without importing typing (10 ms at start-up, before the `jaxsel`
+#: command's Ctrl-C handler is installed: tests/test_faults.py's early Ctrl-C)
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 
@@ -59,6 +62,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:   # what static tools see; at run time the names arrive through __getattr__
+    from typing import Any
+
     from .analysis.syncswitch_search import search_bsp_fraction  # noqa: F401
     from .core import aggregate, collectives, sync, triggers  # noqa: F401
     from .core.aggregate import register_aggregator  # noqa: F401
