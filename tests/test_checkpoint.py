@@ -65,6 +65,7 @@ def files(folder) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["bsp", "selsync"])
 def test_interrupted_run_resumes_bit_for_bit(tmp_path, strategy, uninterrupted):
     ref, ref_root = uninterrupted(strategy)
@@ -107,6 +108,7 @@ def test_checkpoint_keeps_the_replica_axis(tmp_path):
 
 # Orbax's failed read of the truncated files leaves an asyncio callback behind ("Event loop
 # is closed"), reported by pytest as an unraisable exception; it is noise, not a failure.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_truncated_latest_checkpoint_falls_back(tmp_path, capsys, uninterrupted):
     cfg = config(tmp_path, "bsp", steps=8)
@@ -126,6 +128,7 @@ def test_truncated_latest_checkpoint_falls_back(tmp_path, capsys, uninterrupted)
     assert any(p.name.startswith("corrupt-8-") for p in (tmp_path / "ckpt").iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [{"replicas": 4}, {"model": "cnn"}, {"strategy": "localsgd"},
                                     {"lr": 0.1}])
 def test_checkpoint_of_another_run_is_a_clear_error(four_steps, change):

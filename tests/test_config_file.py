@@ -113,6 +113,7 @@ def without_times(rows):
     return [{k: v for k, v in r.items() if k not in ("train_time_s", "projected_time_s")} for r in rows]
 
 
+@pytest.mark.slow
 def test_a_run_directory_config_reproduces_the_run_bit_for_bit(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # default checkpoint dirs: checkpoints/<run name>
     (tmp_path / "runs").mkdir()
@@ -168,6 +169,7 @@ def alias_bomb(key: str) -> str:
     return "\n".join(lines).replace("anchors:", f"{key}:", 1) + "\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, key", [("train", "dataset_options"), ("compare", "strategies")])
 def test_a_yaml_alias_bomb_is_refused_at_once(command, key, tmp_path):
     (tmp_path / "bomb.yaml").write_text(alias_bomb(key))

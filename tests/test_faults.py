@@ -29,6 +29,7 @@ def config(tmp_path, **kw):
     return TrainConfig(**base)
 
 
+@pytest.mark.slow
 def test_nan_stops_naming_the_step_and_the_last_good_checkpoint_resumes(tmp_path):
     cfg = config(tmp_path)
     with pytest.raises(NonFiniteError, match=r"non-finite loss=nan at step 9.*last good checkpoint is step 8"):

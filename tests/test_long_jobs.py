@@ -133,6 +133,7 @@ def test_a_killed_frontier_resumes_and_its_cell_is_the_lone_compare_run(tmp_path
     assert json.loads((out / "frontier.json").read_text()) == result
 
 
+@pytest.mark.slow
 @pytest.mark.pictures
 def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path, monkeypatch):
     argv, out = finished
@@ -153,6 +154,7 @@ def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path, 
     assert untimed(json.loads((copy / "results.json").read_text())) == untimed(want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, message", [
     (["--steps", "13"], 'holds a compare job started with base.steps=12 where this has base.steps=13'),
     (["--seeds", "3"], "seeds=2 where this has seeds=3"),
@@ -172,6 +174,7 @@ def test_a_resume_with_other_settings_is_refused_naming_the_first_difference(fin
     assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_cells_of_other_code_or_settings_are_never_mixed(finished, tmp_path, capsys, monkeypatch):
     argv, out = finished
     copy = tmp_path / "cmp"
@@ -213,6 +216,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_train_never_writes_into_a_jobs_cell_and_an_edited_cell_is_refused(finished, tmp_path, capsys):
     """Issue 48 item 2: `jaxsel train --resume` into a comparison's cell (its config.json as
     --config) or a new directory inside the job: one line, nothing touched; a cell's figure
@@ -251,6 +255,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.parametrize("kind", ["recorded", "legacy"])
 def test_report_on_a_damaged_cell_is_one_line_naming_the_cell(finished, tmp_path, capsys, damage, kind):
@@ -275,6 +280,7 @@ def test_report_on_a_damaged_cell_is_one_line_naming_the_cell(finished, tmp_path
     assert expected in err[0], err[0]
 
 
+@pytest.mark.slow
 def test_a_resumed_job_runs_the_packing_loop_its_first_cell_ran(tmp_path, monkeypatch):
     """Issue 48 item 3: a comparison whose first cell measured its packing loop (vmap here,
     a fake measurement) and was stopped during its second cell resumes without measuring

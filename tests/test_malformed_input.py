@@ -103,6 +103,7 @@ def test_an_idx_file_with_a_cut_header_is_one_line(compress, tmp_path):
     assert name in line and "header" in line and "cut short" in line, line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env, shown", [({"JAX_PLATFORMS": "gpu"}, "JAX_PLATFORMS='gpu'"),
                                         ({"JAX_PLATFORMS": "cuda"}, "JAX_PLATFORMS='cuda'"),
                                         ({"JAX_PLATFORMS": "garbage"}, "JAX_PLATFORMS='garbage'"),

@@ -72,6 +72,7 @@ def test_strategy_timing_is_derived_from_what_the_strategy_declares():
         Timing(collective="allgather", background="overlapped")
 
 
+@pytest.mark.slow
 def test_report_command(tmp_path, capsys):
     for s in ("bsp", "localsgd"):
         run(tmp_path / "cmp", s)

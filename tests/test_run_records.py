@@ -75,6 +75,7 @@ def test_a_new_run_into_a_finished_run_directory_is_refused_in_one_line(copy, ch
 
 # 2. --resume never cuts a good row ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_bad_line_before_the_checkpoint_is_set_aside_and_the_rows_after_it_kept(copy, capsys):
     log = copy / "out" / "metrics.jsonl"
     rows = lines(log)
@@ -91,6 +92,7 @@ def test_a_bad_line_before_the_checkpoint_is_set_aside_and_the_rows_after_it_kep
     assert (copy / "out" / "metrics.jsonl.bad").read_text() == rows[2] + "\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [5, 0, None])   # a short log, an empty one, none at all
 def test_missing_rows_before_the_checkpoint_are_named_in_one_warning(copy, keep, capsys):
     log = copy / "out" / "metrics.jsonl"
@@ -141,6 +143,7 @@ def test_a_run_directory_of_an_earlier_jaxsel_resumes_from_its_former_default_fo
 
 # 4. fractional LR milestones stay fixed to the run's first length; lr is logged --------------
 
+@pytest.mark.slow
 def test_resume_with_more_steps_keeps_the_lr_milestones_where_they_were(tmp_path):
     first = config(tmp_path, lr_schedule="milestones")   # x0.1 at 50% and 75% of 8 steps: 4 and 6
     train(first)

@@ -125,6 +125,7 @@ def test_sigterm_during_the_start_of_a_resumed_run_loses_no_row(tmp_path):
     assert rows(tmp_path / "out" / "metrics.jsonl") == rows(tmp_path / "ref" / "out" / "metrics.jsonl")
 
 
+@pytest.mark.slow
 def test_rows_past_the_checkpoint_are_cut_on_resume(tmp_path):
     """As if killed -9 after writing step 5 (half of step 6) with the checkpoint of step 4."""
     import shutil
@@ -140,6 +141,7 @@ def test_rows_past_the_checkpoint_are_cut_on_resume(tmp_path):
 
 # 3. verified checkpoints -----------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_flipped_byte_falls_back_with_one_warning_and_all_bad_exits_2(tmp_path, capsys):
     cfg = config(tmp_path, steps=8)
@@ -173,6 +175,7 @@ def test_a_flipped_byte_falls_back_with_one_warning_and_all_bad_exits_2(tmp_path
 
 # 5. resume checks ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_resume_with_steps_below_the_checkpoint_is_refused(tmp_path):
     cfg = config(tmp_path, steps=8)
     train(cfg)

@@ -102,6 +102,7 @@ def test_a_task_that_is_none_is_one_line_exit_2(capsys, cmd):
         task_named("iid")
 
 
+@pytest.mark.slow
 def test_the_header_names_the_task(tmp_path, capsys):
     """A real (2-step) comparison on the paper's task, its 10 replicas packed on 2 of the
     test's CPU devices: the header says the task and the one setting changed."""
