@@ -64,13 +64,19 @@ def test_make_train_steps_step_paces_itself_on_cpu(mesh):
     batch = {"x": np.ones((16, 3), np.float32)}
     state, metrics = step(state, batch)   # compiles
     jax.block_until_ready(metrics)
-    held, most = [], 0
-    for _ in range(2 * CPU_MAX_INFLIGHT):
-        state, metrics = step(state, batch)   # the README's loop: no wait of its own
-        held.append(metrics["loss"])
-        assert unfinished(held) <= CPU_MAX_INFLIGHT
-        most = max(most, unfinished(held))
-    jax.block_until_ready(state)
+    for attempt in range(3):
+        held, most = [], 0
+        for _ in range(2 * CPU_MAX_INFLIGHT):
+            state, metrics = step(state, batch)   # the README's loop: no wait of its own
+            held.append(metrics["loss"])
+            assert unfinished(held) <= CPU_MAX_INFLIGHT
+            most = max(most, unfinished(held))
+        jax.block_until_ready(state)
+        if most == CPU_MAX_INFLIGHT:
+            break
+    # the bound is reached in one of three loops: on a busy 2-core box the 8 devices' spinning
+    # threads can keep the host from queueing the 8th step before the 1st ends (7 seen once
+    # in a whole suite at load 3); a pacer that held the loop below the bound never reaches it
     assert most == CPU_MAX_INFLIGHT
 
 
