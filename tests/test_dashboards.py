@@ -87,6 +87,7 @@ def assert_same(got: dict, want: dict, rel: float) -> None:
             assert got[tag][int(step)] == pytest.approx(float(value), rel=rel, abs=1e-9), (tag, step)
 
 
+@pytest.mark.slow
 def test_compare_writes_tensorboard_and_wandb_runs_per_strategy(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "cmp"

@@ -86,6 +86,7 @@ def started(tmp_path, *flags):
     return out
 
 
+@pytest.mark.slow
 def test_resume_needs_no_other_flag_and_names_what_the_flags_change(tmp_path, capsys):
     """Issue 46 item 2: `jaxsel train --out runs/X --resume` resumes with no other flag; a
     flag that changes only how long it runs or how it reports is taken and named."""
@@ -149,6 +150,7 @@ def test_an_old_selsync_record_resumes_as_the_smoothed_statistic_it_ran(tmp_path
         assert today({**old, "strategy": "bsp"})["strategy_options"] == {"window": 5}
 
 
+@pytest.mark.slow
 def test_a_record_of_train_s_old_defaults_resumes_as_it_ran(tmp_path, capsys):
     """Issue 46 item 3: train's defaults became the default task (MNIST-1D, label skew,
     milestones); a run recorded under the old ones (digits, SelDP, constant lr) whose

@@ -104,6 +104,7 @@ def test_a_config_file_and_the_command_line_options_read_the_old_name_as_period(
         "strategy's entry (--strategy diloco:period=8) or as --opt period=8"]
 
 
+@pytest.mark.slow
 def test_a_run_given_the_old_name_and_an_old_record_of_it_resume_as_they_ran(tmp_path, capsys):
     """`diloco:inner_steps=2` on the command line trains with period 2, says so once, and
     records `period`; a run directory and checkpoints recorded with `inner_steps` (an

@@ -42,6 +42,7 @@ def uninterrupted(tmp_path_factory) -> list[dict]:
     return rows(root / "ref")
 
 
+@pytest.mark.slow
 def test_a_copied_run_dir_forks_the_newest_checkpoint_and_never_touches_the_original(tmp_path, monkeypatch, capsys,
                                                                                       uninterrupted):
     monkeypatch.chdir(tmp_path)   # default checkpoint folders: checkpoints/<run>-<hash>
@@ -161,6 +162,7 @@ def test_a_resume_with_nothing_to_resume_from_never_replaces_a_finished_runs_rec
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
 
 
+@pytest.mark.slow
 def test_a_fork_of_a_folder_whose_newest_checkpoint_is_corrupt_continues_from_the_newest_good_one(tmp_path, monkeypatch,
                                                                                                    capsys,
                                                                                                    uninterrupted):

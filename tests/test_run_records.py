@@ -111,6 +111,7 @@ def test_missing_rows_before_the_checkpoint_are_named_in_one_warning(copy, keep,
 
 # 3. every run directory has its own checkpoint folder ---------------------------------------
 
+@pytest.mark.slow
 def test_run_directories_with_one_name_never_share_a_checkpoint_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     for run in ("a", "b"):

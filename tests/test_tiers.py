@@ -240,19 +240,20 @@ def test_most_modules_are_named_by_a_test_of_their_own(by_module):
     assert len(named) >= 2 / 3 * len(jaxsel_modules()), sorted(set(jaxsel_modules()) - named)
 
 
-def end_to_end(nodes, defs: dict | None = None, seen: set | None = None) -> bool:
+def end_to_end(nodes, defs: dict | None = None, seen: set | None = None, aliases: dict | None = None) -> bool:
     """Whether the code starts a process, runs a command's main, or resumes a run, itself
-    or through the module's own functions it calls (`defs`)."""
-    defs, seen = defs or {}, seen if seen is not None else set()
+    or through the module's own functions it calls (`defs`); `aliases`: the file's imported
+    names (`from jaxsel.cli import main as cli_main` runs a command's main too)."""
+    defs, seen, aliases = defs or {}, seen if seen is not None else set(), aliases or {}
     calls = [n for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)]
     called = {dotted_name(c.func) or "" for c in calls}
-    if bool(called & PROCESS_CALLS) or any(n.rpartition(".")[2] == WHOLE_RUN for n in called) or any(
+    if bool(called & PROCESS_CALLS) or any(aliases.get(n, n).rpartition(".")[2] == WHOLE_RUN for n in called) or any(
             k.arg == RESUMED and isinstance(k.value, ast.Constant) and k.value.value is True
             for c in calls for k in c.keywords):
         return True
     helpers = [n for n in called if isinstance(defs.get(n), ast.FunctionDef) and n not in seen]
     seen.update(helpers)
-    return bool(helpers) and end_to_end([defs[n] for n in helpers], defs, seen)
+    return bool(helpers) and end_to_end([defs[n] for n in helpers], defs, seen, aliases)
 
 
 def is_layout_matrix(test: ast.FunctionDef) -> bool:
@@ -266,7 +267,7 @@ def test_only_end_to_end_process_tests_and_layout_matrices_are_slow():
             assert is_slow(src, node), f"{file}::{name} is marked layouts but not slow: the fast tier would run it"
         elif is_slow(src, node):
             fixtures = [src.defs[a.arg] for a in node.args.args if a.arg in src.fixtures]
-            assert end_to_end([node, *fixtures], src.defs), \
+            assert end_to_end([node, *fixtures], src.defs, aliases=src.aliases), \
                 f"{file}::{name} is marked slow but starts no process, runs no command's main, resumes no run"
 
 
@@ -291,3 +292,17 @@ def test_a_test_is_credited_through_its_fixtures_functions_and_conftest(tmp_path
         "def test_other():\n    assert jaxsel.collectives\n")
     assert reach((str(path), "test_it")) == {"jaxsel.core.step", "jaxsel.core.state", "jaxsel.core.parallel"}
     assert reach((str(path), "test_other")) == {"jaxsel.core.collectives"}
+
+
+def test_a_command_s_main_counts_as_end_to_end_under_any_name(tmp_path):
+    path = tmp_path / "test_example.py"
+    path.write_text(
+        "from jaxsel.cli import main as cli_main\nfrom jaxsel.cli import main\n\n"
+        "def run(argv):\n    return cli_main(argv)\n\n"
+        "def test_aliased():\n    assert run(['train']) == 0\n\n"
+        "def test_plain():\n    assert main(['train']) == 0\n\n"
+        "def test_unit():\n    assert sorted([2, 1]) == [1, 2]\n")
+    src = Source(path)
+    verdict = {name: end_to_end([src.defs[name]], src.defs, aliases=src.aliases)
+               for name in ("test_aliased", "test_plain", "test_unit")}
+    assert verdict == {"test_aliased": True, "test_plain": True, "test_unit": False}
