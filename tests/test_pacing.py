@@ -64,7 +64,7 @@ def test_make_train_steps_step_paces_itself_on_cpu(mesh):
     batch = {"x": np.ones((16, 3), np.float32)}
     state, metrics = step(state, batch)   # compiles
     jax.block_until_ready(metrics)
-    for attempt in range(3):
+    for _ in range(3):   # three loops at most (below)
         held, most = [], 0
         for _ in range(2 * CPU_MAX_INFLIGHT):
             state, metrics = step(state, batch)   # the README's loop: no wait of its own
