@@ -17,8 +17,10 @@
 #   6-xla-ab.txt               XLA GPU options A/B on the CNN step (command buffers): 4 sets, one process each
 #   8-session-log.txt          each step's time, and the wheel install
 #
-# Every step shares one persistent XLA compilation cache ($work/jax-cache): a program compiled
-# twice (bench --hlo's second compile, the A/B's baseline set run first and last) compiles once.
+# Every step shares one persistent XLA compilation cache ($work/jax-cache, or the caller's
+# JAX_COMPILATION_CACHE_DIR): a program compiled twice (bench --hlo's second compile, the A/B's
+# baseline set run first and last) compiles once. The suite's smoke run hands it the suite's
+# kept cache, so a developer's second run loads what the first compiled (tests/test_gpu_session.py).
 #
 #   experiments/gpu_session.sh OUTDIR                        # on the GPU host, from anywhere
 #   JAXSEL_SESSION_SMOKE=1 experiments/gpu_session.sh OUTDIR # a CPU dry run at toy sizes
@@ -40,7 +42,8 @@ work=$(mktemp -d /tmp/jaxsel-session.XXXXXX)
 log=$out/8-session-log.txt
 export PYTHONUNBUFFERED=1
 export JAXSEL_CACHE_DIR=$work/cache   # auto's measurements: this session's own
-export JAX_COMPILATION_CACHE_DIR=$work/jax-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/jax-cache}
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}
 
 left() { echo $((budget - ($(date +%s) - start))); }
 
