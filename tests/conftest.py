@@ -136,7 +136,8 @@ def _comparison_pictures_only_where_a_test_looks(request, monkeypatch):
 #: on one device: only the order counts)
 LONGEST = {
     "test_gpu_session.py::test_the_smoke_session_runs_every_step": 900,
-    "test_newcomer.py::test_newcomer_runs_the_main_job_then_the_other_commands": 581,
+    "test_newcomer.py::test_newcomer_s_main_job_writes_its_results_and_pictures_quietly": 581,
+    "test_newcomer.py::test_newcomer_s_first_train_builds_its_data_in_an_empty_home": 100,
     "test_multihost.py::test_two_processes_match_one_process": 433,
     "test_headline_projections.py::test_quick_run_writes_finite_positive_ratios": 278,
     "test_bench.py::test_bench_command_tiny": 195,
