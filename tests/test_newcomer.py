@@ -69,6 +69,14 @@ def empty_home_and_cwd(tmp_path_factory) -> tuple[Path, Path]:
     return home, cwd
 
 
+def the_default_data_dir_is_made_and_named(home: Path, run) -> None:
+    """The default data dir exists in `home`, made with its parents, and `jaxsel datasets`
+    (run by `run`, in that HOME) names it."""
+    data_dir = home / ".cache" / "jaxsel" / "tfds"
+    assert data_dir.is_dir()
+    assert f"data dir: {data_dir}" in run("jaxsel datasets").stdout
+
+
 def the_main_job(tmp_path_factory) -> tuple[Path, str, str, Path]:
     """(its run directory, stdout, stderr, the HOME it ran in): the run .ci/run made just
     before the suite where it says so, else one trained here where asked (TRAIN_MAIN_JOB),
@@ -99,9 +107,7 @@ def test_newcomer_s_main_job_writes_its_results_and_pictures_quietly(tmp_path_fa
     assert list(run_dir.glob("*.png")), "the main job drew no pictures"
     assert "wrote" in stdout
     assert "WARNING" not in stderr, stderr   # nothing alarming on first use
-    assert (home / ".cache" / "jaxsel" / "tfds").is_dir()   # the default data dir, made with its parents
-    listed = as_newcomer(home, tmp_path_factory.mktemp("cwd"))("jaxsel datasets").stdout
-    assert f"data dir: {home / '.cache' / 'jaxsel' / 'tfds'}" in listed
+    the_default_data_dir_is_made_and_named(home, as_newcomer(home, tmp_path_factory.mktemp("cwd")))
 
 
 @pytest.mark.slow
@@ -114,9 +120,7 @@ def test_newcomer_s_first_train_builds_its_data_in_an_empty_home(tmp_path_factor
     done = run("jaxsel train --steps 20 --no-progress --out " + shlex.quote(str(cwd / "first-train")))
     assert json.loads((cwd / "first-train" / "final.json").read_text())
     assert "WARNING" not in done.stderr, done.stderr
-    assert (home / ".cache" / "jaxsel" / "tfds").is_dir()
-    listed = run("jaxsel datasets").stdout
-    assert f"data dir: {home / '.cache' / 'jaxsel' / 'tfds'}" in listed
+    the_default_data_dir_is_made_and_named(home, run)
 
 
 def test_the_default_data_dir_is_made_with_its_parents_a_given_one_is_not(tmp_path, monkeypatch):
