@@ -6,6 +6,7 @@ Every `import` / `from ... import` anywhere in a module counts (inside functions
 `importlib.import_module("jaxsel...")`.
 """
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -67,15 +68,17 @@ def imported(tree: ast.AST, name: str, is_package: bool) -> set[str]:
     return {m for m in out if m == "jaxsel" or m.startswith("jaxsel.")}
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
+    """Every module's jaxsel imports, parsed once per process when a test first asks (not
+    at collection: every xdist worker collects this file, and parsing the package's
+    sources took about a second of each worker's start)."""
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         name = module_name(path)
         out[name] = imported(ast.parse(path.read_text()), name, path.name == "__init__.py") - {name}
     return out
 
-
-GRAPH = graph()
 
 
 def layer(module: str) -> str | None:
@@ -85,13 +88,13 @@ def layer(module: str) -> str | None:
 
 
 def test_every_module_lives_in_a_layer():
-    flat = sorted(m for m in GRAPH if m != "jaxsel" and layer(m) not in BELOW)
+    flat = sorted(m for m in graph() if m != "jaxsel" and layer(m) not in BELOW)
     assert not flat, f"modules outside the layers {sorted(BELOW)}: {flat}"
 
 
 def test_imports_only_go_down():
     """No module imports a package above (or beside) its own, nor the `jaxsel` facade."""
-    leaks = {(m, d) for m, deps in GRAPH.items() if m != "jaxsel" for d in deps
+    leaks = {(m, d) for m, deps in graph().items() if m != "jaxsel" for d in deps
              if layer(d) != layer(m) and layer(d) not in BELOW[layer(m)]}
     assert leaks - set(PENDING_LEAKS) == set(), f"upward imports: {sorted(leaks - set(PENDING_LEAKS))}"
     assert set(PENDING_LEAKS) <= leaks, f"fixed, drop from PENDING_LEAKS: {sorted(set(PENDING_LEAKS) - leaks)}"
@@ -99,7 +102,7 @@ def test_imports_only_go_down():
 
 def test_the_registry_is_a_leaf():
     for leaf in LEAVES:
-        assert not GRAPH[leaf], f"{leaf} imports {sorted(GRAPH[leaf])}"
+        assert not graph()[leaf], f"{leaf} imports {sorted(graph()[leaf])}"
 
 
 def test_no_import_cycle():
@@ -107,13 +110,13 @@ def test_no_import_cycle():
     def reach(start):
         seen, todo = set(), [start]
         while todo:
-            for d in GRAPH.get(todo.pop(), ()):
+            for d in graph().get(todo.pop(), ()):
                 if d not in seen:
                     seen.add(d)
                     todo.append(d)
         return seen
 
-    cyclic = sorted(m for m in GRAPH if m in reach(m) and m != "jaxsel")
+    cyclic = sorted(m for m in graph() if m in reach(m) and m != "jaxsel")
     assert not cyclic, f"modules on an import cycle: {cyclic}"
 
 
@@ -229,3 +232,38 @@ def test_the_command_imports_no_jax_before_it_runs():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'optax')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_a_multi_host_supervisor_imports_no_jax():
+    """The supervisor of a multi-host process (training/supervisor.py) checks the flags and
+    starts its child without JAX (a second of start-up per process, measured): the child
+    is stubbed here; a bad --coordinator is refused there in one line, without JAX too."""
+    code = "\n".join([
+        "import sys",
+        "from jaxsel.training import supervisor",
+        "supervisor.supervise = lambda command, who, *a, **k: print('child:', command[3:5]) or 0",
+        "from jaxsel.cli import main",
+        "layout = ['--num-processes', '2', '--process-id', '1']",
+        "assert main(['train', '--steps', '2', '--coordinator', '127.0.0.1:4000', *layout]) == 0",
+        "assert main(['train', '--steps', '2', '--coordinator', 'nohost', *layout]) == 2",
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'jax', 'jaxlib', 'flax', 'optax', 'numpy'}))"])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["child: ['train', '--steps']", "[]"], done.stdout
+    assert done.stderr.strip() == ("jaxsel train: error: --coordinator must be HOST:PORT with a port in 1..65535, "
+                                   "got 'nohost'"), done.stderr
+
+
+def test_the_errors_the_command_tells_apart_are_named_where_they_are_defined():
+    """cli/command.py tells a user's error (exit 2) and a run's fault (exit 1) from a bug by
+    classes of the modules already imported (a class whose module was never imported cannot
+    have been raised): so each must be named by the module that defines it."""
+    import importlib
+
+    from jaxsel.cli import command
+
+    for name in (*command.USER_ERRORS, *command.RUN_FAULTS, *command.INTERRUPTED):
+        module, _, cls = name.partition(":")
+        found = getattr(importlib.import_module(f"jaxsel.{module}"), cls)
+        assert isinstance(found, type) and issubclass(found, BaseException), name
+        assert found.__module__ == f"jaxsel.{module}", (name, found.__module__)

@@ -16,20 +16,37 @@ import sys
 from .common import UsageError
 
 
-def _user_errors() -> tuple[type, ...]:
-    """Errors about the user's input found while running: one line, exit code 2."""
-    from ..data.formats import FormatError
-    from ..data.paths import UnusablePath
-    from ..data.prepare import CannotPrepare
-    from ..data.sources import DatasetNotPrepared
-    from ..training.checkpoint import CheckpointError, CheckpointMismatch
-    from ..training.config import ConfigError
-    from ..training.distributed import SettingsMismatch
-    from ..training.rundir.lock import RunLocked
-    from .backend import JaxEnvironmentError
+#: errors about the user's input found while running: one line, exit code 2 ("module:Class")
+USER_ERRORS = ("data.formats:FormatError", "data.paths:UnusablePath", "data.prepare:CannotPrepare",
+               "data.sources:DatasetNotPrepared", "training.checkpoint:CheckpointError",
+               "training.checkpoint:CheckpointMismatch", "training.config:ConfigError",
+               "training.distributed:SettingsMismatch", "training.rundir.lock:RunLocked",
+               "cli.backend:JaxEnvironmentError")
+#: training faults reported as one line with exit code 1: NaN/inf, a lost peer, and an
+#: installed JAX, Flax or Orbax that lost something jaxsel relies on
+RUN_FAULTS = ("training.faults:NonFiniteError", "training.distributed:PeerLostError",
+              "core.library_changes:LibraryChanged")
+#: a run stopped by SIGTERM (exit 143) or SIGINT (130) after saving
+INTERRUPTED = ("training.faults:TrainingInterrupted",)
 
-    return (UsageError, ConfigError, CheckpointMismatch, CheckpointError, DatasetNotPrepared, RunLocked,
-            SettingsMismatch, UnusablePath, FormatError, CannotPrepare, JaxEnvironmentError)
+
+def loaded_classes(names: tuple[str, ...]) -> tuple[type, ...]:
+    """The classes named "module:Class" (under jaxsel) whose modules this process imported.
+
+    Why not import them all: an exception of a class whose module was never imported cannot
+    have been raised, and importing them to tell would import Orbax and TFDS (about a second)
+    on the way out of every usage error, and of a multi-host job's supervisor."""
+    out = []
+    for name in names:
+        module, _, cls = name.partition(":")
+        loaded = sys.modules.get(f"jaxsel.{module}")
+        if loaded is not None and isinstance(getattr(loaded, cls, None), type):
+            out.append(getattr(loaded, cls))
+    return tuple(out)
+
+
+def _user_errors() -> tuple[type, ...]:
+    return (UsageError, *loaded_classes(USER_ERRORS))
 
 
 #: file-system failures a user can fix (disk full, quota, read-only, permissions)
@@ -39,19 +56,11 @@ REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line a
 
 
 def _run_faults() -> tuple[type, ...]:
-    """Training faults reported as one line with exit code 1 (imported only when raised);
-    an installed JAX, Flax or Orbax that lost something jaxsel relies on is one too."""
-    from ..core.library_changes import LibraryChanged
-    from ..training.distributed import PeerLostError
-    from ..training.faults import NonFiniteError
-
-    return (NonFiniteError, PeerLostError, LibraryChanged)
+    return loaded_classes(RUN_FAULTS)
 
 
-def _interrupted() -> type:
-    from ..training.faults import TrainingInterrupted
-
-    return TrainingInterrupted
+def _interrupted() -> tuple[type, ...]:
+    return loaded_classes(INTERRUPTED)
 
 
 #: the commands that build training steps (and read their environment: $JAXSEL_PACKING_MEASURE)
@@ -93,7 +102,7 @@ def run(argv: list[str] | None, startup) -> int:
         if args.command != "train":
             startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
         if args.command in TRAINING_COMMANDS:
-            from ..core.packing import measure_setting
+            from ..core.packing_setting import measure_setting
 
             measure_setting()   # read only once a run has started: a bad value is one line now
         from .deprecated import notes
@@ -121,7 +130,7 @@ def run(argv: list[str] | None, startup) -> int:
     except _user_errors() as err:
         print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except (_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
+    except (*_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
         print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
         return stop.exit_code
     except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1

@@ -84,7 +84,7 @@ def _start_processes(args):
 
 def check_layout(args) -> None:
     """The multi-host flags, before any process starts."""
-    from ..training.distributed import check_process_layout
+    from ..training.process_layout import check_process_layout
 
     for flag, value in (("--num-processes", args.num_processes), ("--process-id", args.process_id)):
         if value is not None and value > INT32_MAX:   # jax.distributed takes 32-bit counts

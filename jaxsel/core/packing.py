@@ -36,6 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .packing_setting import MEASURE_ENV, measure_setting  # noqa: F401  (MEASURE_ENV: its name, here too)
+
 #: how a device's k packed replicas are computed (`core.step.make_train_step`)
 LOOPS = ("unroll", "vmap", "map")
 #: the choice where none was measured (k > 1)
@@ -43,8 +45,6 @@ STATIC = "unroll"
 #: measurement: untimed steps after each candidate's compile, then timed rounds (round robin)
 WARMUP, ROUNDS = 1, 5
 _CACHE_ENV = "JAXSEL_CACHE_DIR"
-#: "1": measure on every platform (a CPU too); "0": never (the static default everywhere)
-MEASURE_ENV = "JAXSEL_PACKING_MEASURE"
 
 
 def measures_on(platform: str) -> bool:
@@ -52,18 +52,6 @@ def measures_on(platform: str) -> bool:
     else on accelerators only."""
     value = measure_setting()
     return platform != "cpu" if value is None else value
-
-
-def measure_setting() -> bool | None:
-    """$JAXSEL_PACKING_MEASURE: True ("1"), False ("0") or None (unset); any other value is
-    a ValueError naming it (the command line checks it before a run starts)."""
-    value = os.environ.get(MEASURE_ENV, "").strip()
-    if value in ("1", "0"):
-        return value == "1"
-    if value:
-        raise ValueError(f"{MEASURE_ENV} must be 1 (measure everywhere) or 0 (never), got {value!r}; set it so, "
-                         f"or unset it (measure on accelerators only)")
-    return None
 
 
 def cache_dir() -> Path:
