@@ -80,7 +80,6 @@ def graph() -> dict[str, set[str]]:
     return out
 
 
-
 def layer(module: str) -> str | None:
     """The package of a module (None: the top-level `jaxsel` facade)."""
     parts = module.split(".")
