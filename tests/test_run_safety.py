@@ -186,10 +186,15 @@ def test_resume_with_steps_below_the_checkpoint_is_refused(tmp_path):
 # 6. disk full, unusable --out ------------------------------------------------------------
 
 @pytest.mark.parametrize("full", ["metrics.jsonl", ".evals.json.tmp"])
-def test_disk_full_is_one_line_naming_the_file(tmp_path, capsys, full):
-    """(issue 48 item 10: a JSON record's failed write named no file)"""
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / full).symlink_to("/dev/full")   # every write: ENOSPC
+def test_disk_full_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch, full):
+    """(issue 48 item 10: a JSON record's failed write named no file) The file is opened on
+    /dev/full, where every write fails with ENOSPC (a link to it is refused: rundir/links.py)."""
+    from jaxsel.training.rundir import links, metrics_file, write
+
+    def on_a_full_disk(path, flags, mode=0o666):
+        return os.open("/dev/full", os.O_WRONLY) if Path(path).name == full else links.open_own(path, flags, mode)
+    monkeypatch.setattr(metrics_file, "open_own", on_a_full_disk)
+    monkeypatch.setattr(write, "open_own", on_a_full_disk)
     code = cli_main(["train", "--strategy", "bsp", "--steps", "4", "--log-every", "2", "--no-progress",
                      "--out", str(tmp_path / "out"), "--no-checkpoint"])
     line = one_error_line(capsys.readouterr().err)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
+from ..training.rundir.links import refuse_links
 from ..training.rundir.records import Found, Record, read_record, read_text
 from ..training.rundir.write import jsonable, write_record, write_text
 
@@ -117,6 +118,7 @@ def check_start(out: Path, kind: str, *, resume: bool, held: list[str]) -> dict 
     job when resuming (its settings are checked by `begin`), None for a fresh start.
     `held`: what of a job's results and runs `out` holds already, which a fresh start
     refuses. Creates nothing."""
+    refuse_links(out, f"{kind} directory")   # its runs' files are its own (rundir/links.py)
     recorded = read_job(out)
     if resume:
         if recorded is None:
