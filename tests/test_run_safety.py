@@ -345,6 +345,37 @@ def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_pa
         assert "Traceback" not in err
 
 
+def two_processes(tmp_path, *args, timeout=180):
+    """`jaxsel train ARGS` as the 2 processes of one job on loopback (4 CPU devices each),
+    `{i}` in ARGS replaced by the process's index: [(exit code, stderr)] once both ended."""
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", *(a.format(i=i) for a in args),
+                               "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    try:
+        return [(p.wait(timeout), p.communicate()[1]) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+@pytest.mark.slow
+def test_a_run_directory_per_host_is_refused_at_start_on_every_host_unless_one_checkpoint_dir_is_named(tmp_path):
+    """(issue 60 item 6: each host's default checkpoint folder is named for its own run
+    directory, and the final save waited forever for the other's)"""
+    common = ("--strategy", "bsp", "--steps", "4", "--log-every", "2", "--no-progress", "--out", str(tmp_path / "run{i}"))
+    for code, err in two_processes(tmp_path, *common):
+        lines = [line for line in err.splitlines() if "error" in line]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
+        assert "'checkpoint folder'" in lines[0] and "the same --checkpoint-dir" in lines[0], lines[0]
+    for code, err in two_processes(tmp_path, *common, "--checkpoint-dir", str(tmp_path / "ck")):
+        assert code == 0, err[-2000:]
+    assert existing_steps(tmp_path / "ck") == [4]
+
+
 # 10. a fallback is one line, not a flood -------------------------------------------------
 
 def test_asyncio_s_late_record_of_an_unreadable_checkpoint_is_dropped(tmp_path, caplog, capsys):
