@@ -49,9 +49,10 @@ def _user_errors() -> tuple[type, ...]:
     return (UsageError, *loaded_classes(USER_ERRORS))
 
 
-#: file-system failures a user can fix (disk full, quota, read-only, permissions)
+#: file-system failures a user can fix (disk full, quota, read-only, permissions, a symbolic
+#: link where jaxsel writes a file: rundir/links.py)
 FS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                       errno.EISDIR, errno.ENAMETOOLONG})
+                       errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP})
 REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line and the traceback above"
 
 
