@@ -98,7 +98,9 @@ def run(argv: list[str] | None, startup) -> int:
 
         load_plugins(argv)   # registered names must be known before the parser lists them
         parser = build_parser()
-        args = parser.parse_args(argv)
+        from .typos import parse
+
+        args = parse(parser, argv)   # a mistyped flag: its subcommand's usage and the closest flag
         if args.command != "train":
             startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
         if args.command in TRAINING_COMMANDS:
