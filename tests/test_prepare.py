@@ -259,3 +259,20 @@ def test_first_use_of_a_generated_dataset_size_prints_no_tfds_warnings(tmp_path,
     arrays = load_arrays("mnist1d", "train", data_dir=tmp_path, num_samples=100)
     assert len(arrays["label"]) == 80
     assert [r.getMessage() for r in caplog.records] == []   # e.g. TFDS's "Using custom data configuration"
+
+
+def test_the_help_names_every_dataset_prepare_takes(capsys):
+    """The parser imports no JAX and no TFDS, so `prepare NAME`'s help cannot be filled from
+    the catalogue (which builds the embedded sets' TFDS builders): this keeps its list
+    equal to what `prepare` takes, the sources it converts and the embedded sets."""
+    import re
+
+    from jaxsel.cli.command import build_parser
+    from jaxsel.data.prepare import SOURCES
+    from jaxsel.data.sources import KNOWN
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["prepare", "--help"])
+    words = set(re.findall(r"[a-z][a-z0-9_]*", capsys.readouterr().out))
+    embedded = {n for n, spec in KNOWN.items() if spec.builder is not None and spec.source_name == n}
+    assert words & set(KNOWN) == set(SOURCES) | embedded

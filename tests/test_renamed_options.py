@@ -14,7 +14,8 @@ import pytest
 
 import jaxsel
 from jaxsel.cli import main as cli_main
-from jaxsel.core.options import OptionError, RenamedOptionWarning
+from jaxsel.compat.renamed_options import RenamedOptionWarning
+from jaxsel.core.options import OptionError
 from jaxsel.strategies import STRATEGIES, build_strategy
 from jaxsel.training.config import TrainConfig
 

@@ -11,7 +11,7 @@ declares those old names with their fields). The next release removes both. A re
 value (`--local-replicas matmul`) runs as its replacement, noted the same way. A strategy
 option renamed since (DiLoCo's `inner_steps`, now `period`: a strategy's `aliases`) is
 read wherever it is written (entry, `--opt`, config file, an old flag) and warned where it
-is read (`core.options.renamed_options`); `renamed_option_notes` prints each such warning
+is read (`compat.renamed_options`); `renamed_option_notes` prints each such warning
 once, as a note.
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ def renamed_option_notes(stream=None):
     TraitOnClassWarning: a plugin's strategy declaring a trait on its class, as last release
     did) is printed once as a one-line note on stderr instead of a warning; other warnings
     are shown as before."""
-    from ..core.options import NotedDeprecation
+    from ..compat.notes import NotedDeprecation
 
     seen: set[str] = set()
     with warnings.catch_warnings():

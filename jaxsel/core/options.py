@@ -6,8 +6,8 @@ names the valid ones, never dropped; values are coerced to the field's declared 
 an error that names the option. `parse_kv` reads `key=value` pairs. An option's meaning is
 the string written under its field (an attribute docstring), read by `option_docs` for
 help texts (`jaxsel strategies NAME`): declared once, beside the field. An option renamed
-since the last release (a class's `aliases`, old name -> new) is read under its old name
-for one more release, with a DeprecationWarning naming the new one (`renamed_options`).
+since the last release (a class's `aliases`, old name -> new) is renamed before `build`
+sees it, by the one-release shim `jaxsel.compat.renamed_options`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import math
 import textwrap
 import types
 import typing
-import warnings
 from typing import Any, Mapping
 
 from .checks import INT32_MAX, MAX_SEED, int_limit, is_int
@@ -65,34 +64,6 @@ def _class_docs(klass) -> dict[str, str]:
     return docs
 
 
-class NotedDeprecation(DeprecationWarning):
-    """A deprecation the command line prints once as a one-line note, not as a warning
-    (`cli/deprecated.renamed_option_notes`)."""
-
-
-class RenamedOptionWarning(NotedDeprecation):
-    """An option given by its last release's name (`renamed_options`); the command line
-    prints each as a one-line note."""
-
-
-def renamed_options(cls, options: Mapping[str, Any], *, kind: str, name: str, stacklevel: int = 2) -> dict:
-    """`options` with every last-release name of an option (`cls.aliases`, old -> new) read
-    as the new one, each with a RenamedOptionWarning (a DeprecationWarning) naming it; both
-    names given at once is an OptionError naming both. `stacklevel`: the frame the warning
-    names, counted from the caller (2: the caller's caller)."""
-    renamed = getattr(cls, "aliases", {})
-    out = dict(options)
-    for old in [k for k in out if k in renamed]:
-        new = renamed[old]
-        if new in out:
-            raise OptionError(f"{kind} {name!r}: {old}={out[old]!r} and {new}={out[new]!r} both set {new} "
-                              f"({old} is its old name); give it once, as {new}")
-        out[new] = out.pop(old)
-        warnings.warn(f"{kind} {name!r} option {old!r} is now called {new!r}; the old name goes in the next "
-                      f"release: write {new}={out[new]!r}", RenamedOptionWarning, stacklevel=stacklevel + 1)
-    return out
-
-
 def accepts(cls, option: str) -> bool:
     """Whether `cls` takes `option` (by name or by its last release's name, `aliases`)."""
     return getattr(cls, "aliases", {}).get(option, option) in option_names(cls)
@@ -117,7 +88,6 @@ def build(cls, options: Mapping[str, Any] | None, *, kind: str, name: str,
     `context_fields` and only where the user set none; they are never an error.
     """
     options = {k: v for k, v in (options or {}).items() if v is not None}
-    options = renamed_options(cls, options, kind=kind, name=name, stacklevel=3)
     valid = option_names(cls)
     unknown = sorted(set(options) - set(valid))
     if unknown:

@@ -45,7 +45,6 @@ from jax import lax
 from . import compression
 from .aggregate import Aggregator, Bound, get_aggregator
 from .collectives import Groups, PackedReplicasDisagree, mesh_axes, must_agree, varies_across_local_replicas
-from .options import renamed_options
 from .registry import Registry
 
 SYNC_SCOPE = "jaxsel_sync_where"   # name scope of the core's conds (the no-stray-cond test reads it)
@@ -333,24 +332,17 @@ def _moved_attribute(owner, name: str):
     raise AttributeError(f"{what} has no attribute {name!r}")
 
 
-class _ReadsOldNames(abc.ABCMeta):
-    """Strategy's metaclass: a strategy built from Python by an option's last-release name
-    (`DiLoCo(inner_steps=8)`) is built with the new name and warned, as the command line
-    and configs are (`options.renamed_options`); the dataclass's own `__init__` knows only
-    the new one. A class attribute moved to another layer is read through it for one
-    release (`MOVED_ATTRIBUTES`). An ABCMeta, so that a plugin strategy may also be an
-    `abc.ABC`."""
-
-    def __call__(cls, *args, **kwargs):
-        if kwargs.keys() & cls.aliases.keys():
-            kwargs = renamed_options(cls, kwargs, kind="strategy", name=cls.name)
-        return super().__call__(*args, **kwargs)
+class _ReadsMovedAttributes(abc.ABCMeta):
+    """Strategy's metaclass: a class attribute moved to another layer is read through it for
+    one release (`MOVED_ATTRIBUTES`). It leaves construction alone, so a strategy's
+    signature is its dataclass's (`inspect.signature(SelSync)` lists delta, window, ...).
+    An ABCMeta, so that a plugin strategy may also be an `abc.ABC`."""
 
     def __getattr__(cls, name):   # only for names the class and its bases lack
         return _moved_attribute(cls, name)
 
 
-class Strategy(metaclass=_ReadsOldNames):
+class Strategy(metaclass=_ReadsMovedAttributes):
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
     method's options (the CLI and configs check option names against them); `init` gives a
     replica's state, `apply` its step. Everything else has a default. What the layers
@@ -364,7 +356,8 @@ class Strategy(metaclass=_ReadsOldNames):
     own_optimizer: ClassVar[bool] = False
     #: the last release's names of options renamed since, old -> new: still read (from the
     #: command line, configs, Python and old records) for one release, with a
-    #: DeprecationWarning naming the new one (DiLoCo's `inner_steps` is now `period`)
+    #: DeprecationWarning naming the new one (DiLoCo's `inner_steps` is now `period`); set
+    #: by the one-release shim `@jaxsel.compat.renamed_options.renamed(old="new")`
     aliases: ClassVar[dict] = {}
     #: the fields that hold a strategy of their own (a two-level method's levels)
     levels: ClassVar[tuple[str, ...]] = ()

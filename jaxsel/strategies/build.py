@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..compat.renamed_options import read_renamed
 from ..core.options import OptionError, accepts, build, option_defaults, option_names
 from ..core.sync import STRATEGIES, Strategy
 from .triggered import Triggered
@@ -44,7 +45,9 @@ def build_strategy(name: str, options: dict[str, Any] | None = None, **context) 
     if name not in STRATEGIES:
         raise OptionError(STRATEGIES.unknown(name))
     cls = STRATEGIES[name]
-    options = _nested(cls, name, dict(options or {}))
+    options = read_renamed(cls, {k: v for k, v in (options or {}).items() if v is not None}, kind="strategy",
+                           name=name)
+    options = _nested(cls, name, options)
     for level in cls.levels:   # strategies inside a strategy get the run's facts too
         spec = options.get(level) or option_defaults(cls).get(level)
         try:

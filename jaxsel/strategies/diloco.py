@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..compat.renamed_options import renamed
 from ..core.budget import sweep
 from ..core import compression
 from ..core.checks import MAX_SEED, check_int
@@ -137,6 +138,7 @@ class DiLoCoState(NamedTuple):
 
 @STRATEGIES.register("diloco")
 @method_traits(budget=sweep("period", 4, 8, 16, 50))
+@renamed(inner_steps="period")   # the last release's name of H
 @dataclasses.dataclass(frozen=True)
 class DiLoCo(OuterLoop, Strategy):
     """period: H, the local steps between two outer steps (the paper's "inner steps"; the
@@ -153,7 +155,6 @@ class DiLoCo(OuterLoop, Strategy):
     inner steps exchange nothing)"""
     seed: int = 0
     name: ClassVar[str] = "diloco"
-    aliases: ClassVar[dict] = {"inner_steps": "period"}   # the last release's name of H
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's (SPARTA's draw)
 
     def __post_init__(self):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from ..compat.renamed_options import renamed
 from ..core.budget import fires, sweep
 from ..core.sync import STRATEGIES
 from ..core.checks import check_int
@@ -16,6 +17,7 @@ from .triggered import Triggered
 @STRATEGIES.register("selsync")
 # the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
 @method_traits(budget=sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5))) + sweep("max_local", 8, 32))
+@renamed(aggregate="sync")   # the last release's name of the sync mode
 @dataclasses.dataclass(frozen=True)
 class SelSync(GradientPayload, Triggered):
     """Tyagi & Swany (CLUSTER'23). Each replica votes from Delta_bar, a windowed EWMA of
@@ -47,7 +49,6 @@ class SelSync(GradientPayload, Triggered):
     max_local: int | None = None
     """K: also sync after K local steps in a row (none: the significance test alone)"""
     name: ClassVar[str] = "selsync"
-    aliases: ClassVar[dict] = {"aggregate": "sync"}   # the last release's name of the sync mode
 
     def __post_init__(self):
         if self.sync not in ("params", "grads"):

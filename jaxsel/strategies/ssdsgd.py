@@ -29,6 +29,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 
+from ..compat.renamed_options import renamed
 from ..core.budget import sweep
 from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
@@ -46,6 +47,7 @@ class SSDState(NamedTuple):
 @STRATEGIES.register("ssdsgd")
 # the every-step all-reduce runs behind the next local step: "overlapped"
 @method_traits(budget=sweep("period", None, 20), background="overlapped")
+@renamed(k="period")   # the last release's name of the pull period
 @dataclasses.dataclass(frozen=True)
 class SSDSGD(Aggregated, Strategy):
     """period: k, the pull period (the last release's `k` still sets it, warned); warmup_steps: BSP steps first (None: one epoch when the loop
@@ -62,7 +64,6 @@ class SSDSGD(Aggregated, Strategy):
     """weight of the GLU correction (none: 1/k)"""
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"
-    aliases: ClassVar[dict] = {"k": "period"}   # the last release's name of the pull period
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
 
     def __post_init__(self):

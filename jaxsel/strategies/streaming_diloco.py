@@ -27,6 +27,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import optax
 
+from ..compat.renamed_options import renamed
 from ..core.budget import sweep
 from ..core import compression
 from ..core.aggregate import Bound
@@ -56,6 +57,7 @@ class FragmentState(NamedTuple):
 @STRATEGIES.register("streamingdiloco")
 @method_traits(budget=sweep("period", 8, 32),
                unsynced="no fragment's outer step: the evaluated global model stays at its initialization")
+@renamed(inner_steps="period")   # the last release's name of H
 @dataclasses.dataclass(frozen=True)
 class StreamingDiLoCo(OuterLoop, Strategy):
     """period: H (the last release's `inner_steps` still sets it, warned); fragments: P; alpha: weight of the synchronized fragment in the
@@ -71,7 +73,6 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     fragment_by: str = "contiguous"
     """contiguous: consecutive parameter tensors per fragment; strided: every P-th"""
     name: ClassVar[str] = "streamingdiloco"
-    aliases: ClassVar[dict] = {"inner_steps": "period"}   # the last release's name of H
 
     def __post_init__(self):
         if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:

@@ -40,7 +40,7 @@ import weakref
 from typing import Any, Callable, Union
 
 from ..core.budget import Budget
-from ..core.options import NotedDeprecation
+from ..compat.notes import NotedDeprecation
 from ..core.sync import MOVED_ATTRIBUTES
 
 

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from ..core import packing, parallel
-from ..core.options import renamed_options
+from ..compat.renamed_options import read_renamed
 from ..core.aggregate import Aggregator, WithFaultyReplicas
 from ..core.state import consensus, consensus_model_state, init_state
 from ..core.step import make_train_step, resolve_local_loop
@@ -133,13 +133,13 @@ def make_layout(cfg: TrainConfig) -> parallel.Layout:
 def named_now(cfg: TrainConfig) -> TrainConfig:
     """`cfg` with each strategy option given by its last release's name (the strategy's
     `aliases`: DiLoCo's `inner_steps` is `period`) under its new one, warned once
-    (`options.renamed_options`), so the run and its records use today's names; a record
+    (`compat.renamed_options`), so the run and its records use today's names; a record
     that holds an old name is read by old_records.py."""
     cls = STRATEGIES.get(cfg.strategy) if isinstance(cfg.strategy, str) else None
     if cls is None or not set(cfg.strategy_options or {}) & set(cls.aliases):
         return cfg
     try:
-        options = renamed_options(cls, cfg.strategy_options, kind="strategy", name=cfg.strategy, stacklevel=3)
+        options = read_renamed(cls, cfg.strategy_options, kind="strategy", name=cfg.strategy, stacklevel=3)
     except ValueError as err:   # both names given
         raise ConfigError(str(err)) from None
     return dataclasses.replace(cfg, strategy_options=options)
