@@ -201,6 +201,42 @@ def test_postlocalsgd_sync_schedule(mesh):
         assert identical(state.params) == synced[t], f"step {t}"
 
 
+def reference_params_sync_with_opt_state(batches, period: int, lr=0.1, momentum=0.9):
+    """NumPy: each replica's SGD with momentum on its rows; on every `period`-th step the
+    pre-update parameters and the momentum traces are replaced by their replica means before
+    the replicas' own updates (gradients taken at their own pre-average parameters).
+    Returns [(parameters, traces) of every replica after each step], leaves as [b, w]."""
+    w0 = [np.asarray(p, np.float64) for p in jax.tree.leaves(softmax_params())]
+    ws, traces, history = [list(w0) for _ in range(R)], [[np.zeros_like(p) for p in w0] for _ in range(R)], []
+    for t, batch in enumerate(batches):
+        rows = lambda i: slice(4 * i, 4 * (i + 1))
+        grads = [softmax_grad_numpy(ws[i], batch["x"][rows(i)], batch["y"][rows(i)]) for i in range(R)]
+        if (t + 1) % period == 0:
+            mean = lambda trees: [np.mean(np.stack(leaves), axis=0) for leaves in zip(*trees)]
+            ws, traces = [mean(ws)] * R, [mean(traces)] * R
+        traces = [[g + momentum * m for g, m in zip(grads[i], traces[i])] for i in range(R)]
+        ws = [[p - lr * m for p, m in zip(ws[i], traces[i])] for i in range(R)]
+        history.append((ws, traces))
+    return history
+
+
+def test_sync_opt_state_averages_the_optimizer_state_at_a_sync(mesh):
+    """`sync_opt_state=True` (sync="params"): at a sync the momentum traces are averaged
+    with the parameters, so every replica's trace after a sync step is the replicas' mean
+    plus its own gradient; the NumPy reference after every step, synced or not."""
+    batches = softmax_batches(5, seed=2)
+    strategy = TriggeredStrategy(trigger="periodic", trigger_options={"period": 2}, sync="params", sync_opt_state=True)
+    _, hist = run(strategy, mesh, batches)
+    want = reference_params_sync_with_opt_state(batches, period=2)
+    assert [bool(m["synced"]) for _, m in hist] == [False, True, False, True, False]
+    for t, ((state, _), (ws, traces)) in enumerate(zip(hist, want)):
+        for r in range(R):
+            for got, ref in zip(jax.tree.leaves(state.params), ws[r]):
+                np.testing.assert_allclose(got[r], ref, rtol=1e-5, atol=1e-6, err_msg=f"params, step {t}")
+            for got, ref in zip(jax.tree.leaves(state.opt_state), traces[r]):
+                np.testing.assert_allclose(got[r], ref, rtol=1e-5, atol=1e-6, err_msg=f"trace, step {t}")
+
+
 def test_diloco_with_plain_outer_sgd_equals_localsgd(mesh):
     H, batches = 3, softmax_batches(7)
     local, _ = run(jaxsel.LocalSGD(period=H), mesh, batches)

@@ -48,12 +48,13 @@ def stacked(tree):
 
 def user_loop(tx, params, batches, layout="8x1", loss_fn=linreg_loss, weight=None):
     """A user's loop: [(parameters, optimizer state) on the host after each step], each
-    with the replica axis. `batches` hold R * b rows, replica i's are rows i*b ... ."""
+    with the replica axis. `batches` hold R * b rows, replica i's are rows i*b ... .
+    `weight`: every replica's `weight=` each step, or a function of its batch (None: none)."""
     devices, local, _ = LAYOUTS[layout]
 
     def replica(params, opt_state, batch):
         loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-        extra = {} if weight is None else {"weight": weight}
+        extra = {} if weight is None else {"weight": weight(batch) if callable(weight) else weight}
         updates, opt_state = tx.update(grads, opt_state, params, loss=loss, **extra)
         return optax.apply_updates(params, updates), opt_state
 
@@ -207,6 +208,35 @@ def test_a_users_loop_matches_the_numpy_reference(name, layout, users_loops):
     assert synced == [True] * steps if name == "bsp" else synced == decisions
     if name.startswith("selsync"):
         assert any(decisions[2 * SELSYNC["window"] - 1:]) and not all(decisions), "both decisions occur"
+
+
+def reference_fedavg(weights, period):
+    """FedAvg with plain SGD on PROBLEM: replica i's local steps, and after every `period`-th
+    its parameters' mean weighted by the samples it saw since the last sync (weights[t][i]
+    at step t), its count then starting again from 0."""
+    ws, seen = [PROBLEM.init() for _ in range(R)], np.zeros(R)
+    for t, step_weights in enumerate(weights):
+        ws = [optim.apply(ws[i], [-LR * g for g in PROBLEM.grad(i, t, ws[i])]) for i in range(R)]
+        seen = seen + step_weights
+        if (t + 1) % period == 0:
+            ws = [[sum(seen[i] * ws[i][k] for i in range(R)) / seen.sum() for k in range(2)]] * R
+            seen = np.zeros(R)
+    return ws
+
+
+def test_fedavg_weighs_unequal_per_replica_weights_as_numpy_does():
+    """`update(..., weight=n)` with another n per replica and step: each sync's weighted mean
+    counts the samples since the last sync only (the same weights every step, or counts that
+    never restart, would weigh alike and hide a wrong count)."""
+    steps, period = 6, 2
+    weights = np.random.default_rng(5).integers(1, 9, size=(steps, R)).astype(np.float32)
+    batches = [{**LINREG, "n": np.repeat(weights[t], B)} for t in range(steps)]
+    tx = jaxsel.as_optax(jaxsel.FedAvg(period=period), optax.sgd(LR))
+    history = user_loop(tx, {"w": jnp.zeros(D), "b": jnp.zeros(1)}, batches, weight=lambda batch: batch["n"][0])
+    assert [bool(jaxsel.sync_facts(opt)["synced"][0]) for _, opt in history] == [(t + 1) % period == 0
+                                                                                  for t in range(steps)]
+    assert_replicas(history[-1][0], reference_fedavg(weights, period))
+    assert_replicas(history[1][0], reference_fedavg(weights[:2], period))   # the first sync, before any restart
 
 
 @pytest.mark.slow

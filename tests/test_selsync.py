@@ -5,7 +5,7 @@ import optax
 import pytest
 
 import jaxsel
-from helpers import R, softmax_batches, softmax_loss, softmax_params
+from helpers import R, run, softmax_batches, softmax_loss, softmax_params
 from reference import triggers as ref
 
 import jax
@@ -104,6 +104,20 @@ def test_statistic_and_warmup_are_checked():
 def test_delta_zero_syncs_every_step(mesh):
     _, synced, _, _ = run_selsync(mesh, 20, delta=0.0, window=3)
     assert synced.all()
+
+
+@pytest.mark.parametrize("statistic", ["raw", "smoothed"])
+def test_delta_zero_syncs_every_step_where_the_norm_is_flat(mesh, statistic):
+    """The vote is Δ̄ >= δ (the paper's test): δ = 0 syncs on every step even where Δ̄ is
+    exactly 0. A loss linear in the parameters has the same gradient at every step, so the
+    relative changes of its norm are 0 once the window holds no initial zero (from the
+    step after the first decided one; with `>` none of those would sync)."""
+    flat = lambda p, b: p["w"].sum() + p["b"].sum() + 0.0 * b["x"].sum()
+    _, history = run(jaxsel.SelSync(delta=0.0, window=3, statistic=statistic), mesh, softmax_batches(8), loss=flat)
+    warm = jaxsel.SelSync(window=3, statistic=statistic).trigger.warmup_steps
+    deltas = np.stack([m["delta"] for _, m in history])
+    assert (deltas[warm + 1:] == 0.0).all() and warm + 1 < 8, deltas
+    assert [bool(m["synced"]) for _, m in history] == [True] * 8
 
 
 @pytest.mark.parametrize("statistic, forced", [("smoothed", 5), ("raw", 2)])
