@@ -3,6 +3,7 @@ figures, the Pareto fronts, the verdict at budget levels, and its checks before 
 trains. The sweep end to end, killed and resumed: tests/test_long_jobs.py."""
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -280,14 +281,25 @@ def test_a_derived_point_that_trains_another_point_s_configuration_is_marked_the
     assert derived["selsync:delta=fires:0.1"]["same_as"] == "selsync:delta=0"
 
 
-def test_a_resumed_frontier_uses_the_recorded_points(tmp_path):
-    """derived_points.json is read back as written, without plain BSP's runs; one that does
-    not hold the plan's derived points is refused."""
+def test_a_resumed_frontier_uses_the_recorded_points_once_plain_bsp_s_runs_derive_them_again(tmp_path):
+    """derived_points.json is read back as written where plain BSP's runs give those very
+    points; one that does not hold the plan's derived points, one edited (issue 60 item 4:
+    a delta of 5, frontier.md quoted it), one other runs made, or one with no runs to check
+    it against is refused."""
     variants = declared_points("selsync")
     first = points_for(tmp_path, TASK, variants, bsp_runs())
     assert json.loads((tmp_path / DERIVED_FILE).read_text())["points"] == first
-    assert points_for(tmp_path, TASK, variants, None) == first
-    assert points_for(tmp_path, TASK, variants, bsp_runs(seed=1)) == first   # other runs: still the recorded ones
+    assert points_for(tmp_path, TASK, variants, bsp_runs()) == first
+    with pytest.raises(ConfigError, match="but plain BSP's runs derive delta"):
+        points_for(tmp_path, TASK, variants, bsp_runs(seed=1))   # other runs
+    record = json.loads((tmp_path / DERIVED_FILE).read_text())
+    edited = next(iter(record["points"]))
+    record["points"][edited]["delta"] = 5
+    (tmp_path / DERIVED_FILE).write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match=rf"records {re.escape(edited)} as .*\"delta\": 5.* edited"):
+        points_for(tmp_path, TASK, variants, bsp_runs())
+    with pytest.raises(ConfigError, match="cannot be checked"):
+        points_for(tmp_path, TASK, variants, None)
     with pytest.raises(ConfigError, match="records the points"):
         points_for(tmp_path, TASK, [parse_entry("selsync:delta=fires:0.3")], None)
     with pytest.raises(ConfigError, match="cannot be derived"):
@@ -298,7 +310,8 @@ def test_a_resumed_frontier_uses_the_recorded_points(tmp_path):
 def test_a_frontier_derives_selsync_s_deltas_from_its_bsp_cells_and_a_resume_keeps_them(tmp_path, capsys):
     """End to end: the fires:F points run at the deltas derived_points.json records (and
     frontier.json and .md show); a resumed frontier runs a missing point at its recorded
-    delta, not at one derived again."""
+    delta once plain BSP's cells derive it again, and refuses a record edited since (issue
+    60 item 4: it trained at the edited delta)."""
     out = tmp_path / "front"
     argv = ["frontier", "--methods", "selsync", "--grid", "selsync:delta=fires:0.5,selsync:delta=fires:0.1",
             "--dataset", "digits", "--steps", "16", "--batch-size", "4", "--opt", "window=2", "--seeds", "1",
@@ -317,7 +330,12 @@ def test_a_frontier_derives_selsync_s_deltas_from_its_bsp_cells_and_a_resume_kee
 
     shutil.rmtree(out / "selsync_delta=fires_0.5")
     capsys.readouterr()
+    assert main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "records selsync:delta=fires:0.5 as" in err and "edited" in err, err
+    assert not (out / "selsync_delta=fires_0.5").exists()
+    (out / DERIVED_FILE).write_text(json.dumps({"points": derived}))
     assert main([*argv, "--resume"]) == 0
     assert "finished earlier, loaded from bsp/seed0/" in capsys.readouterr().out
     cfg = json.loads((out / "selsync_delta=fires_0.5" / "seed0" / "config.json").read_text())
-    assert cfg["strategy_options"]["delta"] == 0.123
+    assert cfg["strategy_options"]["delta"] == derived["selsync:delta=fires:0.5"]["delta"]

@@ -10,7 +10,8 @@ with its own statistic, window, alpha and warm-up (`significance_stats`, the hos
 implementation tested equal to the device trigger), and takes the delta of that share
 (rounded to 4 significant digits, the label's). The points are written to
 derived_points.json before any of them runs: a resumed frontier, and `jaxsel report`,
-use those very points. A derived point that trains the configuration of another point of
+use those very points, and a resumed frontier derives them again from plain BSP's finished
+cells first: a record that differs (edited) is refused. A derived point that trains the configuration of another point of
 its method (two shares at one delta on a coarse trace) is recorded as the same and not run
 twice.
 """
@@ -131,15 +132,25 @@ def recorded_points(out: Path, variants: list[Variant]) -> dict[str, dict] | Non
 
 
 def points_for(out: Path, base, variants: list[Variant], reference_runs: list | None) -> dict[str, dict]:
-    """The derived points: as recorded in `out`, else derived from `reference_runs` (plain
-    BSP's runs, seed order) and recorded."""
+    """The derived points, derived from `reference_runs` (plain BSP's runs, seed order): as
+    recorded in `out`, where the record holds exactly these (a record is what frontier.md and
+    `jaxsel report` quote, so one that another hand or other runs made is refused, not run),
+    else recorded now."""
     recorded = recorded_points(out, variants)
-    if recorded is not None or not any(fired(v) for v in variants):
+    if not any(fired(v) for v in variants):
         return recorded or {}
     if reference_runs is None:
         raise ConfigError(f"the {FIRES}F points cannot be derived: plain BSP's runs, which they come from, failed "
-                          f"or are missing, and {out / DERIVED_FILE} does not record them")
-    points = derive_points(base, variants, reference_runs)
+                          f"or are missing, so {out / DERIVED_FILE} " + (
+                              "cannot be checked against them" if recorded is not None else "does not record them"))
+    points = json.loads(json.dumps(derive_points(base, variants, reference_runs)))   # as JSON reads them back
+    if recorded is not None:
+        differs = next((e for e in sorted(points) if recorded[e] != points[e]), None)
+        if differs is not None:
+            raise ConfigError(f"{out / DERIVED_FILE} records {differs} as {json.dumps(recorded[differs])[:160]}, "
+                              f"but plain BSP's runs derive delta {points[differs]['delta']}; it was edited or made by "
+                              f"other runs: remove it to derive the points again")
+        return recorded
     write_json(out / DERIVED_FILE, {"about": "each fires:F point's delta: the one that fires on a share F of the "
                                              "post-warm-up steps of plain BSP's runs (their seeds pooled), with "
                                              "the point's own statistic, window, alpha and warm-up",

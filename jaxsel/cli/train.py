@@ -139,6 +139,9 @@ def resumed_note(args, cfg) -> str | None:
 
     if getattr(args, "recorded", None) is None:
         return None
+    if getattr(args, "task", None) is not None:   # its settings would lose to the record's, its name would not
+        raise UsageError(f"--task {args.task} with --resume: the run in {args.out} continues with the settings "
+                         f"{args.out}/{CONFIG_FILE} records, which a task does not change; leave --task out")
     allowed, refused = resume_changes(args.recorded, cfg)
     if refused:
         raise UsageError(f"resuming {args.out}: {'; '.join(refused)} would change the results of the run it "

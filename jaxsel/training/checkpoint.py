@@ -125,12 +125,14 @@ def trajectory_config(cfg) -> dict:
                                  sort_keys=True, default=str))
 
 
-def run_identity(cfg) -> dict:
-    """What a checkpoint must share with the run that resumes from it."""
+def run_identity(cfg, data: str | None = None) -> dict:
+    """What a checkpoint must share with the run that resumes from it: its settings and,
+    given, the fingerprint of the training data it read (data/fingerprint.py)."""
     config = trajectory_config(cfg)
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
     return {**{k: config.get(k) for k in IDENTITY}, "seed": config.get("seed"),
-            "config_hash": digest, "config": config, "state_format": STATE_FORMAT}
+            "config_hash": digest, "config": config, "state_format": STATE_FORMAT,
+            **({"data": data} if data is not None else {})}
 
 
 def check_identity(saved: dict, current: dict, where: str) -> None:
@@ -147,6 +149,11 @@ def check_identity(saved: dict, current: dict, where: str) -> None:
                 f"checkpoint {where} was written by a run with {key}={saved.get(key)!r}, this run "
                 f"has {key}={current.get(key)!r}; resume with the same {key}, or start a fresh "
                 f"run in another --checkpoint-dir")
+    if None not in (saved.get("data"), current.get("data")) and saved["data"] != current["data"]:
+        raise CheckpointMismatch(   # a checkpoint of a jaxsel before data fingerprints: unknown, accepted
+            f"checkpoint {where} was written by a run that trained on other data (fingerprint {saved['data'][:12]}; "
+            f"this run reads {current['data'][:12]}); resume with the "
+            f"data it trained on (its --data-dir), or start a fresh run in another --checkpoint-dir")
     if saved.get("config_hash") != current.get("config_hash"):
         old, new = _spelt_out(saved.get("config", {})), _spelt_out(current.get("config", {}))
         diff = ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}"

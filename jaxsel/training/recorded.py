@@ -26,6 +26,10 @@ from .rundir.records import Found, read_record
 RESUME_FLAG = "--resume of"
 #: where a run lives, which a resume sets itself (they are no change of its settings)
 LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
+#: settings that leave the trajectory alone but not what the run reports: evaluations before
+#: and after the resume on other test examples are not one curve, and packed replicas
+#: computed by another loop differ in the last bits from the uninterrupted run a resume equals
+SAME_ON_RESUME = frozenset({"eval_examples", "local_replicas"})
 
 
 def recorded_settings(out_dir: str | Path) -> dict | None:
@@ -51,7 +55,7 @@ def resume_changes(recorded: dict, cfg: TrainConfig) -> tuple[list[str], list[st
         if name in LOCATION or name == "lr_schedule_steps" or _same(name, before[name], after[name], before):
             continue
         line = f"{named(TrainConfig, name)} {before[name]!r} -> {after[name]!r}"
-        (allowed if name in NOT_TRAJECTORY else refused).append(line)
+        (allowed if name in NOT_TRAJECTORY - SAME_ON_RESUME else refused).append(line)
     return allowed, refused
 
 

@@ -11,6 +11,7 @@ to the strategy layer beyond building it are `strategy_timing`, `describe_strate
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -33,7 +34,8 @@ from ..models import FunctionalModel, build_model
 from ..strategies import STRATEGIES, build_strategy
 from . import distributed
 from .checkpoint import existing_steps, newest_meta
-from .rundir.owner import claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, records
+from .rundir.owner import (claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, not_jaxsels,
+                           records)
 from .config import ConfigError, TrainConfig
 from .evaluation import make_eval_fn
 from .grad_clip import with_clipped_gradients
@@ -41,7 +43,7 @@ from .lr_schedule import RunSamples, never_fires_warning
 from .numbers import byte_size
 from .optim import build_optimizer
 from .run_kinds import refuse_comparison, refuse_job_cell
-from .rundir import CHECKPOINTS_DIR, RUN_RECORDS, RunDir
+from .rundir import CHECKPOINTS_DIR, OWNER_FILE, RUN_RECORDS, RunDir
 from .rundir.links import refuse_links
 from .rundir.records import read_record
 from .sync_horizon import warn_if_never_syncs
@@ -213,6 +215,8 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
             raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
                               f"continue it with --resume, or choose another --out (nothing is overwritten)")
     root = cfg.checkpoint_root()
+    if root is not None:
+        refuse_not_jaxsels(root)
     owner = foreign_owner(root, cfg.out_dir) if root is not None else None
     if root is not None and not cfg.resume:
         steps = existing_steps(root)
@@ -241,6 +245,17 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     check_prepared(cfg.dataset, cfg.data_dir)   # a real dataset: prepared, before anything is created
 
 
+
+
+def refuse_not_jaxsels(root: Path) -> None:
+    """ConfigError when checkpoint folder `root` holds what jaxsel did not write and no owner
+    file (rundir/owner.py `not_jaxsels`): nothing is written into it, not even the owner file."""
+    strange = not_jaxsels(root)
+    if strange:
+        more = f" and {len(strange) - 1} more" if len(strange) > 1 else ""
+        raise ConfigError(f"checkpoint dir {str(root)!r} is not a checkpoint folder of jaxsel's: it holds "
+                          f"{strange[0]!r}{more}, which jaxsel did not write, and no {OWNER_FILE}; jaxsel writes "
+                          f"nothing into it: name a new or empty folder with --checkpoint-dir")
 
 
 def held_records(out_dir: str | os.PathLike) -> list[str]:
@@ -314,9 +329,13 @@ def _recorded_checkpoint_dir(out: Path) -> str | None:
     config = read_record(RunDir(out).config, dict)
     if not config.ok:
         return None   # no run here yet (or not one jaxsel can read): the default
-    recorded = config.value
-    if recorded.get("checkpoint_root"):
-        return recorded["checkpoint_root"]
+    recorded = config.value.get("checkpoint_root")
+    if recorded is not None and (not isinstance(recorded, str) or "\0" in recorded):
+        raise ConfigError(f"{RunDir(out).config}: checkpoint_root is {json.dumps(recorded)[:80]} ("
+                          f"{type(recorded).__name__}), not a folder's path (a string); write this run's checkpoint "
+                          f"folder there, or null for the default")
+    if recorded:
+        return recorded
     legacy = Path(CHECKPOINTS_DIR) / out.name   # jaxsel before unique checkpoint folders
     return str(legacy) if existing_steps(legacy) else None
 

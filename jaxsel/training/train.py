@@ -22,6 +22,7 @@ from ..core import parallel
 from ..core.pacing import pace
 from ..core.correlation import replica_metrics
 from . import distributed
+from ..data.fingerprint import data_fingerprint
 from .checkpoint import Checkpointer, CheckpointMismatch, run_identity
 from .rundir.owner import new_run_id, run_id_of
 from .config import TrainConfig, agreed_settings
@@ -112,7 +113,8 @@ def build_run(cfg: TrainConfig) -> Run:
 def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None) -> RunResult:
     lead = jax.process_index() == 0
     distributed.barrier("train-start")   # every process has its data before the first collective
-    ckpt, start, state, history = _restore(cfg, run, lead)
+    identity = run_identity(cfg, data_fingerprint(run.loader.table)) if cfg.checkpoint_root() is not None else None
+    ckpt, start, state, history = _restore(cfg, run, lead, identity)
     out_dir = _open_run_dir(cfg, run, run_id) if cfg.out_dir and lead else None   # one writer: process 0
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead, samples=run.samples)
@@ -140,7 +142,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
                 if due.eval:
                     _evaluate(run, state, log, t + 1)
                 if due.save:
-                    ckpt.save(t + 1, state, {"identity": run_identity(cfg), "seed": cfg.seed,
+                    ckpt.save(t + 1, state, {"identity": identity, "seed": cfg.seed,
                                              "lr_schedule_steps": run.cfg.lr_schedule_length,
                                              **log.checkpoint_meta()})
                 log.tick()
@@ -199,8 +201,9 @@ def _replica_figures(run: Run, state, log: RunLog) -> dict:
     return evaluate_replicas(run, state)
 
 
-def _restore(cfg: TrainConfig, run: Run, lead: bool):
-    """(checkpointer or None, first step, state, the checkpoint's meta)."""
+def _restore(cfg: TrainConfig, run: Run, lead: bool, identity: dict | None):
+    """(checkpointer or None, first step, state, the checkpoint's meta); a checkpoint of
+    another `identity` (settings, data) is refused."""
     root = cfg.checkpoint_root()
     if root is None:
         return None, 0, run.state, {}
@@ -208,7 +211,7 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool):
     if not cfg.resume:
         return ckpt, 0, run.state, {}
     try:
-        restored = ckpt.restore_latest(run.state, run_identity(cfg), max_step=cfg.steps)
+        restored = ckpt.restore_latest(run.state, identity, max_step=cfg.steps)
     except BaseException:
         ckpt.close()
         raise

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..checkpoint import existing_steps
 from ..config import TrainConfig, default_checkpoint_name
-from .names import CONFIG_FILE, OWNER_FILE
+from .names import CONFIG_FILE, LOCK_NAME, OWNER_FILE
 from .records import read_record
 from .write import write_text
 #: checkpoints/<run dir name>-<8 hex digits of its resolved path>: jaxsel's own naming
@@ -95,6 +95,33 @@ def foreign_owner(root: str | os.PathLike, run_dir: str | os.PathLike | None) ->
     if DEFAULT_NAME.fullmatch(name) and name != default_checkpoint_name(TrainConfig(out_dir=str(run_dir))):
         return "another run directory"   # a folder of jaxsel's naming, named for another path
     return None
+
+
+#: what jaxsel (and Orbax for it) writes into a checkpoint folder besides step folders: its
+#: lock and owner files, the owner file's temporary, a fork's half copy, a step set aside as
+#: corrupt, a save's temporary folder
+OWN_NAMES = re.compile(rf"{re.escape(LOCK_NAME)}|{re.escape(OWNER_FILE)}(\.\d+\.tmp)?|\.fork-\d+-\d+"
+                       rf"|corrupt-\d+-[\d-]+|\d+\.orbax-checkpoint-tmp.*")
+#: what a step folder of jaxsel's holds (any one of them; an empty one is a save cut short)
+STEP_PARTS = frozenset({"meta", "state", "_CHECKPOINT_METADATA", "commit_success.txt"})
+
+
+def not_jaxsels(root: str | os.PathLike) -> list[str]:
+    """The entries of folder `root` that jaxsel did not write there, when no owner file says
+    the folder is jaxsel's ([] for a folder that is missing, empty, owned, or holds only
+    checkpoints: one of a jaxsel from before owner files): a user's folder named as a
+    checkpoint folder (config.json edited, a --checkpoint-dir typo) gets nothing written."""
+    root = Path(root)
+    if not root.is_dir() or (root / OWNER_FILE).is_file():
+        return []
+    return sorted(p.name for p in root.iterdir() if not _jaxsels(p))
+
+
+def _jaxsels(entry: Path) -> bool:
+    if entry.name.isdigit() and entry.is_dir() and not entry.is_symlink():
+        parts = {p.name for p in entry.iterdir()}
+        return not parts or bool(parts & STEP_PARTS)
+    return OWN_NAMES.fullmatch(entry.name) is not None
 
 
 def records(run_dir: str | os.PathLike, root: str | os.PathLike) -> bool:

@@ -1,0 +1,57 @@
+"""What a resume may not change (issue 60 items 3 and 5): the data it trains on (a
+fingerprint of what was read is part of the checkpoint's identity), the test examples its
+evaluations use, how packed replicas are computed, and the task, which its recorded
+settings would silently override."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from jaxsel.cli import main as cli_main
+from jaxsel.data.fingerprint import data_fingerprint
+from jaxsel.data.records import ArrayTable
+from jaxsel.training.checkpoint import CheckpointMismatch, check_identity, run_identity
+from jaxsel.training.plan import plan_run
+from jaxsel.training.train import TrainConfig, train
+
+
+def test_the_fingerprint_sees_one_changed_byte_and_an_old_checkpoint_without_one_passes():
+    x = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    y = np.arange(8)
+    same = data_fingerprint(ArrayTable({"image": x.copy(), "label": y}))
+    assert same == data_fingerprint(ArrayTable({"image": x, "label": y}))
+    x[7, 7] += 1
+    other = data_fingerprint(ArrayTable({"image": x, "label": y}))
+    assert other != same
+    cfg = TrainConfig(strategy="bsp")
+    with pytest.raises(CheckpointMismatch, match="trained on other data"):
+        check_identity(run_identity(cfg, same), run_identity(cfg, other), "ck/4")
+    check_identity(run_identity(cfg), run_identity(cfg, other), "ck/4")   # written before fingerprints
+
+
+@pytest.mark.slow
+def test_a_resume_on_other_data_is_refused(tmp_path):
+    cfg = TrainConfig(strategy="bsp", steps=4, batch_size=8, log_every=2, eval_every=4, checkpoint_every=2,
+                      progress=False, seed=2, checkpoint_dir=str(tmp_path / "ck"), out_dir=str(tmp_path / "out"))
+    train(cfg)
+    plan = plan_run(dataclasses.replace(cfg, resume=True, steps=6))
+    table = plan.data.loader.table
+    plan.data.loader.table = ArrayTable({k: np.roll(v, 1, axis=0) for k, v in table.arrays.items()})
+    with pytest.raises(CheckpointMismatch, match=r"trained on other data \(fingerprint [0-9a-f]{12}; this run"):
+        train(plan)
+
+
+RUN = ["train", "--strategy", "bsp", "--steps", "2", "--batch-size", "8", "--no-progress"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, named", [(["--eval-examples", "50"], "eval_examples"),
+                                          (["--local-replicas", "vmap"], "local_replicas"),
+                                          (["--task", "paper"], "--task paper with --resume")])
+def test_a_resume_that_would_report_another_run_is_refused_in_one_line(tmp_path, capsys, flags, named):
+    out = str(tmp_path / "out")
+    assert cli_main([*RUN, "--out", out, "--checkpoint-dir", str(tmp_path / "ck")]) == 0
+    capsys.readouterr()
+    code = cli_main(["train", "--out", out, "--resume", "--steps", "4", "--no-progress", *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and named in err and "Traceback" not in err, err
