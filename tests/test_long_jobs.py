@@ -24,7 +24,8 @@ FRONTIER = ["frontier", "--methods", "localsgd,bsp", "--grid", "localsgd:period=
             "--eval-every", "6", "--no-progress"]
 #: figures that measure this host's time (or name the directory), not the training
 TIMED = {"wall_time_s", "projected_time_s", "time_to_target_s", "measured_time_to_target_s", "speedup_vs_bsp",
-         "run_dir", "train_time_s", "compile_time_s", "projection", "seconds"}
+         "run_dir", "train_time_s", "compile_time_s", "projection", "seconds", "model_step_s", "model_time_to_target_s",
+         "measured_speedup_vs_bsp", "measured_speedup_ci", "measured_speedup_within_noise"}
 
 
 def untimed(value):
