@@ -24,7 +24,8 @@ FRONTIER = ["frontier", "--methods", "localsgd,bsp", "--grid", "localsgd:period=
             "--eval-every", "6", "--no-progress"]
 #: figures that measure this host's time (or name the directory), not the training
 TIMED = {"wall_time_s", "projected_time_s", "time_to_target_s", "measured_time_to_target_s", "speedup_vs_bsp",
-         "run_dir", "train_time_s", "compile_time_s", "projection", "seconds"}
+         "run_dir", "train_time_s", "compile_time_s", "projection", "seconds", "model_step_s", "model_time_to_target_s",
+         "measured_speedup_vs_bsp", "measured_speedup_ci", "measured_speedup_within_noise"}
 
 
 def untimed(value):
@@ -373,4 +374,5 @@ def test_ctrl_c_in_a_cell_says_what_the_job_keeps_and_how_to_continue(tmp_path, 
     assert str(info.value) == (f"received SIGINT: stopped in cell 5 of 12 ([entry 3 of 3] selsync, seed 1 (2 of 3)) at "
                                f"step 37 of 600, which runs again from its start on resume; the 4 finished cells are "
                                f"kept in {tmp_path}: run the same command with --out {tmp_path} --resume to continue")
+    assert info.value.what == str(info.value).split(": run the same command")[0]   # the command line adds its own
     assert not (tmp_path / "selsync" / "seed1" / "cell.json").exists()

@@ -61,9 +61,10 @@ class JobInterrupted(TrainingInterrupted):
     """A job stopped on a signal in one of its cells: the cell in flight is dropped (it runs
     again from its first step), the finished ones are kept for --resume."""
 
-    def __init__(self, stop: TrainingInterrupted, message: str):
+    def __init__(self, stop: TrainingInterrupted, what: str, out: Path):
         super().__init__(stop.signum, stop.step, None)
-        self.args = (message,)
+        self.what = what   # the command line follows it with the command that continues
+        self.args = (f"{what}: run the same command with --out {out} --resume to continue",)
 
 
 def state_digest(state) -> str:
@@ -249,8 +250,7 @@ class Cells:
         return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in cell {done + 1} of "
                                     f"{self.progress.total} ({what}) at step {stop.step} of {cfg.steps}, which runs "
                                     f"again from its start on resume; the {done} finished cell{'s' * (done != 1)} "
-                                    f"{'are' if done != 1 else 'is'} kept in {self.out}: run the same command with "
-                                    f"--out {self.out} --resume to continue")
+                                    f"{'are' if done != 1 else 'is'} kept in {self.out}", self.out)
 
     def record(self, cfg: TrainConfig, run: RunResult, seconds: float) -> dict:
         directory = Path(cfg.out_dir)

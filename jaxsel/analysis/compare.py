@@ -38,7 +38,8 @@ from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot
 from .progress import Progress
 from .seed_grid import RowRuns, check_seeds, mean_std, mean_syncs, row_result
 from .significance_reach import after_warmup, quiet_note, significance_options, warmup_note
-from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target, speedups
+from .time_spread import add_time_columns
+from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target
 from .variants import Variant, check_variants, parse_strategies, row_config
 
 PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png")
@@ -193,7 +194,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     goal = resolve_target(target, {r.variant.entry: mean_std([x.final["final_test_accuracy"] for x in r.runs])[0]
                                    for r in row_runs})
     rows = [row_result(r, goal, network_label(base)) for r in row_runs]
-    speedups(rows, key="entry")
+    add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
     return rows

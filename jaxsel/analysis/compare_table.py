@@ -15,6 +15,7 @@ from typing import Callable
 from ..training.numbers import figures, plus_minus
 from .matched_budget import BEYOND_SPREAD, sync_note, verdict
 from .plots import LEGEND_NOTE
+from .time_spread import measured_note
 
 MAX_WIDTH = 120
 TEXT_WIDTH = 100
@@ -68,7 +69,7 @@ COLUMNS = (
     Column(("wall", "s"), _number("wall_time_s")),
     Column(("steps", "to tgt"), _steps),
     Column(("MB", "to tgt"), _number("bytes_to_target", _mb, missing="never")),
-    Column(("proj s", "to tgt"), _number("time_to_target_s", missing="never")),
+    Column(("proj s", "to tgt"), _number("model_time_to_target_s", missing="never")),
 )
 VS_BSP = Column(("vs", "BSP"), _speedup)
 
@@ -120,17 +121,20 @@ def legend(rows: list[dict]) -> str:
             f"deviation; each seed's figures in results.json." if len(seeds) > 1 else f"seed {seeds[0]}.")
     net = rows[0].get("project_network", "?")
     vs = "; vs BSP: BSP's projected time to the target over the row's" if has_bsp(rows) else ""
+    step = rows[0].get("model_step_s")
+    model = f", every row's step computing {figures(step * 1e3, DIGITS)} ms (the runs' median measured step, or --project compute_s)" if step else ""
     return (f"{over} test acc: the evaluated model (the replica average); replicas' own acc: each replica's own "
             f"model, mean (min-max; one figure when they agree); sync %: the share of steps that synchronized. "
             f"Target: {rows[0]['target']}. 'to tgt': to the "
-            f"first evaluation of the seed-mean curve at the target; proj s: projected wall-clock on {net} (compute "
-            f"measured here){vs}. MB: per replica; {LEGEND_NOTE}.")
+            f"first evaluation of the seed-mean curve at the target; proj s: projected wall-clock on {net}{model}{vs}. MB: per replica; {LEGEND_NOTE}.")
 
 
 def notes(rows: list[dict]) -> list[str]:
     """The notes under the table, one sentence each (printed after "note: ", wrapped)."""
     out = [r[key] for key in ("warmup_note", "quiet_note") for r in rows if r.get(key)]
-    return [*correlation_note(rows), *out, *(sync_note(m, a) for a, m in matched_pairs(rows))]
+    measured = measured_note(rows)
+    return [*correlation_note(rows), *out, *(sync_note(m, a) for a, m in matched_pairs(rows)),
+            *([measured] if measured else [])]
 
 
 def correlation_note(rows: list[dict]) -> list[str]:

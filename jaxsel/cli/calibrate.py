@@ -73,6 +73,7 @@ def _calibrate(args, out: str) -> int:
     top = ensure_writable(out)
 
     def start():
+        args.run_dir = out   # a stop from here on names it in the command that continues
         print(f"run directory: {out}", flush=True)
         print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)

@@ -14,6 +14,7 @@ import errno
 import sys
 
 from .common import UsageError
+from .next_command import stop_line
 
 
 #: errors about the user's input found while running: one line, exit code 2 ("module:Class")
@@ -124,10 +125,10 @@ def run(argv: list[str] | None, startup) -> int:
         print(f"jaxsel: error: {one_line(err)}", file=sys.stderr)
         return 2
     except StoppedEarly as stop:
-        print(f"jaxsel: {stop}", file=sys.stderr)
+        print(f"jaxsel: {stop_line(stop, None, argv)}", file=sys.stderr)
         return stop.exit_code
-    except KeyboardInterrupt:   # a second Ctrl-C
-        print("jaxsel: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as stop:   # a second Ctrl-C
+        print(f"jaxsel: {stop_line(stop, None, argv)}", file=sys.stderr)
         return 130
     if not getattr(args, "func", None):
         parser.print_help()
@@ -141,13 +142,13 @@ def run(argv: list[str] | None, startup) -> int:
         print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
     except (*_interrupted(), StoppedEarly) as stop:  # SIGTERM -> 143, SIGINT -> 130 (after saving)
-        print(f"jaxsel {args.command}: {stop}", file=sys.stderr)
+        print(f"jaxsel {args.command}: {stop_line(stop, args, argv)}", file=sys.stderr)
         return stop.exit_code
     except _run_faults() as err:  # NaN/inf, unreadable checkpoints, a lost peer: one line, exit 1
         print(f"jaxsel {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"jaxsel {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as stop:   # a second Ctrl-C: no saving, what is kept is kept
+        print(f"jaxsel {args.command}: {stop_line(stop, args, argv)}", file=sys.stderr)
         return 130
     except OSError as err:
         if err.errno not in FS_ERRNOS:

@@ -88,6 +88,7 @@ def _compare(args, out: str) -> int:
         undo = undo_created(out, True)
 
     def start():   # the directory is ours (locked, fresh): say what runs where
+        args.run_dir = out   # a stop from here on names it in the command that continues
         print(f"run directory: {out}", flush=True)
         print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)

@@ -94,6 +94,7 @@ def _frontier(args, out: str) -> int:
     cells = len(plan.variants) * args.seeds
 
     def start():
+        args.run_dir = out   # a stop from here on names it in the command that continues
         print(f"run directory: {out}", flush=True)
         print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)

@@ -53,9 +53,10 @@ class TrainingInterrupted(Exception):
     def __init__(self, signum: int, step: int, checkpoint: str | None):
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
         name = signal.Signals(signum).name
-        saved = (f"saved checkpoint at step {step} in {checkpoint}; continue with --resume"
-                 if checkpoint else "no checkpoint saved")
-        super().__init__(f"received {name}: stopped after step {step}, {saved}")
+        #: what happened, without how to go on (the command line adds the command that continues)
+        self.what = (f"received {name}: stopped after step {step}, "
+                     + (f"saved checkpoint at step {step} in {checkpoint}" if checkpoint else "no checkpoint saved"))
+        super().__init__(self.what + ("; continue with --resume" if checkpoint else ""))
 
     @property
     def exit_code(self) -> int:

@@ -1,18 +1,22 @@
-"""Will a strategy synchronize at all within the run? A warning for periodic strategies
-whose period outlasts the run.
+"""Will a strategy show its method within the run? Warnings, one line each, for periodic
+strategies whose period outlasts the run, for a run no longer than the method's warm-up,
+and (after the run) for an adaptive method that never synced after its warm-up.
 
 DiLoCo's default H = 500 (the paper's) in a 200-step run never takes an outer step, and
 its evaluated global model stays at its initialization: a chance-level result with no
 hint why. Static triggers (always, periodic, before, any-of) say exactly when they first
-fire; data-dependent ones (SelSync's significance test) cannot be judged in advance.
+fire; data-dependent ones (SelSync's significance test) cannot be judged in advance, but
+their forced warm-up can: a 20-step SelSync run (W = 25) is all warm-up, BSP in all but
+name ("synced 20 of 20"), and a run whose test never fires after it is local SGD without
+averaging. Either reported as SelSync's result says nothing about SelSync.
 """
 from __future__ import annotations
 
 import sys
 
 from ..core.options import option_names
-from ..core.triggers import UNKNOWN, first_sync_step
-from ..strategies.traits import traits_of
+from ..core.triggers import UNKNOWN, AnyOf, Before, Capped, Significance, first_sync_step
+from ..strategies.traits import is_adaptive, traits_of
 
 
 #: what a two-level method's level never synchronizing means
@@ -64,9 +68,57 @@ def remedy(strategy) -> str:
     return "make it sync sooner"
 
 
+def warmup_length(strategy) -> int:
+    """The steps a strategy forces to sync before its method decides (0: none): SelSync's
+    forced syncs (`warmup`, else until Delta_bar's window is full), a `before` trigger's
+    steps, SSD-SGD's BSP warm-up (`warmup_steps`), Post-local SGD's BSP phase (`switch_step`)."""
+    for field in ("switch_step", "warmup_steps"):   # Post-local SGD's BSP phase, SSD-SGD's BSP warm-up
+        declared = getattr(strategy, field, None)
+        if isinstance(declared, int) and not isinstance(declared, bool):
+            return declared
+    return _trigger_warmup(getattr(strategy, "trigger", None)) if not strategy.levels else 0
+
+
+def _trigger_warmup(trigger) -> int:
+    if isinstance(trigger, Significance):
+        return int(trigger.warmup_steps)
+    if isinstance(trigger, Capped):
+        return _trigger_warmup(trigger.inner)
+    if isinstance(trigger, Before):
+        return int(trigger.step)
+    if isinstance(trigger, AnyOf):
+        return max((_trigger_warmup(t) for t in trigger.triggers), default=0)
+    return 0
+
+
+def all_warmup_warning(strategy, total_steps: int) -> str | None:
+    """One line when the run is no longer than the strategy's warm-up: every step it takes
+    is forced, so it never shows the method."""
+    warm = warmup_length(strategy)
+    if warm < total_steps:
+        return None
+    return (f"jaxsel: warning: {strategy.describe()}: its first {warm} steps are a warm-up that the method does not "
+            f"decide, and this run has {total_steps}: its result is the warm-up's, not the method's; raise --steps "
+            f"past {warm}")
+
+
+def no_sync_after_warmup_warning(strategy, records: list[dict], total_steps: int) -> str | None:
+    """After the run: one line when an adaptive strategy (one that decides during the run
+    which steps sync) never synced after its warm-up (a run longer than it)."""
+    warm = warmup_length(strategy)
+    if warm >= total_steps or not is_adaptive(strategy):
+        return None
+    after = [r for r in records if r["step"] >= warm]
+    if not after or any(r["synced"] for r in after):
+        return None
+    return (f"jaxsel: warning: {strategy.describe()}: no sync after its {warm}-step warm-up in this "
+            f"{total_steps}-step run: from step {warm} on the replicas never averaged, so its result is local "
+            f"training's, not the method's; make it sync more readily (e.g. a lower delta) or run longer")
+
+
 def warn_if_never_syncs(strategy, total_steps: int, stream=None) -> str | None:
-    """Print `never_syncs_warning` (if any) as one line on stderr; return it."""
-    line = never_syncs_warning(strategy, total_steps)
+    """Print `never_syncs_warning`, else `all_warmup_warning` (if any) as one line on stderr; return it."""
+    line = never_syncs_warning(strategy, total_steps) or all_warmup_warning(strategy, total_steps)
     if line:
         print(line, file=stream or sys.stderr, flush=True)
     return line

@@ -37,6 +37,7 @@ from .rundir import RunDir
 from .rundir.lock import lock_run
 from .rundir.write import write_record
 from .runlog import RunLog
+from .sync_horizon import no_sync_after_warmup_warning
 
 __all__ = ["RunPlan", "RunResult", "TrainConfig", "build_run", "plan_run", "train"]
 
@@ -159,6 +160,10 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
                 ckpt.close()
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
              **_replica_figures(run, state, log)}
+    if lead:   # an adaptive method that never synced after its warm-up: its result is not the method's
+        late = no_sync_after_warmup_warning(run.strategy, log.records, cfg.steps)
+        if late:
+            print(late, file=sys.stderr, flush=True)
     if out_dir:
         write_record(RunDir(out_dir).evals, log.evals)
         write_record(RunDir(out_dir).final, final)

@@ -1,0 +1,55 @@
+"""Runs too short to show their method say so, one line each (issue 61): a run no longer
+than the method's forced warm-up (a 20-step SelSync run is all warm-up), and an adaptive
+method that never synced after it (its result is local training's)."""
+import pytest
+
+from jaxsel.strategies import build_strategy
+from jaxsel.training.config import TrainConfig
+from jaxsel.training.run import make_strategy
+from jaxsel.training.sync_horizon import all_warmup_warning, no_sync_after_warmup_warning, warmup_length
+
+
+@pytest.mark.parametrize("name, options, warm", [
+    ("selsync", {}, 24),                                  # W - 1 forced syncs, statistic raw
+    ("selsync", {"statistic": "smoothed"}, 49),           # 2W - 1
+    ("selsync", {"warmup": 7, "max_local": 4}, 7),        # capped: the inner test's warm-up
+    ("ssdsgd", {"warmup_steps": 30, "period": 4}, 30),    # Before(w) | Periodic(k, start=w)
+    ("postlocal", {"switch_step": 100}, 100),             # its BSP phase
+    ("bsp", {}, 0), ("localsgd", {"period": 8}, 0), ("hierarchical", {}, 0),
+])
+def test_the_warm_up_each_method_forces(name, options, warm):
+    assert warmup_length(build_strategy(name, options)) == warm
+
+
+def test_a_run_no_longer_than_the_warm_up_is_one_warning_line():
+    strategy = build_strategy("selsync", {})
+    line = all_warmup_warning(strategy, 20)
+    assert line == ("jaxsel: warning: selsync (delta=0.3, W=25, raw): its first 24 steps are a warm-up that the method "
+                    "does not decide, and this run has 20: its result is the warm-up's, not the method's; raise "
+                    "--steps past 24")
+    assert all_warmup_warning(strategy, 24) is not None and all_warmup_warning(strategy, 25) is None
+    assert all_warmup_warning(build_strategy("bsp", {}), 1) is None
+
+
+def test_the_run_assembly_prints_it_once_on_stderr(capsys):
+    make_strategy(TrainConfig(strategy="selsync", steps=20), steps_per_epoch=10)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "its first 24 steps are a warm-up" in err and "this run has 20" in err
+    make_strategy(TrainConfig(strategy="diloco", steps=10), steps_per_epoch=10)   # the never-syncs line alone
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "beyond this 10-step run" in err
+
+
+def _records(synced_steps, steps=60):
+    return [{"step": t, "synced": t in synced_steps} for t in range(steps)]
+
+
+def test_an_adaptive_method_that_never_synced_after_its_warm_up_says_so():
+    strategy = build_strategy("selsync", {"delta": 50})
+    line = no_sync_after_warmup_warning(strategy, _records(set(range(24))), 60)
+    assert line.startswith("jaxsel: warning: selsync (delta=50, W=25, raw): no sync after its 24-step warm-up in "
+                           "this 60-step run: from step 24 on the replicas never averaged") and "\n" not in line
+    assert no_sync_after_warmup_warning(strategy, _records({*range(24), 40}), 60) is None
+    assert no_sync_after_warmup_warning(strategy, _records(set(range(20)), 20), 20) is None   # all warm-up: above
+    periodic = build_strategy("localsgd", {"period": 100})   # not adaptive: the never-syncs line judges it
+    assert no_sync_after_warmup_warning(periodic, _records(set()), 60) is None
