@@ -316,12 +316,14 @@ def test_a_jobs_compilation_cache_is_loaded_only_where_this_user_made_it(tmp_pat
     cache a stopped job of this user left is kept for its resume."""
     import jax
 
-    from jaxsel.analysis.job import CACHE_SEAL, kept_compilations, trusted_cache
+    from jaxsel.analysis.job import CACHE_SEAL, kept_compilations, seal_cache, trusted_cache
 
     monkeypatch.setenv("JAXSEL_CACHE_DIR", str(tmp_path / "home-cache"))
     folder = tmp_path / "job" / ".xla-cache"
-    trusted_cache(folder)   # a job of this user starts: its cache is sealed
+    trusted_cache(folder)   # a job of this user starts
+    folder.mkdir(parents=True)
     (folder / "compiled-entry").write_bytes(b"native code")
+    seal_cache(folder)      # and stops: what it compiled is sealed
     trusted_cache(folder)   # its resume keeps it
     assert (folder / "compiled-entry").is_file() and capsys.readouterr().err == ""
     for seal in ("0" * 64, None):   # someone else's seal, or none
@@ -331,8 +333,8 @@ def test_a_jobs_compilation_cache_is_loaded_only_where_this_user_made_it(tmp_pat
         else:
             (folder / CACHE_SEAL).write_text(seal)
         trusted_cache(folder)
-        assert not (folder / "compiled-entry").exists() and (folder / CACHE_SEAL).is_file()
-        assert "was not made by this user on this machine" in capsys.readouterr().err
+        assert not (folder / "compiled-entry").exists()
+        assert "not sealed by this user on this machine" in capsys.readouterr().err
     saved = jax.config.jax_compilation_cache_dir   # the suite sets one; a job's own is used without
     jax.config.update("jax_compilation_cache_dir", None)
     try:

@@ -24,7 +24,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jaxsel
 from helpers import R, softmax_batches, softmax_loss, softmax_params
 from jaxsel.strategies import SPARTA, STRATEGIES, build_strategy
-from reference import islands, optim, outer, sparta, triggers
+from reference import islands, optim, outer, sparta, sync_orders, triggers
 from reference.codecs import simulate_local_sgd
 from reference.linreg import make_problem
 from reference.trees import as_float, mean_over_replicas
@@ -104,10 +104,12 @@ def reference_localsgd(steps, period=3):
     return ws, [(t + 1) % period == 0 for t in range(steps)]
 
 
-def reference_selsync(steps, **significance):
-    """SelSync (sync="params") in closed loop: tests/reference/triggers.py decides from
-    each replica's statistic (the sum of its gradient tensors' norms) at the step's own
-    parameters; the parameters are averaged before the replicas' own SGD steps."""
+def reference_selsync(steps, sync="params", momentum=None, sync_opt_state=False, **significance):
+    """SelSync in closed loop: tests/reference/triggers.py decides from each replica's
+    statistic (the sum of its gradient tensors' norms) at the step's own parameters; the
+    parameters are averaged before the replicas' own SGD steps (sync="params", the
+    authors' order) or after them ("model"), the momentum too where `sync_opt_state`
+    (tests/reference/sync_orders.py)."""
     sel, decisions, last = triggers.SelSync(R, **significance), [], {}
 
     def grad_fn(i, t, params):
@@ -118,7 +120,8 @@ def reference_selsync(steps, **significance):
         decisions.append(sel.step([sum(np.linalg.norm(g) for g in last[i]) for i in range(R)]))
         return decisions[-1]
 
-    ws, _, _ = simulate_local_sgd(PROBLEM.init(), grad_fn, R, steps, decide, LR, None, mode="params")
+    ws = sync_orders.simulate(PROBLEM.init(), grad_fn, R, steps, decide, optim.SGD(LR, momentum=momentum), sync,
+                              sync_opt_state)
     return ws, decisions
 
 
@@ -156,6 +159,14 @@ REFERENCES = {   # name -> (strategy, inner optimizer, steps, reference)
                 lambda steps: reference_selsync(steps, **SELSYNC)),
     "selsync-raw": (lambda: jaxsel.SelSync(**SELSYNC_RAW), lambda: optax.sgd(LR), 12,
                     lambda steps: reference_selsync(steps, **SELSYNC_RAW)),
+    "selsync-model": (lambda: jaxsel.SelSync(sync="model", **SELSYNC), lambda: optax.sgd(LR, momentum=0.9), 12,
+                      lambda steps: reference_selsync(steps, "model", 0.9, **SELSYNC)),
+    "selsync-opt-state": (lambda: jaxsel.SelSync(sync_opt_state=True, **SELSYNC),
+                          lambda: optax.sgd(LR, momentum=0.9), 12,
+                          lambda steps: reference_selsync(steps, "params", 0.9, True, **SELSYNC)),
+    "selsync-model-opt-state": (lambda: jaxsel.SelSync(sync="model", sync_opt_state=True, **SELSYNC),
+                                lambda: optax.sgd(LR, momentum=0.9), 12,
+                                lambda steps: reference_selsync(steps, "model", 0.9, True, **SELSYNC)),
     "diloco": (lambda: jaxsel.DiLoCo(period=2), lambda: optax.sgd(LR), 6, reference_diloco),
     "sparta": (lambda: SPARTA(fraction=0.5, seed=3), lambda: optax.sgd(LR, momentum=0.9), 4, reference_sparta),
     "sparta-period": (lambda: SPARTA(fraction=0.5, seed=3, period=3), lambda: optax.sgd(LR, momentum=0.9), 4,
@@ -231,6 +242,8 @@ COVERED = {
     "syncswitch-offline-s2": ("syncswitch", {"staleness": 2}),
     "syncswitch-online-s2": ("syncswitch", {"policy": "online", "staleness": 2}),
     "selsync-grads": ("selsync", {"sync": "grads", "window": 2, "delta": 0.05}),
+    "selsync-model": ("selsync", {"sync": "model", "window": 2, "delta": 0.05}),
+    "selsync-opt-state": ("selsync", {"sync_opt_state": True, "window": 2, "delta": 0.05}),
     "selsync-max-local": ("selsync", {"window": 2, "delta": 1.0, "max_local": 1}),
     "selsync-raw-w0": ("selsync", {"window": 2, "delta": 0.3, "statistic": "raw", "warmup": 0}),
     "selsync-smoothed-w1": ("selsync", {"window": 2, "delta": 0.05, "statistic": "smoothed", "warmup": 1}),

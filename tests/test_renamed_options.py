@@ -153,5 +153,5 @@ def test_selsync_s_sync_mode_is_sync_as_triggered_s_and_aggregate_is_read_for_on
     assert strategy == jaxsel.SelSync(sync="grads", window=2)
     assert one_warning(record) == ("strategy 'selsync' option 'aggregate' is now called 'sync'; the old name "
                                    "goes in the next release: write sync='grads'")
-    with pytest.raises(ValueError, match="sync must be 'params' or 'grads', got 'model'"):
-        jaxsel.SelSync(sync="model")
+    with pytest.raises(ValueError, match=r"sync must be one of \('grads', 'params', 'model'\), got 'both'"):
+        jaxsel.SelSync(sync="both")

@@ -186,10 +186,15 @@ def test_resume_with_steps_below_the_checkpoint_is_refused(tmp_path):
 # 6. disk full, unusable --out ------------------------------------------------------------
 
 @pytest.mark.parametrize("full", ["metrics.jsonl", ".evals.json.tmp"])
-def test_disk_full_is_one_line_naming_the_file(tmp_path, capsys, full):
-    """(issue 48 item 10: a JSON record's failed write named no file)"""
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / full).symlink_to("/dev/full")   # every write: ENOSPC
+def test_disk_full_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch, full):
+    """(issue 48 item 10: a JSON record's failed write named no file) The file is opened on
+    /dev/full, where every write fails with ENOSPC (a link to it is refused: rundir/links.py)."""
+    from jaxsel.training.rundir import links, metrics_file, write
+
+    def on_a_full_disk(path, flags, mode=0o666):
+        return os.open("/dev/full", os.O_WRONLY) if Path(path).name == full else links.open_own(path, flags, mode)
+    monkeypatch.setattr(metrics_file, "open_own", on_a_full_disk)
+    monkeypatch.setattr(write, "open_own", on_a_full_disk)
     code = cli_main(["train", "--strategy", "bsp", "--steps", "4", "--log-every", "2", "--no-progress",
                      "--out", str(tmp_path / "out"), "--no-checkpoint"])
     line = one_error_line(capsys.readouterr().err)
@@ -338,6 +343,37 @@ def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_pa
         lines = [line for line in err.splitlines() if "error" in line]
         assert len(lines) == 1 and "'delta'" in lines[0] and "0.3" in lines[0] and "0.5" in lines[0], err[-2000:]
         assert "Traceback" not in err
+
+
+def two_processes(tmp_path, *args, timeout=180):
+    """`jaxsel train ARGS` as the 2 processes of one job on loopback (4 CPU devices each),
+    `{i}` in ARGS replaced by the process's index: [(exit code, stderr)] once both ended."""
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", *(a.format(i=i) for a in args),
+                               "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    try:
+        return [(p.wait(timeout), p.communicate()[1]) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+@pytest.mark.slow
+def test_a_run_directory_per_host_is_refused_at_start_on_every_host_unless_one_checkpoint_dir_is_named(tmp_path):
+    """(issue 60 item 6: each host's default checkpoint folder is named for its own run
+    directory, and the final save waited forever for the other's)"""
+    common = ("--strategy", "bsp", "--steps", "4", "--log-every", "2", "--no-progress", "--out", str(tmp_path / "run{i}"))
+    for code, err in two_processes(tmp_path, *common):
+        lines = [line for line in err.splitlines() if "error" in line]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
+        assert "'checkpoint folder'" in lines[0] and "the same --checkpoint-dir" in lines[0], lines[0]
+    for code, err in two_processes(tmp_path, *common, "--checkpoint-dir", str(tmp_path / "ck")):
+        assert code == 0, err[-2000:]
+    assert existing_steps(tmp_path / "ck") == [4]
 
 
 # 10. a fallback is one line, not a flood -------------------------------------------------

@@ -53,10 +53,11 @@ def test_a_supervised_process_does_not_supervise_again(monkeypatch):
     assert not available()
 
 
-def _start(tmp_path: Path, body: str) -> tuple[subprocess.Popen, Path]:
-    """A supervisor whose child writes its pid to a file and then runs `body`."""
+def _start(tmp_path: Path, body: str, setup: str = "") -> tuple[subprocess.Popen, Path]:
+    """A supervisor whose child runs `setup`, writes its pid to a file (ready) and then runs `body`."""
     pid_file = tmp_path / "child.pid"
-    code = f"import os, pathlib, time, signal\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n{body}"
+    code = (f"import os, pathlib, time, signal\n{setup}\n"
+            f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n{body}")
     sup = subprocess.Popen([sys.executable, "-c", SUPERVISOR, *child(code)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
@@ -75,18 +76,38 @@ def _alive(pid: int) -> bool:
 
 
 def test_sigterm_reaches_the_training_process_once(tmp_path):
-    body = ("seen = []\n"
-            "signal.signal(signal.SIGTERM, lambda s, f: seen.append(s))\n"
-            "deadline = time.monotonic() + 30\n"
+    """The child says it is ready only once its handler is in place (a SIGTERM before that
+    would end it, exit 143), and the supervisor forwards from before the child starts."""
+    setup = ("seen = []\n"
+             "signal.signal(signal.SIGTERM, lambda s, f: seen.append(s))")
+    body = ("deadline = time.monotonic() + 30\n"
             "while not seen and time.monotonic() < deadline: time.sleep(0.01)\n"
             "time.sleep(0.3)\n"
             "print('child saw', len(seen), 'SIGTERM', flush=True)\n"
             "raise SystemExit(0 if seen else 5)")
-    sup, _ = _start(tmp_path, body)
+    sup, _ = _start(tmp_path, body, setup)
     sup.send_signal(signal.SIGTERM)
     out = sup.communicate(timeout=60)[0]
     assert sup.returncode == 0, out
     assert "child saw 1 SIGTERM" in out
+
+
+def test_a_sigterm_while_the_child_starts_is_forwarded_not_fatal(tmp_path):
+    """A SIGTERM that reaches the supervisor before its child exists (sent here from inside
+    its `Popen`, the window a loaded host stretches) is forwarded once the child runs: the
+    supervisor ends as a forwarded SIGTERM (143; the child died of it before its own
+    handler), never killed by it (-15) with its child left to PR_SET_PDEATHSIG."""
+    early = ("import os, signal, subprocess, sys\n"
+             "from jaxsel.training import supervisor\n"
+             "popen = subprocess.Popen\n"
+             "def starting(*args, **kwargs):\n"
+             "    os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return popen(*args, **kwargs)\n"
+             "supervisor.subprocess.Popen = starting\n"
+             "sys.exit(supervisor.supervise(sys.argv[1:], 'process 0 of 2'))")
+    done = subprocess.run([sys.executable, "-c", early, *child("import time; time.sleep(30)")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stdout + done.stderr)
 
 
 def test_the_training_process_dies_with_its_supervisor(tmp_path):

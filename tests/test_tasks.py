@@ -110,7 +110,7 @@ def test_the_header_names_the_task(tmp_path, capsys):
     assert main(["compare", "--task", "paper", "--devices", "2", "--steps", "2", "--eval-every", "2",
                  "--strategies", "bsp", "--seeds", "1", "--no-match-budget", "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
-    assert f"task: paper with steps=2 (the task: {PAPER.summary})" in printed
+    assert f"task: paper with steps=2 (the task: {PAPER.summary})" in " ".join(printed.split())   # wrapped
     assert "layout: 10 replicas on 2 x CPU (cpu), 5 per device" in printed
     config = json.loads((out / "bsp" / "seed0" / "config.json").read_text())
     assert (config["partition"], config["replicas"], config["batch_size"]) == ("seldp", 10, 32)
@@ -136,5 +136,6 @@ def test_train_s_header_names_its_task_and_its_summary_prints_bytes_readably(tmp
                         (["--dataset", "digits", "--partition", "seldp"],
                          f"task: label-skew with dataset=digits, partition=seldp (the task: {LABEL_SKEW.summary})")):
         assert main(["train", "--no-progress", "--no-checkpoint", "--out", str(tmp_path / "r"), *flags]) == 0
-        assert headers.pop() == (task, "layout: 8 replicas on 8 x CPU (cpu), 1 per device")
+        head, layout = headers.pop()
+        assert " ".join(head.split()) == task and layout == "layout: 8 replicas on 8 x CPU (cpu), 1 per device"
     assert "bytes_allreduced: 79.4 MB (79390200 bytes)" in capsys.readouterr().out

@@ -202,6 +202,36 @@ def hlo_counts(text: str) -> dict:
     return {"fusions": sum(op == "fusion" for op in work), "ops": len(work)}
 
 
+_DEFINITION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\w+\[[\d,]*\])")
+_REDUCTION = re.compile(r"\s(?:reduce|reduce-window)\((?:(\w+\[[\d,]*\])\S* )?%?([\w.\-]+)")
+
+
+def _elements(shape: str) -> int:
+    return math.prod(int(d) for d in shape[shape.index("[") + 1:-1].split(",") if d)
+
+
+def gradient_reductions(text: str, sizes) -> int:
+    """How many reductions (`reduce`, `reduce-window`, in any computation of compiled HLO
+    text) read a tensor with as many elements as one of `sizes`, a model's parameter (so
+    gradient) tensors: how often a step reads its gradients whole in a reduction, e.g.
+    SelSync's norm. Unlike an op count this holds across XLA releases: XLA may lay a
+    tensor out anew, reshape it or split its reduction in two stages, but the first stage
+    still reads all of it. A step with no gradient statistic (BSP) has none: its backward
+    pass reduces activations, whose sizes the caller checks this way."""
+    sizes, shapes, count = set(sizes), {}, 0
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            shapes = {}   # a new computation: names are its own
+        definition = _DEFINITION.match(line)
+        if definition:
+            shapes[definition.group(1)] = definition.group(2)
+        reduction = _REDUCTION.search(line)
+        if reduction:
+            shape = reduction.group(1) or shapes.get(reduction.group(2))
+            count += shape is not None and _elements(shape) in sizes
+    return count
+
+
 def hlo_ops(text: str) -> collections.Counter:
     """The entry computation's work-launching ops, each labelled by its opcode and the JAX
     operation it came from (metadata op_name, the jit's own name dropped), e.g.

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..strategies.traits import traits_of
 from ..training.numbers import significant
-from ..training.rundir.write import write_record as write_json
+from ..training.rundir.write import write_record as write_json, write_text
 from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front
@@ -189,7 +189,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
     write_json(out / "frontier.json", result)
     plot_frontier(result, out / "frontier.png")
-    (out / "frontier.md").write_text(markdown(result, out))
+    write_text(out / "frontier.md", markdown(result, out))
     return result
 
 

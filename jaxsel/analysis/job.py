@@ -27,8 +27,9 @@ from pathlib import Path
 
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
-from ..training.rundir.records import Found, Record, read_record, read_text
-from ..training.rundir.write import jsonable, write_record, write_text
+from ..training.rundir.links import refuse_links
+from ..training.rundir.records import Found, Record, read_record
+from ..training.rundir.write import jsonable, write_record
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
 #: is shown (multi-host runs may set them per process for the same reason)
@@ -117,6 +118,7 @@ def check_start(out: Path, kind: str, *, resume: bool, held: list[str]) -> dict 
     job when resuming (its settings are checked by `begin`), None for a fresh start.
     `held`: what of a job's results and runs `out` holds already, which a fresh start
     refuses. Creates nothing."""
+    refuse_links(out, f"{kind} directory")   # its runs' files are its own (rundir/links.py)
     recorded = read_job(out)
     if resume:
         if recorded is None:
@@ -164,61 +166,116 @@ def kept_compilations(out: str | Path):
     """`seed_grid.reuse_compilations` in OUT/.xla-cache: a resumed job loads the programs
     the stopped one compiled. Removed once the job has finished (nothing reads it then);
     a cache the user set (JAX_COMPILATION_CACHE_DIR) is used instead and left alone. The
-    cache holds native code that this process would run, so only a cache this user made
-    on this machine is loaded (`trusted_cache`)."""
+    cache holds native code that this process would run, so only entries this user sealed
+    on this machine are loaded (`trusted_cache`); a job that stops seals what it compiled
+    (`seal_cache`; one killed with SIGKILL seals nothing, and its resume compiles again)."""
     import jax
 
     from .seed_grid import reuse_compilations
 
     folder = Path(out) / CACHE_DIR
-    if not jax.config.jax_compilation_cache_dir:
+    own = not jax.config.jax_compilation_cache_dir
+    if own:
         trusted_cache(folder)
-    with reuse_compilations(folder):
-        yield
+    try:
+        with reuse_compilations(folder):
+            yield
+    except BaseException:
+        if own:
+            seal_cache(folder)
+        raise
     shutil.rmtree(folder, ignore_errors=True)
 
 
+#: JAX's record of an entry's last use, rewritten on every read: no code, never loaded as one
+ACCESS_TIMES = "-atime"
+
+
+def _entries(folder: Path) -> list[Path]:
+    """The files of a compilation cache that a seal covers (all but the seal and access times)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CACHE_SEAL
+                  and not p.name.endswith(ACCESS_TIMES))
+
+
+def _entry_mac(key: bytes, folder: Path, entry: Path) -> str:
+    """HMAC-SHA256 over the entry's name (its path in the cache, the program's key) and its bytes."""
+    name = entry.relative_to(folder).as_posix().encode()
+    return hmac.new(key, name + b"\0" + entry.read_bytes(), hashlib.sha256).hexdigest()
+
+
+def seal_cache(folder: Path) -> None:
+    """Record in `folder`'s seal an HMAC of each entry's name and bytes, under this user's key
+    (`_seal_key`), so that the resume loads these very entries and no other."""
+    key = _seal_key()
+    if key is None or not folder.is_dir():
+        return
+    try:
+        write_record(folder / CACHE_SEAL, {"entries": {e.relative_to(folder).as_posix(): _entry_mac(key, folder, e)
+                                                       for e in _entries(folder)}})
+    except OSError:
+        pass   # an unwritable job directory: the resume compiles again
+
+
 def trusted_cache(folder: Path) -> None:
-    """Leave in `folder` only a compilation cache this user made on this machine: a job
+    """Leave in `folder` only the compiled programs this user sealed on this machine: a job
     directory handed over by someone else (copied from another machine, or another user's)
     may hold compiled code that is not what its programs compile to, and loading it runs it.
-    A cache is sealed with an HMAC under a key only this user can read (`_seal_key`, kept
-    beside jaxsel's other caches); one without a valid seal is removed, in one line, and
-    compiled again."""
-    seal = folder / CACHE_SEAL
+    Each entry is sealed by an HMAC of its name and bytes under a key only this user can
+    read (`seal_cache`), so an entry planted, edited or swapped with another's name fails its
+    seal; every entry that fails is removed, in one line, and compiled again."""
+    if not folder.is_dir():
+        return
     key = _seal_key()
-    expected = hmac.new(key, b"jaxsel job compilation cache", hashlib.sha256).hexdigest() if key else None
-    if folder.exists():
-        recorded = read_text(seal)
-        found = recorded.value.strip() if recorded.ok else None
-        if expected is not None and found is not None and hmac.compare_digest(found, expected):
-            return
-        shutil.rmtree(folder, ignore_errors=True)
-        print(f"jaxsel: {folder} was not made by this user on this machine (or cannot be checked): its compiled "
-              f"programs are not loaded, they are compiled again", file=sys.stderr, flush=True)
-    if expected is not None:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            write_text(seal, expected)
-        except OSError:
-            pass   # an unwritable job directory: the job reports that itself
+    sealed = _sealed_entries(folder / CACHE_SEAL) if key is not None else {}
+    foreign = [e for e in _entries(folder) if key is None
+               or not hmac.compare_digest(sealed.get(e.relative_to(folder).as_posix(), ""), _entry_mac(key, folder, e))]
+    for entry in foreign:
+        entry.unlink()
+    if foreign:
+        print(f"jaxsel: {len(foreign)} compiled program(s) in {folder} were not sealed by this user on this machine "
+              f"(or cannot be checked): they are not loaded, they are compiled again", file=sys.stderr, flush=True)
+
+
+def _sealed_entries(seal: Path) -> dict[str, str]:
+    """The entries' HMACs a seal records ({} where it is missing or not a seal)."""
+    read = read_record(seal, dict)
+    entries = read.value.get("entries") if read.ok else None
+    ok = isinstance(entries, dict) and all(isinstance(v, str) for v in entries.values())
+    return entries if ok else {}
+
+
+#: the seal key's permissions: this user's alone
+KEY_MODE = 0o600
 
 
 def _seal_key() -> bytes | None:
     """This user's key for sealing compilation caches: 32 random bytes in jaxsel's cache
-    folder, readable by this user only, made on first use (None where it cannot be)."""
+    folder, made on first use, owned by this user and readable by no one else: a key file
+    of another owner or that others may read or write is not used (said in one line), and
+    no cache is sealed or loaded with it. None where there is none."""
     from ..core.packing import cache_dir
 
     path = cache_dir().parent / "compilation-seal.key"
     try:
-        if not path.is_file():
+        if not os.path.lexists(path):
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, KEY_MODE)
             with os.fdopen(fd, "wb") as f:
                 f.write(secrets.token_bytes(32))
-        key = path.read_bytes()
     except FileExistsError:   # made by another process just now
-        key = path.read_bytes()
+        pass
     except OSError:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info, key = os.fstat(f.fileno()), f.read()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        print(f"jaxsel: {path} (the compilation caches' seal key) is {oct(info.st_mode & 0o777)} and owned by uid "
+              f"{info.st_uid}: it must be this user's (uid {os.getuid()}) and {oct(KEY_MODE)}; compiled programs are "
+              f"neither sealed nor loaded until it is (chmod {oct(KEY_MODE)[2:]} it, or remove it to make a new "
+              f"one)", file=sys.stderr, flush=True)
         return None
     return key if len(key) == 32 else None

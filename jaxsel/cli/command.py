@@ -49,9 +49,10 @@ def _user_errors() -> tuple[type, ...]:
     return (UsageError, *loaded_classes(USER_ERRORS))
 
 
-#: file-system failures a user can fix (disk full, quota, read-only, permissions)
+#: file-system failures a user can fix (disk full, quota, read-only, permissions, a symbolic
+#: link where jaxsel writes a file: rundir/links.py)
 FS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                       errno.EISDIR, errno.ENAMETOOLONG})
+                       errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP})
 REPORT_BUGS = "this is a bug in jaxsel; please report it with the command line and the traceback above"
 
 
@@ -63,14 +64,21 @@ def _interrupted() -> tuple[type, ...]:
     return loaded_classes(INTERRUPTED)
 
 
+#: what `jaxsel --help` opens with: what the command does (not this module's docstring)
+DESCRIPTION = ("Semi-synchronous data-parallel training on JAX: train one strategy (SelSync, BSP, local SGD, "
+               "DiLoCo, ...), compare several side by side on one task, sweep each over its budget, and list "
+               "the strategies and datasets. `jaxsel COMMAND --help` gives a command's flags; `jaxsel compare` "
+               "is the default job.")
+
 #: the commands that build training steps (and read their environment: $JAXSEL_PACKING_MEASURE)
 TRAINING_COMMANDS = ("train", "compare", "frontier", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import bench, calibrate, compare, datasets, frontier, report, strategies, train
+    from .common import HelpFormatter
 
-    parser = argparse.ArgumentParser(prog="jaxsel", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="jaxsel", description=DESCRIPTION, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command")
     compare.add_parser(sub)
     frontier.add_parser(sub)
@@ -98,7 +106,9 @@ def run(argv: list[str] | None, startup) -> int:
 
         load_plugins(argv)   # registered names must be known before the parser lists them
         parser = build_parser()
-        args = parser.parse_args(argv)
+        from .typos import parse
+
+        args = parse(parser, argv)   # a mistyped flag: its subcommand's usage and the closest flag
         if args.command != "train":
             startup.release()   # other commands leave Ctrl-C to Python (KeyboardInterrupt)
         if args.command in TRAINING_COMMANDS:

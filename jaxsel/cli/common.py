@@ -7,6 +7,8 @@ command's parser is built, and `--help` printed, before anything heavy is loaded
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,10 +30,35 @@ def user_input():
         raise UsageError(str(err)) from None
 
 
+def terminal_width() -> int:
+    """The columns a command's text is wrapped to: the terminal's, kept within 80-120 (a
+    line past 120 is hard to read, and a pipe or a narrow pane reports odd widths)."""
+    return max(80, min(120, shutil.get_terminal_size((100, 24)).columns))
+
+
+def wrapped(text: str, indent: str = "  ") -> str:
+    """`text` wrapped to the terminal, its continuation lines indented by `indent`."""
+    return textwrap.fill(text, terminal_width(), subsequent_indent=indent, break_on_hyphens=False)
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Every flag's default in its help line, unless its help says it in words ("(default
     all)") or there is none to say (unset, or a switch that is off unless given);
-    descriptions kept as written."""
+    descriptions and section titles wrapped paragraph by paragraph to the terminal (80-120 columns), their
+    blank lines and indented lines (examples) kept as written."""
+
+    def __init__(self, prog, **kwargs):
+        super().__init__(prog, width=kwargs.pop("width", terminal_width() - 2), **kwargs)
+
+    def start_section(self, heading):
+        super().start_section(textwrap.fill(heading, self._width - 1) if heading else heading)
+
+    def _fill_text(self, text, width, indent):
+        paragraphs = text.split("\n\n")
+        return "\n\n".join(par if par.startswith(" ") or "\n " in par
+                             else textwrap.fill(" ".join(par.split()), width, initial_indent=indent,
+                                                subsequent_indent=indent, break_on_hyphens=False)
+                             for par in paragraphs)
 
     def _get_help_string(self, action):
         text = action.help or ""

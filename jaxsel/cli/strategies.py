@@ -1,14 +1,16 @@
 """`jaxsel strategies [NAME]`: the methods, one line each, or one method's options.
 
 Everything printed is generated from the strategies' declarations (strategies/catalog.py):
-a plugin's strategy (`--plugin`) is listed like a built-in one.
+a plugin's strategy (`--plugin`) is listed like a built-in one. The list of built-in ones
+alone is read from their source (cli/strategy_sources.py): importing them imports JAX,
+which took the listing from 0.3 to 2 s.
 """
 from __future__ import annotations
 
-import shutil
+import sys
 import textwrap
 
-from .common import UsageError
+from .common import UsageError, terminal_width, wrapped
 
 
 def add_parser(sub) -> None:
@@ -20,32 +22,37 @@ def add_parser(sub) -> None:
 
 
 def cmd_strategies(args) -> int:
+    if args.name is None:
+        print(listing(summaries(imported=bool(args.plugin))))
+        return 0
     from ..strategies import STRATEGIES
 
-    if args.name is None:
-        print(listing())
-        return 0
     if args.name not in STRATEGIES:
         raise UsageError(STRATEGIES.unknown(args.name))
     print(details(args.name))
     return 0
 
 
-def _width() -> int:
-    return max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+def summaries(imported: bool) -> dict[str, str]:
+    """Each registered strategy's summary, by name: read from the built-in ones' source, or
+    from the imported classes where a plugin may have registered more (`imported`)."""
+    if not imported and "jaxsel.strategies" not in sys.modules:
+        from .strategy_sources import declared
 
-
-def listing() -> str:
-    """Each strategy and its summary, one line each (cut to the terminal)."""
+        return {name: d.summary for name, d in declared().items()}
     from ..strategies import STRATEGIES, catalog
 
-    width = _width()
-    names = max(map(len, STRATEGIES))
-    lines = ["strategies (`jaxsel strategies NAME` lists one's options; set them in the entry, "
-             "--strategy NAME:KEY=VALUE, or with --opt KEY=VALUE):"]
-    for name in STRATEGIES:
-        summary = textwrap.shorten(catalog.summary(name), width - names - 4, placeholder=" ...")
-        lines.append(f"  {name:<{names}}  {summary}")
+    return {name: catalog.summary(name) for name in STRATEGIES}
+
+
+def listing(summary_of: dict[str, str]) -> str:
+    """Each strategy and its summary, one line each (cut to the terminal)."""
+    width = terminal_width()
+    names = max(map(len, summary_of))
+    lines = [wrapped("strategies (`jaxsel strategies NAME` lists one's options; set them in the entry, "
+                     "--strategy NAME:KEY=VALUE, or with --opt KEY=VALUE):")]
+    for name, summary in summary_of.items():
+        lines.append(f"  {name:<{names}}  {textwrap.shorten(summary, width - names - 4, placeholder=' ...')}")
     return "\n".join(lines)
 
 
@@ -53,7 +60,7 @@ def details(name: str) -> str:
     """Strategy `name`: its description, then a table of its options (type, default, meaning)."""
     from ..strategies import catalog
 
-    width = _width()
+    width = terminal_width()
     text = [f"{name}: {catalog.summary(name)}", ""]
     text += [textwrap.fill(par, width) for par in catalog.description(name).split("\n\n")]
     options = catalog.options(name)

@@ -33,7 +33,9 @@ def apply_task(args: argparse.Namespace, kept: set[str]) -> None:
 
 
 def task_line(cfg, args: argparse.Namespace) -> str:
-    """The header's line: the task `cfg` runs, and what of it was changed."""
+    """The header's line: the task `cfg` runs, and what of it was changed (wrapped to the
+    terminal: a task's summary runs to 250 characters)."""
     from ..training.tasks import describe
+    from .common import wrapped
 
-    return f"task: {describe(cfg, getattr(args, 'task', None))}"
+    return wrapped(f"task: {describe(cfg, getattr(args, 'task', None))}")

@@ -37,10 +37,15 @@ JOB = Job("run directory", "runs/<strategy>-<time>", "the run from its newest ch
           "TrainConfig's settings; RUN_DIR/config.json reproduces that run")
 
 
+#: what `jaxsel train --help` opens with
+TRAIN_PURPOSE = ("Train one strategy on a task, checkpointing as it goes (--resume continues it): its results "
+                 "are printed and written to its run directory.")
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("train", usage="%(prog)s [OPTIONS]",
                        help="train one strategy", formatter_class=HelpFormatter,
-                       description=overrides_note("train", TRAIN_DEFAULTS) + " " + TRAIN_DEFAULTS_NOTE)
+                       description=f"{TRAIN_PURPOSE}\n\n" + overrides_note("train", TRAIN_DEFAULTS) + " " + TRAIN_DEFAULTS_NOTE)
     add_job_args(p.add_argument_group("run: its directory, resuming it, a config file"), JOB)
     groups = add_task_args(p, "train", TRAIN_DEFAULTS)
     add_task_flag(groups["data"])

@@ -11,7 +11,7 @@ from ..core.checks import check_int
 from ..core.triggers import DEFAULT_STATISTIC, Capped, Significance
 from .payload import GradientPayload
 from .traits import method_traits
-from .triggered import Triggered
+from .triggered import Triggered, sync_order
 
 
 @STRATEGIES.register("selsync")
@@ -26,12 +26,17 @@ class SelSync(GradientPayload, Triggered):
     (`statistic="smoothed"`, what their released code computes), after `warmup` forced
     syncs (None: until Delta_bar's window is full, W-1 or 2W-1 steps); exactly as
     `core.triggers.Significance` defines them. Any vote syncs (a `psum` of the votes). A sync
-    averages the parameters, then each replica applies its own update
-    (`sync="params"`), or averages gradients (`sync="grads"`), as `triggered`'s `sync`
-    says (the last release's `aggregate` is read for one more). Optimizer and
-    BatchNorm state stay local unless configured. `max_local=K` also syncs a step when the
-    K steps before it were all local (None: the paper's rule alone): the significance
-    statistic picks the extra syncs, the cap bounds how far replicas drift."""
+    averages the parameters, then each replica applies its own update with its own
+    momentum (`sync="params"`, the authors' order: their code all-reduces the parameters,
+    then steps each worker's optimizer), averages the updated parameters after the update
+    (`sync="model"`, local SGD's order), or averages gradients (`sync="grads"`), exactly as
+    `triggered`'s `sync` says (the last release's `aggregate` is read for one more). The
+    order matters on its own: before the update, each replica takes its step from the
+    average with its own momentum, so the replicas disagree even when every step syncs.
+    Optimizer state stays local unless `sync_opt_state` (then averaged at a sync, before
+    the update); BatchNorm state unless `sync_model_state`. `max_local=K` also syncs a
+    step when the K steps before it were all local (None: the paper's rule alone): the
+    significance statistic picks the extra syncs, the cap bounds how far replicas drift."""
 
     delta: float = 0.3
     """sync when Delta_bar, the windowed EWMA of the gradient norm's relative change, reaches delta on any replica"""
@@ -45,14 +50,16 @@ class SelSync(GradientPayload, Triggered):
     warmup: int | None = None
     """forced syncs first (none: until Delta_bar's window is full, W-1 or 2W-1 steps)"""
     sync: str = "params"
-    """what a sync averages: params (each replica then applies its own update) or grads"""
+    """what a sync averages: params (before the update, the authors' order: each replica then applies its own
+    update), model (the updated parameters, after the update: local SGD's order) or grads"""
     max_local: int | None = None
     """K: also sync after K local steps in a row (none: the significance test alone)"""
+    sync_opt_state: bool = False
+    """also average the optimizer's state (momentum) at a sync, before the update (false: it stays local, as in
+    the authors' code)"""
     name: ClassVar[str] = "selsync"
 
     def __post_init__(self):
-        if self.sync not in ("params", "grads"):
-            raise ValueError(f"sync must be 'params' or 'grads', got {self.sync!r}")
         check_int("max_local", self.max_local, 1, optional=True)
         super().__post_init__()
 
@@ -65,4 +72,5 @@ class SelSync(GradientPayload, Triggered):
     def describe(self) -> str:
         warm = "" if self.warmup is None else f", warmup={self.warmup}"
         cap = "" if self.max_local is None else f", at most {self.max_local} local steps in a row"
-        return f"{super().describe()} (delta={self.delta:g}, W={self.window}, {self.statistic}{warm}{cap})"
+        return (f"{super().describe()} (delta={self.delta:g}, W={self.window}, {self.statistic}{warm}{cap}, "
+                f"{sync_order(self)})")

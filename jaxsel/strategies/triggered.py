@@ -205,6 +205,17 @@ class Triggered(Strategy):
         return self.name + compression.tags(self.compress, self.aggregator, self.error_feedback)
 
 
+#: what each sync mode averages, and when, as tables and descriptions say it
+ORDERS = {"params": "averages before the update", "model": "averages after the update", "grads": "averages gradients"}
+
+
+def sync_order(strategy) -> str:
+    """Which order a trigger-based strategy's syncs run in, in a few words for its label:
+    the same trigger averaging before or after the update trains differently (issue 58)."""
+    state = ", momentum too" if strategy.sync_opt_state else ""
+    return ORDERS[strategy.sync] + state
+
+
 def check_mode(sync: str) -> None:
     if sync not in SYNC_MODES:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
@@ -232,4 +243,4 @@ class TriggeredStrategy(GradientPayload, Triggered):
         super().__post_init__()
 
     def describe(self) -> str:
-        return f"{super().describe()} ({type(self.trigger).__name__}, sync {self.sync})"
+        return f"{super().describe()} ({type(self.trigger).__name__}, sync {self.sync}: {sync_order(self)})"

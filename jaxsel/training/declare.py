@@ -23,7 +23,7 @@ SECTIONS = {"strategy": "strategy: the method and its options (`jaxsel strategie
             "optim": "model and optimizer",
             "replicas": "replicas and devices",
             "eval": "evaluation and logging",
-            "project": "projected wall-clock: each logged step's projected_time_s (`jaxsel report` projects again)",
+            "project": "projected wall-clock: each step's projected_time_s (`jaxsel report` projects again)",
             "checkpoints": "checkpoints and faults"}
 
 

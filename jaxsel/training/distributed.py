@@ -194,20 +194,33 @@ def all_gather_text(name: str, text: str, timeout_s: float = 600.0) -> list[str]
     return [client.blocking_key_value_get(f"{key}/{p}", int(timeout_s * 1000)) for p in range(jax.process_count())]
 
 
-def agree_settings(settings: dict) -> None:
-    """SettingsMismatch on every process, naming the first differing setting, unless all
-    processes run with the same settings (each sends a digest per setting and its value)."""
+def agree_settings(settings: dict, remedy: str = "start every process with the same settings") -> None:
+    """SettingsMismatch on every process, naming the first differing setting and `remedy`,
+    unless all processes run with the same settings (each sends a digest per setting and its
+    value)."""
     if not is_multiprocess():
         return
     mine = {k: [hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:16],
-                repr(v)[:80]] for k, v in sorted(settings.items())}
+                repr(v)[:120]] for k, v in sorted(settings.items())}
     everyone = [json.loads(t) for t in all_gather_text("settings", json.dumps(mine))]
     for key in mine:
         seen = [tuple(e.get(key, ("missing", "missing"))) for e in everyone]
         if len({d[0] for d in seen}) > 1:
             values = ", ".join(f"process {p} has {key}={d[1]}" for p, d in enumerate(seen))
-            raise SettingsMismatch(f"processes disagree on setting {key!r} ({values}); start every process "
-                                   f"with the same settings")
+            raise SettingsMismatch(f"processes disagree on setting {key!r} ({values}); {remedy}")
+
+
+#: why every process must name one checkpoint folder (`agree_checkpoint_folder`)
+ONE_FOLDER = ("a multi-host run's checkpoints are saved by every process together into one folder (a folder per "
+              "process waits forever at the first save): give every process the same --checkpoint-dir, or the same --out")
+
+
+def agree_checkpoint_folder(root: str | os.PathLike | None) -> None:
+    """SettingsMismatch on every process unless all save into the same checkpoint folder
+    (absolute). A run directory per host (docs/RUNS.md: paths may differ per host) names a
+    default folder per host (its name hashes the run directory's path), and Orbax's save,
+    which every process joins, then waited forever at the end of the run."""
+    agree_settings({"checkpoint folder": os.path.abspath(root) if root is not None else None}, ONE_FOLDER)
 
 
 def coordination_client():

@@ -42,6 +42,7 @@ from .numbers import byte_size
 from .optim import build_optimizer
 from .run_kinds import refuse_comparison, refuse_job_cell
 from .rundir import CHECKPOINTS_DIR, RUN_RECORDS, RunDir
+from .rundir.links import refuse_links
 from .rundir.records import read_record
 from .sync_horizon import warn_if_never_syncs
 
@@ -192,7 +193,7 @@ def evaluation_weights(state, strategy) -> tuple[Any, Any]:
 
 def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     """The filesystem side, checked before any data is read: a run directory that holds
-    another run (when not resuming: nothing is overwritten), a comparison or lies inside a
+    symbolic links (rundir/links.py), another run (when not resuming: nothing is overwritten), a comparison or lies inside a
     long job's directory (ever, unless `job_cell`: the job trains its own cell; run_kinds.py),
     a checkpoint dir that already holds another run's checkpoints (when not resuming) or,
     named for a resume, belongs to another run directory (rundir/owner.py), an explicit
@@ -202,6 +203,7 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     if cfg.tensorboard and not cfg.out_dir:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
     if cfg.out_dir:
+        refuse_links(cfg.out_dir)   # its files are its own: nothing is written through a link (cp -rs)
         refuse_comparison(cfg.out_dir)   # resumed or not: a comparison is no run to continue
         if not job_cell:
             refuse_job_cell(cfg.out_dir)   # its records are a job's: only the job writes them

@@ -43,18 +43,28 @@ def supervise(command: list[str], who: str, prog: str = "jaxsel train") -> int:
     """Run `command` as a child and return the exit code this process should end with.
 
     `who` names this process in messages ("process 0 of 2"). The child runs in its own
-    process group, so a Ctrl-C at the terminal reaches it once, through us."""
-    child = subprocess.Popen(command, env={**os.environ, ENV: "1"},
-                             preexec_fn=_die_with(os.getpid()), process_group=0)
+    process group, so a Ctrl-C at the terminal reaches it once, through us. The forwarding
+    is in place before the child starts: a SIGTERM that arrives while it starts (a job
+    stopped at once, a loaded host) is held and sent on, where it used to kill this
+    process with the child unsaved (exit -15)."""
     forwarded: set[int] = set()
+    held: list[int] = []   # arrived before the child existed
+    children: list[subprocess.Popen] = []
 
     def forward(signum, frame):
         forwarded.add(signum)
-        child.send_signal(signum)   # a no-op once the child has been reaped
+        if children:
+            children[0].send_signal(signum)   # a no-op once the child has been reaped
+        else:
+            held.append(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     try:
-        code = child.wait()
+        children.append(subprocess.Popen(command, env={**os.environ, ENV: "1"},
+                                         preexec_fn=_die_with(os.getpid()), process_group=0))
+        for signum in held:   # from here on `forward` sends itself
+            children[0].send_signal(signum)
+        code = children[0].wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -90,6 +90,7 @@ def train(plan: RunPlan | TrainConfig, run: Run | None = None, *, checked: bool 
     cfg = plan.cfg
     with StopSignals(checkpointing=plan.paths.checkpoint_root is not None) as signals:   # start-up stops too
         distributed.agree_settings(agreed_settings(cfg))   # before anything collective
+        distributed.agree_checkpoint_folder(plan.paths.checkpoint_root)
         lead = jax.process_index() == 0
         built = assemble_run(plan)   # its last checks (memory, disk): nothing is created before them
         with created_dirs(plan, lead) as cfg:

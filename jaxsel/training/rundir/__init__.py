@@ -8,7 +8,8 @@ checkpoint folder hold, and who may use them.
 - `records`: the one reader of a run's records (`read_run`: what each file holds, or what is
   wrong with it; `jaxsel report` and a job's cells apply their own policies to the answer);
 - `write`: the one writer of its JSON records (`write_record`: atomic);
-- `metrics_file`: the one writer of metrics.jsonl (`MetricsFile`: appended, cut back on a resume).
+- `metrics_file`: the one writer of metrics.jsonl (`MetricsFile`: appended, cut back on a resume);
+- `links`: a run directory holds no symbolic links, and no file is written through one.
 
 Why a package: the directory's names, its lock, its owner, its claiming, its writing and
 its reading were spread over training/, data/paths.py and analysis/, each knowing part of

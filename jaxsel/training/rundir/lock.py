@@ -35,7 +35,7 @@ class DirectoryLock:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / LOCK_NAME
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)   # never a link: links.py
             self._lock(fd)
             if _same_file(fd, path):
                 break

@@ -12,8 +12,9 @@ import os
 import sys
 from pathlib import Path
 
+from .links import open_own
 from .records import read_metric_rows
-from .write import jsonable
+from .write import write_new, jsonable
 
 
 class MetricsFile:
@@ -31,28 +32,28 @@ class MetricsFile:
         self.path = path
         self.earlier = self._resume(start) if start else []
         if not start:
-            path.write_text("")
-        self.file = open(path, "a", encoding="utf-8")
+            write_new(path, b"")
+        self.file = os.fdopen(open_own(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
 
     def _resume(self, start: int) -> list[dict]:
         existed = self.path.exists()
         kept, bad, prefix = _read_rows(self.path, start)
         if bad:
             aside = self.path.with_name(self.path.name + ".bad")
-            with open(aside, "ab") as f:
+            with os.fdopen(open_own(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as f:
                 f.write(b"".join(line for _, line in bad))
             _warn(f"{self.path} line(s) {_spans([i for i, _ in bad])} are not metrics rows: kept aside in "
                   f"{aside.name}; the rows after them are kept")
         if not existed:
-            self.path.write_text("")
+            write_new(self.path, b"")
         elif prefix is not None:   # the kept rows are the file's beginning: cut after them, in place
-            os.truncate(self.path, prefix)
-            if kept and not kept[-1][1].endswith(b"\n"):
-                with open(self.path, "ab") as f:
+            with os.fdopen(open_own(self.path, os.O_WRONLY | os.O_APPEND), "ab") as f:
+                f.truncate(prefix)
+                if kept and not kept[-1][1].endswith(b"\n"):
                     f.write(b"\n")
         else:                      # rows to keep after a dropped line: write them anew, atomically
             tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_bytes(b"".join(line.rstrip(b"\n") + b"\n" for _, line in kept))
+            write_new(tmp, b"".join(line.rstrip(b"\n") + b"\n" for _, line in kept))
             os.replace(tmp, self.path)
         rows = [row for row, _ in kept]
         missing = _missing_steps(sorted(r["step"] for r in rows), start)

@@ -49,7 +49,7 @@ LOCK_NAME = ".jaxsel.lock"
 OWNER_FILE = ".jaxsel-owner.json"
 #: a long job's compiled programs (JAX's persistent cache), kept until the job has finished (analysis/job.py)
 CACHE_DIR = ".xla-cache"
-#: in a job's CACHE_DIR: the HMAC that says this user made it on this machine (analysis/job.py)
+#: in a job's CACHE_DIR: an HMAC of each entry's name and bytes, under this user's key (analysis/job.py)
 CACHE_SEAL = ".jaxsel-seal"
 #: where checkpoints go, relative to the working directory, unless --checkpoint-dir says
 CHECKPOINTS_DIR = "checkpoints"

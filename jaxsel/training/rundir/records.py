@@ -12,7 +12,7 @@ Nothing here raises on a damaged file, so each caller meets the problems in its 
 A resume reads here too: its log line by line as written (`read_metric_rows`, for
 metrics_file.py to cut back), and config.json and a checkpoint folder's owner file
 (`read_record`, for owner.py), as do a job's records (job.json, cell.json, the cache's
-seal: `read_text`) and the W&B run's id a resume continues.
+seal) and the W&B run's id a resume continues (`read_text`).
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ one, never half of one. metrics.jsonl, appended to row by row, is written by
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import jax
 import numpy as np
+
+from .links import open_own
 
 
 def jsonable(x):
@@ -50,9 +53,19 @@ def write_text(path: str | os.PathLike, text: str, temporary: str | None = None)
     path = Path(path)
     tmp = path.with_name(temporary or f".{path.name}.tmp")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_new(tmp, text.encode())
+        os.replace(tmp, path)   # replaces a link at `path` itself, never writes through it
     except OSError as err:
         if err.filename is not None:
             raise
         raise OSError(err.errno, err.strerror, str(path)) from None
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """`data` as the file `path`, created anew (a leftover of an interrupted write, or a
+    link planted there, is removed first, never written through: links.py)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
