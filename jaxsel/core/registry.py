@@ -12,7 +12,7 @@ checked and coerced) is `jaxsel.strategies.build_strategy`, `triggers.get_trigge
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator, Mapping, TypeVar
+from typing import Callable, Iterator, Mapping, TypeVar, overload
 
 T = TypeVar("T", bound=type)
 
@@ -23,6 +23,11 @@ class Registry(Mapping[str, type]):
     def __init__(self, kind: str, base: type, base_path: str):
         self.kind, self.base, self.base_path = kind, base, base_path
         self._classes: dict[str, type] = {}
+
+    @overload
+    def register(self, name: str) -> Callable[[T], T]: ...
+    @overload
+    def register(self, name: str, cls: T) -> T: ...
 
     def register(self, name: str, cls: T | None = None) -> T | Callable[[T], T]:
         """Make `cls` reachable by `name`: `register(name, cls)`, or `@register(name)` on

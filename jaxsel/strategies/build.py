@@ -10,12 +10,20 @@ named by a string is built here, by `build_level`, with the run's facts like any
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar, overload
 
 from ..compat.renamed_options import read_renamed
 from ..core.options import OptionError, accepts, build, option_defaults, option_names
 from ..core.sync import STRATEGIES, Strategy
 from .triggered import Triggered
+
+T = TypeVar("T", bound=type)
+
+
+@overload
+def register_strategy(name: str) -> Callable[[T], T]: ...
+@overload
+def register_strategy(name: str, cls: T) -> T: ...
 
 
 def register_strategy(name: str, cls: type | None = None):

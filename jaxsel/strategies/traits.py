@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 import weakref
-from typing import Any, Callable, Union
+from typing import Any, Callable, TypeVar, Union
 
 from ..core.budget import Budget
 from ..compat.notes import NotedDeprecation
@@ -67,8 +67,10 @@ LEGACY_NAMES = {"budget": "budget", "background": "background", "unsynced": "uns
 #: class -> the fields it declares itself (not its bases'), by `method_traits`
 _DECLARED: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()
 
+T = TypeVar("T", bound=type)
 
-def method_traits(**fields):
+
+def method_traits(**fields) -> Callable[[T], T]:
     """Class decorator: declare the class's traits that differ from its bases' (or from the
     defaults). A name that is not a field is a one-line TypeError naming the fields."""
     unknown = sorted(set(fields) - set(FIELDS))
@@ -78,7 +80,7 @@ def method_traits(**fields):
         raise TypeError(f"method_traits: budget must be a core.budget.Budget (e.g. sweep('period', 4, 8)) or None, "
                         f"got {fields['budget']!r}")
 
-    def declare(cls: type) -> type:
+    def declare(cls: T) -> T:
         _DECLARED[cls] = {**_DECLARED.get(cls, {}), **fields}
         return cls
 
