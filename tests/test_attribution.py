@@ -58,9 +58,9 @@ def test_the_gap_splits_into_selection_and_order_and_the_order_explains_it():
     assert parts["local optimizer state"]["difference"] == pytest.approx(0.433 - 0.559)
     assert a["explains"] == "averaging order"
     text = " ".join(" ".join(attribution_lines(rows)).split())
-    assert text.startswith(f"attribution of {SEL}'s gap to local SGD on as many syncs, -0.159 (spread 0.0190): "
-                           f"selection (against its own order on a fixed schedule of as many syncs) +0.00500 "
-                           f"(spread 0.0170)")
+    assert text.startswith(f"attribution of {SEL}'s gap to local SGD on as many syncs, -0.159 (spread 0.019): "
+                           f"selection (against its own order on a fixed schedule of as many syncs) +0.005 "
+                           f"(spread 0.017)")
     assert text.endswith("The averaging order explains the gap; the selection does not move it beyond the seed "
                          "spread.")
     printed = format_table(rows)

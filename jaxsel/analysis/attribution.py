@@ -22,12 +22,11 @@ explains most of the gap.
 """
 from __future__ import annotations
 
-from ..training.numbers import figures
 from .matched_budget import with_trigger
 from .variants import Variant, parse_strategies
 
 ALWAYS = {"trigger": "always"}
-DIGITS = 3
+DECIMALS = 3   # as the table's accuracies
 
 
 def twins(base, adaptive: Variant) -> list[Variant]:
@@ -120,6 +119,6 @@ BEYOND_SPREAD_SHORT = "beyond the seed spread (the sum of the two rows' standard
 
 
 def _signed(p: dict) -> str:
-    d = p["difference"]
-    text = ("+" if d >= 0 else "-") + figures(abs(d), DIGITS)
-    return text if p["spread"] is None else f"{text} (spread {figures(p['spread'], DIGITS)})"
+    """A difference of accuracies to the table's 3 decimals (a tie reads +0.000), its spread."""
+    text = f"{p['difference']:+.{DECIMALS}f}"
+    return text if p["spread"] is None else f"{text} (spread {p['spread']:.{DECIMALS}f})"
