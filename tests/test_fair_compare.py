@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 import math
+import re
 
 import jax
 import numpy as np
@@ -130,12 +131,21 @@ def grid(tmp_path_factory):
 def test_grid_rows_follow_the_results_contract(grid):
     out, rows, _ = grid
     labels = [r["strategy"] for r in rows]
-    assert labels[:3] == ["bsp", "localsgd (period=8)", "selsync (delta=0.05)"]
-    matched = rows[3]
+    sel = "selsync (delta=0.05; averages before the update)"
+    assert labels[:3] == ["bsp", "localsgd (period=8; averages after the update)", sel]
+    same, matched = rows[3], rows[4]
     syncs = matched["options"]["syncs"]
-    assert labels[3] == f"localsgd ({syncs} of 40 steps, matches selsync:delta=0.05)" and matched["options"] == \
-        {"syncs": syncs}
-    assert matched["matched_to"] == "selsync (delta=0.05)" and "matched_to" not in rows[2]
+    assert labels[4] == f"localsgd ({syncs} of 40 steps, averages after the update, matches selsync:delta=0.05)" \
+        and matched["options"] == {"syncs": syncs}
+    assert labels[3] == f"triggered spread ({syncs} of 40 steps, averages before the update, matches selsync:delta=0.05)"
+    assert same["options"]["trigger.syncs"] == syncs and same["options"]["trigger.warmup"] == 3   # W-1 at W = 4
+    assert matched["matched_to"] == same["matched_to"] == sel and "matched_to" not in rows[2]
+    # each row's averaging order, and each baseline's schedule and kind (issue 58)
+    assert [r.get("sync_mode") for r in rows] == ["grads", "model", "params", "params", "model"]
+    assert same["baseline"] == "same order" and matched["baseline"] == "local SGD"
+    assert same["baseline_trigger"] == (f"spread: {syncs} of 40 steps, the first 3 forced (the method's warm-up), "
+                                        f"averages before the update")
+    assert matched["baseline_trigger"] == f"spread: {syncs} of 40 steps, averages after the update"
     for r in rows:
         accs = [s["final_test_accuracy"] for s in r["per_seed"]]
         assert [s["seed"] for s in r["per_seed"]] == r["seeds"] == [0, 1]
@@ -151,6 +161,7 @@ def test_grid_rows_follow_the_results_contract(grid):
     target = np.mean([s["syncs"] for s in rows[2]["per_seed"]])
     assert matched["matched_syncs"] == target and syncs == matched_syncs(target)
     assert [s["syncs"] for s in matched["per_seed"]] == [syncs, syncs] and matched["syncs"] == syncs
+    assert [s["syncs"] for s in same["per_seed"]] == [syncs, syncs] and same["matched_syncs"] == target
     for png in ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png"):
         assert (out / png).stat().st_size > 10_000, png
     assert (out / "selsync_delta=0.05" / "seed1" / "metrics.jsonl").is_file()
@@ -240,13 +251,22 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     table = printed[printed.index("\nstrategy "):printed.rindex("\nwrote ")]
     assert max(len(line) for line in table.splitlines()) <= 120   # the table, its legend and notes wrapped
     assert "strategy options for every row that takes them: window=4" in printed
-    sentence = [line for line in printed.splitlines() if "its budget-matched baseline localsgd (" in line]
-    assert len(sentence) == 1 and sentence[0].startswith("selsync (delta=0.05)")
     syncs = by_entry(rows)["selsync:delta=0.05"]["syncs"]
     flat = " ".join(printed.split())   # notes are wrapped to 100 columns
-    assert f"exactly {matched_syncs(syncs)} syncs in every seed, selsync (delta=0.05)'s {syncs:.4g} (mean over " \
+    sel = re.escape("selsync (delta=0.05; averages before the update)")
+    for baseline in ("localsgd", "triggered spread"):   # one sentence for each matched baseline
+        assert len(re.findall(f"{sel}( did not beat| beat| against) its budget-matched baseline {baseline} \\(",
+                              flat)) == 1, baseline
+    # the attribution: the gap to local SGD is the selection's part plus the order's (issue 58)
+    a = by_entry(rows)["selsync:delta=0.05"]["attribution"]
+    assert set(a["parts"]) == {"selection", "averaging order"}
+    assert a["gap_to_local_sgd"]["difference"] == pytest.approx(sum(p["difference"] for p in a["parts"].values()))
+    assert "attribution of selsync (delta=0.05; averages before the update)'s gap to local SGD on as many syncs" \
+        in flat
+    assert f"exactly {matched_syncs(syncs)} syncs in every seed, selsync (delta=0.05; averages before the update)'s " \
+        f"{syncs:.4g} (mean over " \
         f"seeds) rounded" in flat
-    assert "[cell 1 of 8 · 0 done" in printed and "about" in printed and "left]" in printed   # progress, ETA
+    assert "[cell 1 of 10 · 0 done" in printed and "about" in printed and "left]" in printed   # progress, ETA
     assert "the difference of the two mean accuracies exceeds the sum of their standard deviations" in flat
     by = by_entry(rows)
     assert by["bsp"]["sync_fraction"] == 1.0 and by["bsp"]["speedup_vs_bsp"] == 1.0
@@ -284,13 +304,53 @@ def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_p
     plan = cmp.plan_rows(TrainConfig(steps=100), "selsync,selsync:delta=0.1", 2, True)
     cells = FakeCells()
     rows = cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, cells)
+    same = {"trigger": "spread", "trigger.syncs": 10, "trigger.steps": 100, "trigger.warmup": 10}   # the rest default
     assert [(name, opts) for name, opts, seed in trained[::2]] == [
-        ("selsync", {}), ("localsgd", {"syncs": 10}), ("selsync", {"delta": 0.1})]
-    assert [r.label for r in rows] == ["selsync", "localsgd (10 of 100 steps, matches selsync)", "selsync (delta=0.1)",
-                                       "localsgd (10 of 100 steps, matches selsync:delta=0.1)"]
-    assert rows[3].runs is rows[1].runs and rows[3].matched_to is rows[2] and rows[1].matched_to is rows[0]
+        ("selsync", {}), ("triggered", same), ("localsgd", {"syncs": 10}), ("selsync", {"delta": 0.1})]
+    before, after = "averages before the update", "averages after the update"
+    assert [r.label for r in rows] == [
+        "selsync", f"triggered spread (10 of 100 steps, {before}, matches selsync)",
+        f"localsgd (10 of 100 steps, {after}, matches selsync)", f"selsync (delta=0.1; {before})",
+        f"triggered spread (10 of 100 steps, {before}, matches selsync:delta=0.1)",
+        f"localsgd (10 of 100 steps, {after}, matches selsync:delta=0.1)"]
+    assert rows[4].runs is rows[1].runs and rows[5].runs is rows[2].runs
+    assert rows[4].matched_to is rows[5].matched_to is rows[3] and rows[1].matched_to is rows[2].matched_to is rows[0]
     assert any("its runs are reused" in line for line in said)
-    assert cells.progress.total == 6 and cells.progress.done == 6   # 8 planned, 2 shared
+    assert cells.progress.total == 8 and cells.progress.done == 8   # 12 planned, 4 shared
+
+
+@pytest.mark.parametrize("entry", ["selsync", "selsync:sync=model:sync_opt_state=true:aggregator=median",
+                                   "selsync:max_local=8:compress=int8:statistic=smoothed:warmup=5",
+                                   "selsync:sync=grads:sync_model_state=true:compress=topk:0.5:error_feedback=false",
+                                   "triggered:trigger=significance:trigger.delta=0.2:sync=model:aggregator=trimmed:1",
+                                   "accordion"])
+def test_the_same_order_baseline_differs_from_its_method_only_in_the_trigger(entry):
+    """Every trigger-based adaptive method's same-order baseline (`same_order_variant`) has
+    its sync mode, optimizer-state handling, aggregator, codec, error feedback and
+    model-state sync; only its trigger differs: exactly K syncs, the method's forced
+    warm-up first, the rest evenly spread (issue 58, item 1)."""
+    from jaxsel.analysis.matched_budget import built, same_order_variant
+    from jaxsel.core.triggers import Spread
+    from jaxsel.strategies import TriggeredStrategy
+
+    base, adaptive = TrainConfig(steps=100), parse_strategies(entry)[0]
+    method = built(base, adaptive)
+    assert is_adaptive(method)
+    baseline = built(base, same_order_variant(base, adaptive, 30.4))
+    same = {f.name for f in dataclasses.fields(TriggeredStrategy)} - {"trigger", "trigger_options"}
+    assert {k: getattr(baseline, k) for k in same} == {k: getattr(method, k) for k in same}
+    warmup = getattr(getattr(method.trigger, "inner", method.trigger), "warmup_steps", 0)
+    assert baseline.trigger == Spread(30, 100, warmup=warmup) != method.trigger
+    fires = np.asarray([bool(baseline.trigger.fires(t)) for t in range(100)])
+    assert fires.sum() == 30 and fires[:warmup].all()
+
+
+def test_a_composition_gets_local_sgd_alone():
+    """A two-level method has no one trigger to replace: no same-order baseline."""
+    from jaxsel.analysis.matched_budget import same_order_variant
+
+    entry = parse_strategies("hierarchical:inner=localsgd:outer=selsync:groups=2")[0]
+    assert same_order_variant(TrainConfig(steps=100), entry, 30.0) is None
 
 
 def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():

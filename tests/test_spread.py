@@ -34,6 +34,20 @@ def test_a_dividing_period_fires_exactly_where_periodic_does():
         assert spread_steps(steps // period, steps).tolist() == want
 
 
+@pytest.mark.parametrize("steps, syncs, warmup", [(600, 567, 24), (600, 30, 24), (40, 30, 3), (10, 4, 4), (10, 0, 0),
+                                                  (7, 7, 2)])
+def test_a_warm_up_syncs_first_and_the_rest_spread_over_the_steps_after_it(steps, syncs, warmup):
+    """Spread(K, T, warmup=w): the first w steps, then the reference's K - w of T - w steps
+    after them, exactly K in all (a method's forced warm-up kept in its matched schedule)."""
+    trigger = Spread(syncs, steps, warmup=warmup)
+    got = [t for t in range(2 * steps) if bool(trigger.fires(t))]
+    want = list(range(warmup)) + [warmup + t for t in spread.spread_steps(syncs - warmup, steps - warmup)]
+    assert got == want + [steps + t for t in want]   # and the pattern repeats
+    assert first_sync_step(trigger) == (want[0] if want else None)
+    with pytest.raises(ValueError, match=f"warmup must be an integer >= 0 and <= {syncs}"):
+        Spread(syncs, steps, warmup=syncs + 1)
+
+
 def test_long_runs_stay_exact():
     """(t+1) K overflows int32 here; the steps are worked out in int64 on the host."""
     steps, k = 2_000_000, 1_999_999

@@ -30,9 +30,11 @@ from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.write import write_record
 from ..training.runlog import projected_cluster
 from . import job
+from .attribution import attribute
 from .cells import Cells
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
-from .matched_budget import is_adaptive, matched_label, matched_slug, matched_variant
+from .matched_budget import (baseline_trigger, built, is_adaptive, matched_label, matched_slug, matched_variant,
+                             order_facts, same_order_label, same_order_slug, same_order_variant)
 from .pareto import plot_pareto
 from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
 from .progress import Progress
@@ -120,9 +122,10 @@ def job_settings(base: TrainConfig, plan, seeds: int, match_budget: bool, target
 
 
 def planned_cells(plan, seeds: int) -> int:
-    """Runs a comparison plans: every row's and every matched row's seeds (a matched row
-    that reuses another's runs is taken off as it turns out)."""
-    return seeds * (len(plan) + sum(bool(m) for _, m in plan))
+    """Runs a comparison plans: every row's and its two matched rows' seeds (a matched row
+    that reuses another's runs, or a same-order one a composition has none of, is taken off
+    as it turns out)."""
+    return seeds * (len(plan) + 2 * sum(bool(m) for _, m in plan))
 
 
 def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
@@ -166,16 +169,33 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     rows: list[RowRuns] = []
     for i, ((variant, match), slug) in enumerate(zip(plan, unique_slugs([v for v, _ in plan])), 1):
         row = train_row(variant, slug, f"[entry {i} of {len(plan)}]")
-        row.label = variant.label(row.runs[0].final["strategy"])
+        row.label = variant.label(row.runs[0].final["strategy"], order_facts(built(base, variant)).get("sync_order", ""))
         rows.append(row)
         if match:
-            twin = matched_variant(variant, mean_syncs(row))
-            syncs = twin.options["syncs"]
-            matched = train_row(twin, matched_slug(syncs, slug), f"[entry {i} of {len(plan)}, matched baseline]")
-            matched = dataclasses.replace(matched, label=matched_label(syncs, base.steps, variant.entry),
-                                          matched_to=row)
-            rows.append(matched)
+            rows += matched_rows(base, row, slug, train_row, f"[entry {i} of {len(plan)}",
+                                 skip=lambda: cells.progress.skip(seeds))
     return rows
+
+
+def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> list[RowRuns]:
+    """An adaptive row's budget-matched baselines: the same method with only its trigger
+    replaced by a schedule of as many syncs (where it is trigger-based; else `skip()` its
+    planned cells), then local SGD on as many syncs, averaging after the update
+    (`matched_budget.py`)."""
+    out = []
+    same = same_order_variant(base, row.variant, mean_syncs(row))
+    if same is None:
+        skip()
+    else:
+        syncs = same.options["trigger.syncs"]
+        runs = train_row(same, same_order_slug(syncs, slug), f"{where}, same-order matched baseline]")
+        out.append(dataclasses.replace(runs, label=same_order_label(same, base.steps, row.variant.entry),
+                                       matched_to=row))
+    twin = matched_variant(row.variant, mean_syncs(row))
+    syncs = twin.options["syncs"]
+    runs = train_row(twin, matched_slug(syncs, slug), f"{where}, matched baseline]")
+    out.append(dataclasses.replace(runs, label=matched_label(syncs, base.steps, row.variant.entry), matched_to=row))
+    return out
 
 
 def unique_slugs(variants: list[Variant]) -> list[str]:
@@ -197,7 +217,20 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
+        row.update(order_row(base, run))
+    attribute(base, row_runs, rows)
     return rows
+
+
+def order_row(base: TrainConfig, row: RowRuns) -> dict:
+    """Which order the row's syncs ran in; for a budget-matched row, its schedule and
+    which baseline it is (the same method, or local SGD averaging after the update)."""
+    strategy = built(base, row.variant)
+    facts = order_facts(strategy)
+    if row.matched_to is not None:
+        facts.update(baseline_trigger=baseline_trigger(strategy),
+                     baseline="local SGD" if row.variant.name == "localsgd" else "same order")
+    return facts
 
 
 def network_label(cfg: TrainConfig) -> str:

@@ -13,6 +13,7 @@ import textwrap
 from typing import Callable
 
 from ..training.numbers import figures, plus_minus
+from .attribution import attribution_lines
 from .matched_budget import BEYOND_SPREAD, sync_note, verdict
 from .plots import LEGEND_NOTE
 from .time_spread import measured_note
@@ -87,6 +88,7 @@ def format_table(rows: list[dict]) -> str:
     pairs = matched_pairs(rows)
     if pairs:
         lines += ["", *[line for a, m in pairs for line in _wrap(verdict(a, m))], *_wrap(f"({BEYOND_SPREAD})")]
+    lines += [line for text in attribution_lines(rows) for line in ["", *_wrap(text)]]
     return "\n".join(lines)
 
 

@@ -11,14 +11,27 @@ the seed spread: the difference of the two mean accuracies exceeds the sum of th
 standard deviations over seeds (`BEYOND_SPREAD`). An integer period could not do this: it
 syncs floor(steps / P) times, and a dense pattern falls between two periods (SelSync at
 delta = 0.05 syncs on about 60 % of 600 steps; P = 2 gives 50 %, P = 1 100 %).
+
+Local SGD differs from SelSync in two things at once, though: which steps sync, and the
+averaging order (after the update; SelSync's authors average before it, each replica
+then stepping with its own momentum). So an adaptive trigger-based row also gets the
+same method with only its trigger replaced (`same_order_variant`): a schedule of exactly
+as many syncs, its forced warm-up first and the rest evenly spread (`triggers.Spread`),
+with the row's own sync mode, optimizer-state handling, aggregator, codec and model-state
+sync; what it beats or loses to that row is what the selection itself does (issue 58).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..strategies.traits import is_adaptive  # noqa: F401  (read here by compare and the frontier)
+from ..strategies.triggered import ORDERS, Triggered, TriggeredStrategy
 from ..training.numbers import plus_minus, significant
-from .variants import Variant
+from .variants import Variant, entry_of, row_config
+
+#: what a trigger-based method's sync does besides when: kept by its same-order baseline
+SAME_SYNC = ("sync", "sync_opt_state", "aggregator", "sync_model_state", "compress", "error_feedback")
 
 BEYOND_SPREAD = ("beyond the seed spread: the difference of the two mean accuracies exceeds the sum of "
                  "their standard deviations over seeds")
@@ -37,11 +50,93 @@ def matched_variant(adaptive: Variant, target_syncs: float) -> Variant:
 
 
 def matched_label(syncs: int, steps: int, adaptive_entry: str) -> str:
-    return f"localsgd ({syncs} of {steps} steps, matches {adaptive_entry})"
+    return f"localsgd ({syncs} of {steps} steps, {ORDERS['model']}, matches {adaptive_entry})"
+
+
+def same_order_variant(base, adaptive: Variant, target_syncs: float) -> Variant | None:
+    """`adaptive` with only its trigger replaced by a schedule of as many syncs (the
+    rounded mean, `matched_syncs`): its forced warm-up syncs first, the rest evenly spread
+    (`triggers.Spread`), as `triggered` with the row's own sync mode, optimizer-state
+    handling, aggregator, codec and model-state sync. None where the row is no
+    trigger-based strategy (a composition's levels each have their own)."""
+    k = matched_syncs(target_syncs)
+    return with_trigger(base, adaptive, lambda strategy: {
+        "trigger": "spread", "trigger.syncs": k, "trigger.steps": base.steps,
+        "trigger.warmup": min(k, forced_warmup(strategy.trigger))})
+
+
+def with_trigger(base, adaptive: Variant, trigger, **changes) -> Variant | None:
+    """`adaptive` as `triggered` with the trigger options `trigger(strategy)` gives and
+    every other part of its sync kept (`SAME_SYNC`, then `changes`); options at
+    `triggered`'s defaults are left out of the entry. None for a strategy that is not
+    trigger-based."""
+    strategy = built(base, adaptive)
+    if not isinstance(strategy, Triggered):
+        return None
+    defaults = {f.name: f.default for f in dataclasses.fields(TriggeredStrategy)}
+    kept = {**same_sync(strategy, adaptive.effective(base.strategy_options)), **changes}
+    options = {**trigger(strategy), **{k: v for k, v in kept.items() if v != defaults.get(k)}}
+    return Variant(TriggeredStrategy.name, options, entry_of(TriggeredStrategy.name, options))
+
+
+def built(base, variant: Variant):
+    """The strategy one run of `variant` trains with."""
+    from ..training.run import configured_strategy
+
+    return configured_strategy(row_config(base, variant))
+
+
+def forced_warmup(trigger) -> int:
+    """The syncs a trigger forces first (SelSync's warm-up; inside a `max_local` cap)."""
+    inner = getattr(trigger, "inner", trigger)
+    return int(getattr(inner, "warmup_steps", 0) or 0)
+
+
+def same_sync(strategy, effective: dict) -> dict:
+    """`SAME_SYNC` as `strategy` has them: a value the row's entry (or a global option)
+    set as written, else the strategy's own (a settled aggregator or codec by its
+    declared default); None values are left to `triggered`'s default (None)."""
+    declared = {f.name: f.default for f in dataclasses.fields(strategy)}
+    out = {}
+    for key in SAME_SYNC:
+        value = getattr(strategy, key)
+        if key in effective:
+            value = effective[key]
+        elif not isinstance(value, (bool, str, type(None))):
+            value = declared.get(key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def baseline_trigger(strategy) -> str:
+    """A baseline's schedule in words, for results.json."""
+    t = strategy.trigger
+    warm = f", the first {t.warmup} forced (the method's warm-up)" if getattr(t, "warmup", 0) else ""
+    return f"spread: {t.syncs} of {t.steps} steps{warm}, {ORDERS[strategy.sync]}"
+
+
+def order_facts(strategy) -> dict:
+    """results.json's record of a row's averaging order (trigger-based strategies)."""
+    if not isinstance(strategy, Triggered):
+        return {}
+    return {"sync_mode": strategy.sync, "sync_order": ORDERS[strategy.sync],
+            "sync_opt_state": bool(strategy.sync_opt_state)}
 
 
 def matched_slug(syncs: int, adaptive_slug: str) -> str:
     return f"localsgd_syncs={syncs}-matches-{adaptive_slug}"
+
+
+def same_order_label(baseline: Variant, steps: int, adaptive_entry: str) -> str:
+    """The same-order baseline's row name: its schedule and its order, as the method's."""
+    o = baseline.options
+    return (f"{baseline.name} spread ({o['trigger.syncs']} of {steps} steps, {ORDERS[o.get('sync', TriggeredStrategy.sync)]}"
+            f"{', momentum too' if o.get('sync_opt_state') else ''}, matches {adaptive_entry})")
+
+
+def same_order_slug(syncs: int, adaptive_slug: str) -> str:
+    return f"same-order_syncs={syncs}-matches-{adaptive_slug}"
 
 
 def sync_note(matched: dict, adaptive: dict) -> str:

@@ -32,12 +32,14 @@ class Variant:
         merged = {**options_for(self.name, global_options), **self.options}
         return {k: v for k, v in merged.items() if v is not None}
 
-    def label(self, description: str) -> str:
+    def label(self, description: str, order: str = "") -> str:
         """The row's name in tables and pictures: the strategy as built (`describe()`) for
-        a plain entry, else the name and the options the entry sets."""
+        a plain entry, else the name and the options the entry sets, then `order` (which
+        order its syncs ran in: an option can change it, and it changes what trains)."""
         if not self.options:
             return description
-        return f"{self.name} ({', '.join(f'{k}={_shown(v)}' for k, v in self.options.items())})"
+        shown = ', '.join(f'{k}={_shown(v)}' for k, v in self.options.items())
+        return f"{self.name} ({shown}{'; ' + order if order else ''})"
 
     def slug(self) -> str:
         """A file-system-safe directory name for the row's runs."""

@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
     job.add_argument("--match-budget", action=argparse.BooleanOptionalAction, default=None,
                      help="add local SGD with as many syncs as each adaptive row (selsync, ...), and say whether "
                           "the row beat it beyond the seed spread (default: on)")
+    job.add_argument("--attribution", action="store_true",
+                     help="also train BSP and each adaptive row's always-sync twins, and split its gap to local SGD "
+                          "into what its selection and its averaging order cost")
     job.add_argument("--target", default="99%", metavar="ACC|PCT%",
                      help="time-to-accuracy target: an accuracy (0.6) or a share of BSP's final accuracy (99%%)")
     groups = add_task_args(p, "compare", DEFAULT_TASK)
@@ -63,7 +66,10 @@ def cmd_compare(args) -> int:
 
 
 def _compare(args, out: str) -> int:
+    from ..analysis.attribution import attribution_entries
     from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
+    from ..analysis.matched_budget import built, is_adaptive
+    from ..core.options import OptionError
     from ..analysis.job import kept_compilations
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
@@ -75,6 +81,11 @@ def _compare(args, out: str) -> int:
     with user_input():
         parse_target(args.target)
         base = config_from_args(args, strategy="bsp")   # each row sets its strategy
+        if args.attribution and args.match_budget is False:
+            raise OptionError("--attribution splits an adaptive row's gap to its budget-matched baselines; "
+                              "drop --no-match-budget")
+        if args.attribution:   # the rows the attribution needs (analysis/attribution.py)
+            args.strategies = attribution_entries(base, args.strategies, lambda v: is_adaptive(built(base, v)))
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = layout_line(base)
         check_fresh(Path(out), args.resume)

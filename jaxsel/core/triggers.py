@@ -136,18 +136,31 @@ class Spread(Trigger):
     every K in 0..T. Where P divides T, `Spread(T // P, T)` fires exactly where
     `Periodic(P)` does. Beyond T steps the pattern repeats. The firing steps are worked out
     on the host in int64 (`spread_steps`) and looked up by the replicated step: (t+1) K in
-    the device's int32 would overflow for long runs."""
+    the device's int32 would overflow for long runs.
+
+    `warmup=w` syncs the first w steps of every T and spreads the other K - w syncs over
+    the T - w steps after them: the budget-matched schedule of a method with w forced
+    warm-up syncs (SelSync's), so only the choice of its later syncs differs."""
 
     syncs: int
     steps: int
+    warmup: int = 0
+    """forced syncs first, counted in syncs"""
 
     def __post_init__(self):
         _check_step("steps", self.steps, 1)
         check_int("syncs", self.syncs, 0, int(self.steps))
+        check_int("warmup", self.warmup, 0, int(self.syncs))
+
+    def firing_steps(self) -> np.ndarray:
+        """The steps in [0, steps) that sync: the warm-up, then the rest evenly spread."""
+        w = int(self.warmup)
+        return np.concatenate([np.arange(w), w + spread_steps(self.syncs - w, self.steps - w)]) if w else \
+            spread_steps(self.syncs, self.steps)
 
     def fires(self, step):
         mask = np.zeros(self.steps, bool)
-        mask[spread_steps(self.syncs, self.steps)] = True
+        mask[self.firing_steps()] = True
         return jnp.asarray(mask)[step % self.steps]
 
     def __call__(self, tstate, stats, axis):
@@ -430,7 +443,7 @@ def first_sync_step(trigger) -> int | None:
     if isinstance(trigger, Periodic):
         return trigger.start + trigger.period - 1
     if isinstance(trigger, Spread):
-        return -(-trigger.steps // trigger.syncs) - 1 if trigger.syncs else None
+        return int(trigger.firing_steps()[0]) if trigger.syncs else None
     if isinstance(trigger, Before):
         return 0 if trigger.step > 0 else None
     if isinstance(trigger, Capped):
