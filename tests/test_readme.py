@@ -112,12 +112,12 @@ def test_readme_quick_start_is_two_commands():
     assert "MAIN_JOB=$(quick_start 0)" in ci and "TEST_COMMAND=$(quick_start 1)" in ci
     assert 'bash -c "$TEST_COMMAND $tier"' in ci, "CI must run README's test command"
     legs = re.search(r'^for spec in (.*); do$', ci, re.M).group(1)
-    assert '"python 3.12, newest JAX|$PYTHON312|"' in legs, "the newest JAX's leg runs the test command as written"
+    assert '"python 3.13, newest JAX|$PYTHON313|"' in legs, "the newest JAX's leg runs the test command as written"
     lines = ci.splitlines()
     main_job = next(i for i, line in enumerate(lines) if 'bash -c "$MAIN_JOB"' in line)
     assert 'HOME="$home"' in ci and "-u JAXSEL_DATA_DIR" in lines[main_job - 1], \
         "CI must run README's first command in a fresh HOME, without the suite's data dir"
-    assert "$PYTHON311" in ci and "PYENV_VERSION=3.12.1" in ci, "CI runs both on Python 3.11 and on 3.12"
+    assert "$PYTHON311" in ci and "PYENV_VERSION=3.13.0" in ci, "CI runs both on Python 3.11 and on 3.13"
 
 
 #: The loop's length and the busy-loop processes beside it: on main 7f3b4eb (no pacing) this
