@@ -155,10 +155,42 @@ def test_pareto_shares_the_accuracy_axis_so_one_point_is_not_stretched(rows):
     try:
         assert_laid_out(fig)
         left, right = fig.axes[:2]
-        assert right.get_ylim() == left.get_ylim() and right.get_xlim()[0] == 0
+        assert right.get_ylim() == left.get_ylim() and right.get_xlim()[0] < 0 < right.get_xlim()[1]   # 0 in view
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert labels[0] == "bsp" and all("never reached the target" in t for t in labels[1:len(rows)])
         assert all(same(c, plots.row_color(i)) for i, c in enumerate(legend_colors(fig)[:len(rows)]))
+    finally:
+        plots.pyplot().close(fig)
+
+
+def whole_markers(ax) -> list[tuple]:
+    """The markers of `ax` drawn past its plot area, (x, y) in pixels: none when nothing is cut."""
+    box, cut = ax.get_window_extent(), []
+    for line in ax.lines:
+        if line.get_marker() in (None, "None", "", " "):
+            continue
+        r = line.get_markersize() * ax.figure.dpi / 72 / 2
+        for x, y in ax.transData.transform(np.column_stack(line.get_data()).astype(float)):
+            if x - r < box.x0 or x + r > box.x1 or y - r < box.y0 or y + r > box.y1:
+                cut.append((x, y))
+    return cut
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.02])
+def test_pareto_draws_every_marker_whole_at_the_axis_extremes(spread):
+    """Issue 61: the points at the extremes (0 MB, the most MB, the shortest time at 0 s,
+    the best and worst accuracy) were half cut by the axes' edges."""
+    rows = [{"strategy": f"row {i}", "final_test_accuracy": acc, "final_test_accuracy_std": spread,
+             "bytes_allreduced": mb, "model_time_to_target_s": t, "time_to_target_s": t, "project_network": "10gbe",
+             "target": "0.5"}
+            for i, (acc, mb, t) in enumerate([(0.6, 55.3e6, 8.5), (0.35, 0.0, 0.0), (0.43, 52.3e6, None),
+                                               (0.59, 1.1e6, 5.9)])]
+    fig = pareto.figure_pareto(rows, "a task")
+    try:
+        rendered(fig)
+        for ax in fig.axes[:2]:
+            assert not whole_markers(ax), whole_markers(ax)
+        assert_laid_out(fig)
     finally:
         plots.pyplot().close(fig)
 
