@@ -195,6 +195,22 @@ def test_pareto_draws_every_marker_whole_at_the_axis_extremes(spread):
         plots.pyplot().close(fig)
 
 
+def test_sync_timeline_s_plot_area_does_not_shrink_with_long_labels(rows):
+    """Issue 61: a long row label (a matched baseline's) took half the plot's width; now it
+    wraps in a column of its own, and the plot areas are where they are with short labels."""
+    longer = [RowRuns(r.variant, r.slug, r.runs, label=r.label + " with options that go on and on and on " * 2)
+              for r in rows]
+    areas = []
+    for labelled in (rows, longer):
+        fig = plots.figure_sync_timeline(labelled)
+        try:
+            assert_laid_out(fig)
+            areas.append([ax.get_position().bounds for ax in fig.axes])
+        finally:
+            plots.pyplot().close(fig)
+    assert areas[0] == areas[1] and areas[0][0][2] > 0.7, areas
+
+
 def test_report_of_a_comparison_draws_its_rows_as_seed_means_in_their_colours(rows, tmp_path):
     """report.png of a compare dir: one line per row (not per seed), in results.json's order
     and labels, so each row has the colour it has in the comparison's pictures."""

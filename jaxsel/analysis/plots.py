@@ -176,18 +176,28 @@ def accuracy_panel(ax, rows, x_key: str = "step", *, unit: float = 1.0, after_fi
     return lines
 
 
+#: the share of sync_timeline.png's width kept for the rows' names, left of the plot area
+LABEL_COLUMN = 0.2
+
+
 def sync_ticks_panel(ax, rows) -> None:
     """One line of ticks per seed of each row, a tick at every step that synchronized;
-    each row named with its sync count."""
+    each row named with its sync count, wrapped within a column of its own (LABEL_COLUMN
+    of the figure): a long label (a matched baseline's) took half the plot's width."""
     seeds = len(rows[0].runs)
     for i, row in enumerate(rows):
         offsets = i + (np.arange(len(row.runs)) - (seeds - 1) / 2) * (0.8 / seeds)
         for off, r in zip(offsets, row.runs):
             ax.eventplot([[x["step"] for x in r.records if x["synced"]]], lineoffsets=off,
                          linelengths=0.7 / seeds, colors=[row_color(i)], linestyles=row_style(i)["ls"])
-    ax.set_yticks(range(len(rows)), [f"{label(row)}\n{sync_counts(row)}" for row in rows], fontsize=8)
+    fig = ax.figure
+    names = [wrapped(label(row), fig, 8, LABEL_COLUMN) + "\n" + wrapped(sync_counts(row), fig, 8, LABEL_COLUMN)
+             for row in rows]
+    ax.set_yticks(range(len(rows)), names, fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.invert_yaxis()
+    fig.get_layout_engine().set(rect=(LABEL_COLUMN, 0, 1 - LABEL_COLUMN, 1))   # the labels' own column
+    ax.yaxis.set_in_layout(False)   # so a long label wraps in its column and never narrows the plot
 
 
 def sync_counts(row) -> str:
