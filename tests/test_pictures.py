@@ -211,6 +211,31 @@ def test_sync_timeline_s_plot_area_does_not_shrink_with_long_labels(rows):
     assert areas[0] == areas[1] and areas[0][0][2] > 0.7, areas
 
 
+def test_the_divergence_spike_of_a_mostly_synced_row_is_explained_under_the_panel(rows):
+    """Issue 61: the matched baseline's spike near step 110 in divergence.png. Divergence is
+    sampled every 10 steps after the step's sync; the baseline (567 syncs in 600 steps,
+    `Spread`) is local at steps 109, 309 and 509 alone among the samples, where the spikes
+    are. The panel says so, naming those steps; rows that sync on most samples or on few
+    get no word."""
+    from jaxsel.core.triggers import spread_steps
+
+    fire = {int(t) for t in spread_steps(567, STEPS)}
+    runs = []
+    for run in rows[3].runs:
+        records = [{**x, "synced": x["step"] in fire} for x in run.records]
+        runs.append(RunResult(run.config, records, run.evals, run.final, None, "localsgd"))
+    matched = RowRuns(rows[3].variant, rows[3].slug, runs, label="localsgd (567 of 600 steps, matches selsync)")
+    assert [plots.lone_local_samples(r) for r in rows] == [None] * len(rows)
+    fig = plots.figure_divergence([*rows[:3], matched])
+    try:
+        said = " ".join(fig.axes[0].get_xlabel().split())
+        assert said.endswith("localsgd (567 of 600 steps, matches selsync): sampled after each step's sync, its "
+                             "divergence is 0 but at samples that fell on its local steps (109, 309, 509)"), said
+        assert_laid_out(fig)
+    finally:
+        plots.pyplot().close(fig)
+
+
 def test_report_of_a_comparison_draws_its_rows_as_seed_means_in_their_colours(rows, tmp_path):
     """report.png of a compare dir: one line per row (not per seed), in results.json's order
     and labels, so each row has the colour it has in the comparison's pictures."""
