@@ -155,10 +155,83 @@ def test_pareto_shares_the_accuracy_axis_so_one_point_is_not_stretched(rows):
     try:
         assert_laid_out(fig)
         left, right = fig.axes[:2]
-        assert right.get_ylim() == left.get_ylim() and right.get_xlim()[0] == 0
+        assert right.get_ylim() == left.get_ylim() and right.get_xlim()[0] < 0 < right.get_xlim()[1]   # 0 in view
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert labels[0] == "bsp" and all("never reached the target" in t for t in labels[1:len(rows)])
         assert all(same(c, plots.row_color(i)) for i, c in enumerate(legend_colors(fig)[:len(rows)]))
+    finally:
+        plots.pyplot().close(fig)
+
+
+def whole_markers(ax) -> list[tuple]:
+    """The markers of `ax` drawn past its plot area, (x, y) in pixels: none when nothing is cut."""
+    box, cut = ax.get_window_extent(), []
+    for line in ax.lines:
+        if line.get_marker() in (None, "None", "", " "):
+            continue
+        r = line.get_markersize() * ax.figure.dpi / 72 / 2
+        for x, y in ax.transData.transform(np.column_stack(line.get_data()).astype(float)):
+            if x - r < box.x0 or x + r > box.x1 or y - r < box.y0 or y + r > box.y1:
+                cut.append((x, y))
+    return cut
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.02])
+def test_pareto_draws_every_marker_whole_at_the_axis_extremes(spread):
+    """Issue 61: the points at the extremes (0 MB, the most MB, the shortest time at 0 s,
+    the best and worst accuracy) were half cut by the axes' edges."""
+    rows = [{"strategy": f"row {i}", "final_test_accuracy": acc, "final_test_accuracy_std": spread,
+             "bytes_allreduced": mb, "model_time_to_target_s": t, "time_to_target_s": t, "project_network": "10gbe",
+             "target": "0.5"}
+            for i, (acc, mb, t) in enumerate([(0.6, 55.3e6, 8.5), (0.35, 0.0, 0.0), (0.43, 52.3e6, None),
+                                               (0.59, 1.1e6, 5.9)])]
+    fig = pareto.figure_pareto(rows, "a task")
+    try:
+        rendered(fig)
+        for ax in fig.axes[:2]:
+            assert not whole_markers(ax), whole_markers(ax)
+        assert_laid_out(fig)
+    finally:
+        plots.pyplot().close(fig)
+
+
+def test_sync_timeline_s_plot_area_does_not_shrink_with_long_labels(rows):
+    """Issue 61: a long row label (a matched baseline's) took half the plot's width; now it
+    wraps in a column of its own, and the plot areas are where they are with short labels."""
+    longer = [RowRuns(r.variant, r.slug, r.runs, label=r.label + " with options that go on and on and on " * 2)
+              for r in rows]
+    areas = []
+    for labelled in (rows, longer):
+        fig = plots.figure_sync_timeline(labelled)
+        try:
+            assert_laid_out(fig)
+            areas.append([ax.get_position().bounds for ax in fig.axes])
+        finally:
+            plots.pyplot().close(fig)
+    assert areas[0] == areas[1] and areas[0][0][2] > 0.7, areas
+
+
+def test_the_divergence_spike_of_a_mostly_synced_row_is_explained_under_the_panel(rows):
+    """Issue 61: the matched baseline's spike near step 110 in divergence.png. Divergence is
+    sampled every 10 steps after the step's sync; the baseline (567 syncs in 600 steps,
+    `Spread`) is local at steps 109, 309 and 509 alone among the samples, where the spikes
+    are. The panel says so, naming those steps; rows that sync on most samples or on few
+    get no word."""
+    from jaxsel.core.triggers import spread_steps
+
+    fire = {int(t) for t in spread_steps(567, STEPS)}
+    runs = []
+    for run in rows[3].runs:
+        records = [{**x, "synced": x["step"] in fire} for x in run.records]
+        runs.append(RunResult(run.config, records, run.evals, run.final, None, "localsgd"))
+    matched = RowRuns(rows[3].variant, rows[3].slug, runs, label="localsgd (567 of 600 steps, matches selsync)")
+    assert [plots.lone_local_samples(r) for r in rows] == [None] * len(rows)
+    fig = plots.figure_divergence([*rows[:3], matched])
+    try:
+        said = " ".join(fig.axes[0].get_xlabel().split())
+        assert said.endswith("localsgd (567 of 600 steps, matches selsync): sampled after each step's sync, its "
+                             "divergence is 0 but at samples that fell on its local steps (109, 309, 509)"), said
+        assert_laid_out(fig)
     finally:
         plots.pyplot().close(fig)
 

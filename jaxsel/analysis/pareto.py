@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .plots import legend_below, new_figure, row_color, save, wrapped
 
 
@@ -39,6 +41,31 @@ def _panel(ax, rows: list[dict], cost) -> list:
     return points
 
 
+#: room on each side of the points, as a share of their extent on the axis's scale
+MARGIN = 0.08
+
+
+def fit_to_points(ax, xs: list[float], lows: list[float], highs: list[float]) -> None:
+    """Axis limits from the data's extent (x: `xs`; y: each point's error bar, `lows` to
+    `highs`) plus MARGIN on each side, measured on each axis's own scale (the symlog MB
+    axis too): matplotlib's own limits ran to a point's centre at an extreme (a fixed left
+    edge at 0, a symlog end), which cut its marker in half."""
+    if not xs:
+        return
+    for axis, low, high, setter in ((ax.xaxis, min(xs), max(xs), ax.set_xlim),
+                                    (ax.yaxis, min(lows), max(highs), ax.set_ylim)):
+        forward = axis.get_transform()
+        a, b = (float(v) for v in forward.transform(np.array([low, high], float)))
+        pad = MARGIN * (b - a) if b > a else 0.5
+        setter(*(float(v) for v in forward.inverted().transform(np.array([a - pad, b + pad]))))
+
+
+def seconds_to_target(row: dict) -> float | None:
+    """The row's cost-model seconds to the target (a results.json written before it: the
+    projection's, whose compute was measured)."""
+    return row.get("model_time_to_target_s", row.get("time_to_target_s"))
+
+
 def figure_pareto(rows: list[dict], title: str):
     """pareto.png's figure from results.json's rows: the two panels share the accuracy
     axis, so a panel with one point is read on the same scale as the other."""
@@ -51,8 +78,12 @@ def figure_pareto(rows: list[dict], title: str):
     a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     a.set(xlabel="MB sent per replica (seed mean; symlog)", ylabel="final test accuracy (mean ± std over seeds)")
     a.set_title("accuracy against communication", fontsize=9)
-    reached = _panel(b, rows, lambda r: r.get("time_to_target_s"))
-    b.set_xlim(left=0)   # time from the start: one point is not stretched over the axis
+    reached = _panel(b, rows, seconds_to_target)
+    accuracy = [(r["final_test_accuracy"], r.get("final_test_accuracy_std") or 0.0) for r in rows]
+    lows, highs = [m - s for m, s in accuracy], [m + s for m, s in accuracy]
+    fit_to_points(a, [r["bytes_allreduced"] / 1e6 for r in rows], lows, highs)
+    times = [t for t in map(seconds_to_target, rows) if t is not None]
+    fit_to_points(b, [0.0, *times] if times else [], lows, highs)   # time from the start: 0 in view
     b.set_xlabel(f"projected wall-clock to the target on {rows[0].get('project_network', '?')} (s)")
     b.set_title(wrapped(f"accuracy against time to {rows[0].get('target', 'the target')}", fig, 9, 0.45),
                 fontsize=9)

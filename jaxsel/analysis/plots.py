@@ -176,18 +176,28 @@ def accuracy_panel(ax, rows, x_key: str = "step", *, unit: float = 1.0, after_fi
     return lines
 
 
+#: the share of sync_timeline.png's width kept for the rows' names, left of the plot area
+LABEL_COLUMN = 0.2
+
+
 def sync_ticks_panel(ax, rows) -> None:
     """One line of ticks per seed of each row, a tick at every step that synchronized;
-    each row named with its sync count."""
+    each row named with its sync count, wrapped within a column of its own (LABEL_COLUMN
+    of the figure): a long label (a matched baseline's) took half the plot's width."""
     seeds = len(rows[0].runs)
     for i, row in enumerate(rows):
         offsets = i + (np.arange(len(row.runs)) - (seeds - 1) / 2) * (0.8 / seeds)
         for off, r in zip(offsets, row.runs):
             ax.eventplot([[x["step"] for x in r.records if x["synced"]]], lineoffsets=off,
                          linelengths=0.7 / seeds, colors=[row_color(i)], linestyles=row_style(i)["ls"])
-    ax.set_yticks(range(len(rows)), [f"{label(row)}\n{sync_counts(row)}" for row in rows], fontsize=8)
+    fig = ax.figure
+    names = [wrapped(label(row), fig, 8, LABEL_COLUMN) + "\n" + wrapped(sync_counts(row), fig, 8, LABEL_COLUMN)
+             for row in rows]
+    ax.set_yticks(range(len(rows)), names, fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.invert_yaxis()
+    fig.get_layout_engine().set(rect=(LABEL_COLUMN, 0, 1 - LABEL_COLUMN, 1))   # the labels' own column
+    ax.yaxis.set_in_layout(False)   # so a long label wraps in its column and never narrows the plot
 
 
 def sync_counts(row) -> str:
@@ -255,10 +265,30 @@ def divergence_panel(ax, rows) -> list:
                   for r in row.runs]
         lines.append(band(ax, [s for s, _ in traces[0]], [[d for _, d in t] for t in traces], **row_style(i)))
     mark_milestones(ax, rows[0])
-    ax.set(xlabel="step (dotted: learning-rate milestones)",
+    why = "; ".join(filter(None, (lone_local_samples(row) for row in rows)))
+    ax.set(xlabel=wrapped("step (dotted: learning-rate milestones)" + (f". {why}" if why else ""), ax.figure, 8, 0.45),
            ylabel="replica divergence\n(max L2 distance from the mean)")
     ax.grid(alpha=0.3)
     return lines
+
+
+def lone_local_samples(row) -> str | None:
+    """Why a row that syncs on most steps shows spikes: divergence is sampled every few
+    steps after the step's sync (0 right after a model average), so its curve is 0 but
+    where a sample falls on one of its few local steps (the matched local SGD baseline of
+    567 syncs in 600 steps: steps 109, 309 and 509). None when no sample of the row was a
+    lone local step among synced ones."""
+    run = row.runs[0]
+    synced = {x["step"]: bool(x["synced"]) for x in run.records}
+    sampled = [x["step"] for x in run.records if x.get("divergence") is not None]
+    if sum(synced.values()) <= len(synced) / 2:
+        return None
+    lone = [t for t in sampled if not synced[t]]
+    if not lone or len(lone) == len(sampled):
+        return None
+    shown = ", ".join(map(str, lone[:6])) + (", ..." if len(lone) > 6 else "")
+    return (f"{label(row)}: sampled after each step's sync, its divergence is 0 but at samples that fell on its "
+            f"local steps ({shown})")
 
 
 def correlation_panel(ax, rows) -> None:

@@ -1,0 +1,42 @@
+"""The figures the docs quote from runs are the recorded runs' (docs/quoted_figures.py):
+calibrate's deltas in docs/COMPARE.md drifted from what the command printed (issue 61)."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "docs" / "quoted_figures.py"
+
+
+@pytest.fixture(scope="module")
+def quoted():
+    spec = importlib.util.spec_from_file_location("quoted_figures", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_quoted_figure_is_its_record_s(quoted):
+    assert quoted.stale() == [], "run `python docs/quoted_figures.py` to rewrite them from docs/recorded/"
+
+
+def test_calibrate_s_quote_reads_the_record_as_the_command_prints_it(quoted):
+    record = json.loads((quoted.RECORDED / "calibration.json").read_text())
+    raw = [f"{float(v):.3g}" for v in record["statistics"]["raw"]["fires"].values()]
+    assert quoted.calibrate_deltas(record).startswith(" / ".join(raw) + " raw, ")
+    text = (quoted.DOCS / "COMPARE.md").read_text()
+    assert f"(here {quoted.calibrate_deltas(record)};" in text
+
+
+def test_a_quote_edited_by_hand_is_found_and_rewritten(quoted, tmp_path, monkeypatch):
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "recorded" / "r.json").write_text(json.dumps({"x": 0.4931}))
+    (tmp_path / "DOC.md").write_text("the delta (here 0.46;\nmore")
+    monkeypatch.setattr(quoted, "DOCS", tmp_path)
+    monkeypatch.setattr(quoted, "RECORDED", tmp_path / "recorded")
+    monkeypatch.setattr(quoted, "QUOTES", (quoted.Quote("DOC.md", r"\(here (?P<figures>[0-9.]+);", "r.json", "cmd",
+                                                        lambda r: f"{r['x']:.3g}"),))
+    assert quoted.stale() == ["DOC.md quotes '0.46'; r.json (cmd) gives '0.493'"]
+    assert quoted.main(["--check"]) == 1 and quoted.main([]) == 0
+    assert (tmp_path / "DOC.md").read_text() == "the delta (here 0.493;\nmore" and quoted.stale() == []
