@@ -105,6 +105,19 @@ def milestone_steps(milestones: tuple[float, ...], total_steps: int | None) -> l
     return sorted(steps)
 
 
+def fixed_milestones_note(spec: str, first_length: int, steps: int) -> str | None:
+    """What a resume to `steps` keeps of a run first `first_length` steps long whose schedule
+    `spec` has fractional milestones (they stay at its steps: a resume that extends the run is
+    not the longer run), as a clause of the resume's header line; None where nothing is kept."""
+    kind, milestones, _ = parse_lr_schedule(spec)
+    fractions = tuple(m for m in milestones if m < 1)
+    if kind != "milestones" or not fractions or steps == first_length:
+        return None
+    at = ", ".join(map(str, milestone_steps(fractions, first_length)))
+    return (f"its LR milestones {', '.join(f'{m:g}' for m in fractions)} stay fractions of the first run's "
+            f"{first_length} steps (step {at}), not of {steps}: this is not the run a fresh --steps {steps} trains")
+
+
 class RunSamples(NamedTuple):
     """What `sample-epochs` counts with: the per-replica batch b (a local step's samples),
     the replicas N (a synchronized step counts b*N) and the training set's examples (an
