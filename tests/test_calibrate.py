@@ -95,3 +95,22 @@ def test_calibrate_end_to_end_and_resumed(tmp_path, capsys):
     assert main([*argv, "--resume"]) == 0
     assert "finished earlier, loaded from bsp/seed1/" in capsys.readouterr().out
     assert json.loads((out / "calibration.json").read_text()) == result
+
+
+def test_report_on_a_calibration_directory_prints_its_table_and_draws_its_picture_again(tmp_path, capsys):
+    """(issue 60 item 12: "job of unknown kind 'calibrate'")"""
+    from jaxsel.analysis import job
+    from jaxsel.training.rundir.write import write_record
+
+    out = tmp_path / "cal"
+    out.mkdir()
+    job.begin(out, "calibrate", {"seeds": 2}, resume=False, held=[])
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "has not finished" in err and "--resume" in err, err
+    result = {"setting": "a task", **calibration(traces(), [0, 1], Significance(window=4, alpha=0.1))}
+    write_record(out / "calibration.json", result)
+    assert main(["report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert format_calibration(json.loads((out / "calibration.json").read_text())) in printed
+    assert (out / "calibration.png").stat().st_size > 0 and "unknown kind" not in printed

@@ -55,3 +55,21 @@ def test_a_resume_that_would_report_another_run_is_refused_in_one_line(tmp_path,
     code = cli_main(["train", "--out", out, "--resume", "--steps", "4", "--no-progress", *flags])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and named in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_a_resume_to_more_steps_says_its_fractional_milestones_stay_where_they_were(tmp_path, capsys):
+    """(issue 60 item 13) The header names the first run's milestone steps, and keeps naming
+    them on later resumes of the extended run (its record says 8 steps; its milestones are
+    still the first run's)."""
+    out = str(tmp_path / "out")
+    assert cli_main([*RUN[:3], *RUN[5:], "--steps", "4", "--checkpoint-every", "2", "--lr-schedule", "milestones:0.5,0.75",
+                     "--out", out, "--checkpoint-dir", str(tmp_path / "ck")]) == 0
+    capsys.readouterr()
+    assert cli_main(["train", "--out", out, "--resume", "--steps", "8", "--no-progress"]) == 0
+    header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("resumed:")]
+    assert len(header) == 1 and header[0].endswith(
+        "its LR milestones 0.5, 0.75 stay fractions of the first run's 4 steps (step 2, 3), not of 8: this is not "
+        "the run a fresh --steps 8 trains"), header
+    assert cli_main(["train", "--out", out, "--resume", "--no-progress"]) == 0
+    assert "its LR milestones 0.5, 0.75 stay fractions of the first run's 4 steps" in capsys.readouterr().out

@@ -70,13 +70,17 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 
 def check_path_text(path: str | None, option: str) -> None:
     """A path that cannot be written as UTF-8 (bytes from a broken locale) breaks every
-    log line and JSON file that names it: refuse it up front."""
+    log line and JSON file that names it, and one with a line break or another control
+    character splits the header and the one-line errors that name it: refuse both up front."""
     if path is None:
         return
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
         raise UsageError(f"{option} {ascii(str(path))} is not valid UTF-8; choose a path that is") from None
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(path)):
+        raise UsageError(f"{option} {ascii(str(path))} holds a line break or another control character; choose a "
+                         f"path without") from None
 
 
 def ensure_writable(path: str, option: str = "--out") -> Path | None:

@@ -37,7 +37,7 @@ def cmd_report(args) -> int:
         remade = report_job(Path(args.run_dir))
     if remade is not None:
         print(remade[1] + "\n")
-        if remade[0] == "frontier":   # its runs are the frontier's points, not curves to overlay
+        if remade[0] in ("frontier", "calibrate"):   # its runs are points or probes, not curves to overlay
             return 0
     with user_input():
         text = report(args.run_dir, networks=args.networks.split(","), stragglers=args.stragglers,

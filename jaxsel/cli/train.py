@@ -131,9 +131,12 @@ def _train_config(args, out: str):
     return cfg
 
 
-def resumed_note(args, cfg) -> str | None:
-    """A resume of a run that records its settings: the header's line saying so and naming
-    what the flags given change; a change of its results is refused (one line)."""
+def resumed_note(args, cfg, planned=None) -> str | None:
+    """A resume of a run that records its settings: the header's line saying so, naming
+    what the flags given change and, where `planned` (the plan's settings) resumes to
+    another length, that fractional LR milestones stay where they were; a change of its
+    results is refused (one line)."""
+    from ..training.lr_schedule import fixed_milestones_note
     from ..training.recorded import resume_changes
     from ..training.rundir import CONFIG_FILE
 
@@ -147,7 +150,8 @@ def resumed_note(args, cfg) -> str | None:
         raise UsageError(f"resuming {args.out}: {'; '.join(refused)} would change the results of the run it "
                          f"holds; leave those flags out to continue it, or start a new run in another --out")
     changed = f"the flags given change {', '.join(allowed)}" if allowed else "no flag given changes them"
-    return f"resumed: with the settings {args.out}/{CONFIG_FILE} records; {changed}"
+    kept = fixed_milestones_note(cfg.lr_schedule, planned.lr_schedule_length, cfg.steps) if planned else None
+    return f"resumed: with the settings {args.out}/{CONFIG_FILE} records; {changed}" + (f"; {kept}" if kept else "")
 
 
 def cmd_train(args) -> int:
@@ -169,7 +173,7 @@ def cmd_train(args) -> int:
         head = (task_line(cfg, args),)   # the task the settings are, and what of it was changed
         plan = plan_run(cfg, claim=args.out is None, announce=head if lead else None)   # every check; nothing made
         args.run_dir = plan.cfg.out_dir   # a stop from here on names it in the command that continues
-        note = resumed_note(args, cfg)   # after the plan's checks: a run that cannot be resumed says so first
+        note = resumed_note(args, cfg, plan.cfg)   # after the plan's checks: a run that cannot be resumed says so first
         if note and lead:
             plan = dataclasses.replace(plan, announce=(*plan.announce, note))
         early_stop.check()   # a Ctrl-C so far: stop before anything is created

@@ -28,6 +28,13 @@ def is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def is_numeral(text: str) -> bool:
+    """Whether `text` may be read as a number by `int` or `float`: ASCII without '_'.
+    Python's own readers also take other scripts' digits ('١', '１') and '1_0', which a
+    record then holds as typed while the run used 1 or 10: those are no numbers here."""
+    return text.isascii() and "_" not in text
+
+
 def is_number(value) -> bool:
     """A finite real number that is not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))

@@ -20,7 +20,7 @@ import types
 import typing
 from typing import Any, Mapping
 
-from .checks import INT32_MAX, MAX_SEED, int_limit, is_int
+from .checks import INT32_MAX, MAX_SEED, int_limit, is_int, is_numeral
 
 
 class OptionError(ValueError):
@@ -169,14 +169,14 @@ def _try(typ, value):
             return True, value
         if isinstance(value, float) and value.is_integer():
             return True, int(value)
-        if isinstance(value, str):
+        if isinstance(value, str) and is_numeral(value):
             try:
                 return True, int(value)
             except ValueError:
                 return False, None
         return False, None
     if typ is float:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or (isinstance(value, str) and not is_numeral(value)):
             return False, None
         try:
             out = float(value)
@@ -201,6 +201,8 @@ def parse_kv(pairs: list[str] | None, flag: str = "--opt") -> dict[str, Any]:
 
 
 def parse_value(raw: str):
+    if not is_numeral(raw):   # '١', '1_0': a string, which an option's type check refuses
+        return {"true": True, "false": False}.get(raw.lower(), raw)
     for cast in (int, float):
         try:
             return cast(raw)

@@ -67,8 +67,8 @@ def check_strategy_state(state: TrainState, strategy, where: str, optimizer=None
     if optimizer is not None:
         expected = jax.eval_shape(optimizer.init, params)
         if jax.tree.structure(expected) != jax.tree.structure(one(state.opt_state)):
-            raise TypeError(f"{where}: the state's optimizer state is {_layout(state.opt_state)}, but this "
-                            f"optimizer keeps {_layout(expected)} for these parameters"
+            raise TypeError(f"{where}: the state's optimizer state is {layout_of(state.opt_state)}, but this "
+                            f"optimizer keeps {layout_of(expected)} for these parameters"
                             f"{_paths_unlike(expected, state.opt_state, 'opt_state')}: build the state with "
                             f"init_state(params, optimizer, ...) for the same optimizer and parameters")
         wrong = _first_unlike(expected, one(state.opt_state), "opt_state")
@@ -78,8 +78,8 @@ def check_strategy_state(state: TrainState, strategy, where: str, optimizer=None
                             f"the parameters it trains")
     expected = jax.eval_shape(lambda p, o: strategy.init(p, o, n), params, one(state.opt_state))
     if jax.tree.structure(expected) != jax.tree.structure(one(state.strategy_state)):
-        raise TypeError(f"{where}: the state's strategy state is {_layout(state.strategy_state)}, but "
-                        f"{type(strategy).__name__} keeps {_layout(expected)}"
+        raise TypeError(f"{where}: the state's strategy state is {layout_of(state.strategy_state)}, but "
+                        f"{type(strategy).__name__} keeps {layout_of(expected)}"
                         f"{_paths_unlike(expected, state.strategy_state, 'strategy_state')}: build the state with "
                         f"init_state(..., strategy) for the strategy it runs with")
     wrong = _first_unlike(expected, one(state.strategy_state), "strategy_state")
@@ -138,16 +138,16 @@ def _kind(x) -> str:
     return f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
 
 
-def _layout(tree, depth: int = 2) -> str:
+def layout_of(tree, depth: int = 2) -> str:
     """A state's layout by node type, `depth` levels deep: 'TriggeredState(trigger=(),
     samples=None)', '(ScaleByAdamState(count=array, mu={...}, nu={...}), EmptyState())'."""
     if hasattr(tree, "_fields"):   # a NamedTuple state
         if depth <= 0:
             return type(tree).__name__
-        fields = ", ".join(f"{f}={_layout(getattr(tree, f), depth - 1)}" for f in tree._fields)
+        fields = ", ".join(f"{f}={layout_of(getattr(tree, f), depth - 1)}" for f in tree._fields)
         return f"{type(tree).__name__}({fields})"
     if isinstance(tree, (tuple, list)):
-        return "(" + ", ".join(_layout(x, depth) for x in tree) + ")"
+        return "(" + ", ".join(layout_of(x, depth) for x in tree) + ")"
     if isinstance(tree, dict):
         return "{...}" if tree else "{}"
     return "None" if tree is None else "array" if hasattr(tree, "shape") else type(tree).__name__

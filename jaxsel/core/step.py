@@ -163,12 +163,30 @@ class TrainStep:
             raise LayoutError(f"the train step was built for {self.replicas} replicas, the state holds {n}: build "
                               f"the state with init_state(..., replicas={self.replicas})")
         _per_device(n, self.mesh)
+        _same_devices(state, self.mesh)
         _check_batch(batch, n)
 
     def __getattr__(self, name: str):
         if name in ("jitted", "mesh", "paced", "replicas"):   # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.jitted, name)
+
+
+def _same_devices(state, mesh: Mesh) -> None:
+    """LayoutError when the state's arrays live on other devices than the step's mesh (a
+    state built on the 8-device mesh, a step on 4): JAX's sharding mismatch named neither."""
+    leaf = next(iter(jax.tree.leaves(state.params)), None)
+    try:
+        sharding = leaf.sharding
+    except AttributeError:   # host arrays, or traced (the step inside another jit): no placement to check
+        return
+    if not isinstance(sharding, NamedSharding):
+        return   # placed by the user some other way: jit places or refuses them
+    held, wanted = set(sharding.device_set), set(mesh.devices.flat)
+    if held != wanted:
+        raise LayoutError(f"the state lives on {len(held)} device(s) (its mesh {dict(sharding.mesh.shape)}), the "
+                          f"train step runs on {len(wanted)} ({dict(mesh.shape)}): build the state with "
+                          f"init_state(..., mesh) on the step's mesh, or build the step on the state's")
 
 
 def make_train_step(

@@ -41,7 +41,7 @@ from jax import lax
 from .collectives import (ReplicaAxes, local_count, local_stack, mesh_axes, replica_count,
                           varies_across_local_replicas)
 from .sample_clock import advance_sample_clocks
-from .state import TrainState, check_strategy
+from .state import TrainState, check_strategy, layout_of
 from .sync import Ledger, StepContext, StepStats, Strategy, sync_where, varying_axes
 
 _PROBE = "jaxsel_probe"   # the vmap axis of `init`'s abstract step (the facts' layout)
@@ -163,6 +163,7 @@ def as_optax(strategy: Strategy, inner, *, axis_name: Any = "data") -> optax.Gra
             raise ValueError(f"jaxsel.as_optax({strategy.name}): update needs the parameters, "
                              f"tx.update(grads, opt_state, params)")
         _refuse_chained(grads, strategy)
+        _check_own_state(strategy, state, params)
         axes = resolve_axes(names, grads)
         leftover = averaged_already(grads, axes)
         if leftover:   # raised here, not deeper: the user's traceback ends at tx.update
@@ -198,6 +199,22 @@ def _refuse_chained(grads, strategy: Strategy) -> None:
                          f"transformation (two chained, e.g. optax.chain(as_optax(A, opt), as_optax(B, opt))): each "
                          f"is a whole method around its own optimizer; use one, with the other optax transformations "
                          f"as its inner optimizer (as_optax(A, optax.chain(...)))")
+
+
+def _check_own_state(strategy: Strategy, state, params) -> None:
+    """TypeError, in one line, when `state` is not what this transformation's `init` makes
+    for `params` (another strategy's, or no `SyncState` at all): it failed deep inside the
+    strategy (`'tuple' object has no attribute 's_prev'`)."""
+    shapes = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), tree)
+    advice = f"pass the state tx.init(params) made for jaxsel.as_optax({strategy.name}, ...)"
+    if not isinstance(state, SyncState):
+        raise TypeError(f"jaxsel.as_optax({strategy.name}): the optimizer state is {layout_of(state)}, not its "
+                        f"SyncState: {advice}")
+    expected = jax.eval_shape(lambda p, o: strategy.init(p, o, None), shapes(params), shapes(state.inner))
+    if jax.tree.structure(expected) != jax.tree.structure(state.strategy):
+        raise TypeError(f"jaxsel.as_optax({strategy.name}): the optimizer state's strategy state is "
+                        f"{layout_of(state.strategy)}, but {type(strategy).__name__} keeps {layout_of(expected)} "
+                        f"(another strategy's state?): {advice}")
 
 
 def _checked_inner(strategy: Strategy, inner):

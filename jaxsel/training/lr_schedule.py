@@ -21,17 +21,21 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import optax
 
-from ..core.checks import INT32_MAX
+from ..core.checks import INT32_MAX, is_numeral
 
 DEFAULT_MILESTONES = (0.5, 0.75)
 DEFAULT_GAMMA = 0.1
+#: the largest factor the optimizer's float32 learning rate holds
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: the kinds of schedule, for the error message and `--help`
 GRAMMAR = ("'constant', 'milestones[:M1,M2,...][@GAMMA]' (M < 1: fraction of the run, M >= 1: step, "
            f"<= {INT32_MAX}; each M once), 'every:K[@GAMMA]' (x GAMMA every K steps) or "
            "'sample-epochs:E1,E2,...[@GAMMA][/SAMPLES]' (x GAMMA at each epoch E counted from samples: b per "
-           "local step, b*N per synced one, SAMPLES per epoch, default the training set's; each E once); GAMMA > 0")
+           "local step, b*N per synced one, SAMPLES per epoch, default the training set's; each E once); GAMMA > 0 "
+           "in float32 (>= 1.4e-45); numbers in ASCII digits")
 
 
 class LRSchedule(NamedTuple):
@@ -58,6 +62,8 @@ def read_lr_schedule(spec: str) -> LRSchedule:
     if kind not in ("milestones", "every", "sample-epochs") or (colon and not points) or (at and not gamma) \
             or (kind != "milestones" and not points) or (slash and not samples):   # "milestones:", "...@", ".../"
         raise ValueError(allowed)
+    if not is_numeral(rest + samples):   # '１', '1_0': Python reads them, the record would not say so
+        raise ValueError(allowed)
     try:
         milestones = tuple(float(m) for m in points.split(",")) if points else DEFAULT_MILESTONES
         factor = float(gamma) if gamma else DEFAULT_GAMMA
@@ -66,7 +72,7 @@ def read_lr_schedule(spec: str) -> LRSchedule:
         raise ValueError(allowed) from None
     in_range = epoch_samples is None or 1 <= epoch_samples <= INT32_MAX
     if not (_valid(kind, milestones) and in_range and len(set(milestones)) == len(milestones)
-            and math.isfinite(factor) and factor > 0):
+            and 0 < factor <= FLOAT32_MAX and np.float32(factor) > 0):   # as float32 holds it: 1e-320 is 0 there
         raise ValueError(allowed)
     return LRSchedule(kind, milestones, factor, epoch_samples)
 
@@ -97,6 +103,19 @@ def milestone_steps(milestones: tuple[float, ...], total_steps: int | None) -> l
         else:
             steps.append(int(m))
     return sorted(steps)
+
+
+def fixed_milestones_note(spec: str, first_length: int, steps: int) -> str | None:
+    """What a resume to `steps` keeps of a run first `first_length` steps long whose schedule
+    `spec` has fractional milestones (they stay at its steps: a resume that extends the run is
+    not the longer run), as a clause of the resume's header line; None where nothing is kept."""
+    kind, milestones, _ = parse_lr_schedule(spec)
+    fractions = tuple(m for m in milestones if m < 1)
+    if kind != "milestones" or not fractions or steps == first_length:
+        return None
+    at = ", ".join(map(str, milestone_steps(fractions, first_length)))
+    return (f"its LR milestones {', '.join(f'{m:g}' for m in fractions)} stay fractions of the first run's "
+            f"{first_length} steps (step {at}), not of {steps}: this is not the run a fresh --steps {steps} trains")
 
 
 class RunSamples(NamedTuple):
