@@ -34,19 +34,19 @@ def test_every_method_declares_a_grid_that_builds_on_the_default_task():
         assert [v.options for v in points] == list(traits_of(STRATEGIES[name]).budget.grid), name
     # the default sweep's size: 40 points when the hour-long published verdict was planned,
     # 46 with issue 47's methods, 48 since SelSync's deltas are the paper's and four derived
-    # from BSP (issue 42)
-    assert len(plan.variants) == 48
+    # from BSP (issue 42), 55 since SelSync's 7 points also run in local SGD's order (issue 58)
+    assert len(plan.variants) == 55
 
 
 def test_declared_points_that_do_not_fit_the_task_are_left_out_and_named():
     """On the paper task's 10 replicas hierarchical's groups of 4 and islands of 4 cannot be
-    built: the frontier runs the other 46 points and names those two with the reason (it
+    built: the frontier runs the other 53 points and names those two with the reason (it
     stopped before its first run); the same point given with --grid is the user's: an error."""
     paper = dataclasses.replace(TASK, replicas=10, batch_size=32, partition="seldp")
     plan = plan_frontier(paper, None, None, 3)
     assert [u.split(" (")[0] for u in plan.unfit] == ["hierarchical:groups=4", "islands:period=4:islands=4"]
     assert "must divide the 10 replicas" in plan.unfit[0] and "K must divide 10" in plan.unfit[1]
-    assert len(plan.variants) == 46 and plan.methods["hierarchical"][0].options == {"groups": 2}
+    assert len(plan.variants) == 53 and plan.methods["hierarchical"][0].options == {"groups": 2}
     assert "unfit" in job_settings(paper, plan, 3, (1.0,)) and "unfit" not in job_settings(
         TASK, plan_frontier(TASK, None, None, 3), 3, (1.0,))   # absent when empty: older jobs resume
     with pytest.raises(ValueError, match="groups=4 must divide the 10 replicas"):
@@ -166,6 +166,41 @@ def test_adaptive_points_are_judged_against_local_sgd_at_their_own_budget():
     assert "  raw: 0.61 ± 0.02 on 24 MB; k49 (within its MB) 0.55 ± 0.01 on 8 MB: better beyond the seed spread" in text
 
 
+def test_adaptive_points_are_also_judged_against_their_same_order_schedule():
+    """A `triggered` spread point with exactly an adaptive point's sync count, averaging in
+    its order (given with --grid, as `same_order_variant` builds it), is its same-order
+    baseline: the selection alone, in frontier.json and frontier.md (issue 58)."""
+    from jaxsel.analysis.frontier_report import own_budget, own_budget_lines
+
+    def spread(label, syncs, acc, **order):
+        return {**point("triggered", label, 7.0, acc, 0.01),
+                "options": {"trigger": "spread", "trigger.syncs": syncs, "trigger.steps": 600, **order}}
+
+    figures = [{**point("localsgd", "k49", 7.0, 0.55, 0.01), "options": {"syncs": 49}},
+               spread("before49", 49, 0.47), spread("after49", 49, 0.56, sync="model"), spread("before50", 50, 0.2),
+               {**point("selsync", "authors", 7.0, 0.48, 0.02), "options": {}, "per_seed": [{"syncs": 49}] * 3},
+               {**point("selsync", "model", 7.0, 0.50, 0.02), "options": {"sync": "model"},
+                "per_seed": [{"syncs": 49}] * 3},
+               {**point("selsync", "alone", 7.0, 0.50, 0.02), "options": {}, "per_seed": [{"syncs": 7}] * 3}]
+    rows = own_budget(figures, {"authors", "model", "alone"})
+    same = [r["same_order"] and r["same_order"]["baseline"]["entry"] for r in rows]
+    assert same == ["before49", "after49", None]
+    assert rows[0]["same_order"]["lead"] == pytest.approx(0.01) and rows[0]["same_order"]["beyond_spread"] is False
+    assert rows[1]["same_order"]["beyond_spread"] is True and rows[1]["same_order"]["lead"] == pytest.approx(-0.06)
+    table = own_budget_lines(rows)
+    assert "| authors | before49 | 0.47 ± 0.01 | within the seed spread |" in table
+    assert "| model | after49 | 0.56 ± 0.01 | worse beyond the seed spread |" in table
+
+
+def test_selsync_s_frontier_points_run_in_both_orders():
+    """Every declared SelSync point averages before the update (the authors' order) and
+    again after it (local SGD's), so the frontier asks whether selection beats a schedule
+    in both orders (issue 58)."""
+    grid = traits_of(STRATEGIES["selsync"]).budget.grid
+    authors = [p for p in grid if "sync" not in p]
+    assert [p for p in grid if "sync" in p] == [{**p, "sync": "model"} for p in authors] and len(authors) == 7
+
+
 def test_levels_are_shares_of_bsp_in_increasing_order():
     assert check_levels([1, 0.02, 0.3]) == (0.02, 0.3, 1.0)
     for bad in ([], [0], [1.5], [0.1, 0.1]):
@@ -258,7 +293,7 @@ def test_selsync_s_deltas_are_derived_from_plain_bsp_s_gradient_norms(statistic)
     from jaxsel.analysis import significance_stats as stats
 
     base = dataclasses.replace(TASK, strategy_options={} if statistic is None else {"statistic": statistic})
-    variants = declared_points("selsync")
+    variants = [v for v in declared_points("selsync") if "sync" not in v.options]   # the authors' order
     assert [v.entry for v in variants if fired(v)] == [f"selsync:delta=fires:{f:g}" for f in (0.05, 0.1, 0.25, 0.5)]
     runs = bsp_runs()
     derived = derive_points(base, variants, runs)

@@ -99,6 +99,9 @@ VARIANTS = {
     "hierarchical-raw-groups4": ("hierarchical", {"groups": 4, "inner": "localsgd", "inner.period": 2,
                                                   "outer": "selsync", "outer.window": 2, "outer.delta": 0.5,
                                                   "outer.statistic": "raw"}),
+    # issue 58: SelSync averaging after the update (local SGD's order), and its momentum averaged at a sync
+    "selsync-model": ("selsync", {"sync": "model", "window": 2, "delta": 0.5}),
+    "selsync-opt-state": ("selsync", {"sync_opt_state": True, "window": 2, "delta": 0.5}),
 }
 #: the variants that also run on every layout: decisions taken on packed replicas' votes,
 #: order statistics, sampling and groups inside a device as well as across devices

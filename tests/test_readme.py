@@ -170,11 +170,12 @@ def test_readme_first_screen_holds_what_a_newcomer_needs():
     assert lines[0] == "# jaxsel" and "## Quick start" in first and "```bash" in first
     head, rest = first.split("```\nstrategy ", 1)   # the sample: a block of what the command prints
     sample = rest.split("```", 1)[0]
-    assert "selsync (delta=0.3, W=25, raw)" in sample and "budget-matched" in sample
+    assert "selsync (delta=0.3, W=25, raw, averages" in sample and "budget-matched" in sample
+    assert "attribution of selsync" in sample   # what its gap is made of (issue 58)
     assert re.search(r"JAX \d+\.\d+", head.strip().splitlines()[-1]), "the sample says which JAX made it"
     assert "**The finding.**" in first and "docs/DEVELOPMENT.md" in first
     assert max(len(line) for line in lines if not line.startswith(("strategy", " ", "-", "bsp", "localsgd",
-                                                                    "selsync"))) <= 100
+                                                                    "selsync", "triggered"))) <= 100
 
 
 #: README's map: each section that left README, and the page it went to (with its heading)

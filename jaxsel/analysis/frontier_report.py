@@ -25,6 +25,7 @@ import shlex
 from pathlib import Path
 
 from ..strategies.traits import traits_of
+from ..strategies.triggered import TriggeredStrategy
 from ..training.numbers import significant
 from ..training.rundir.write import write_record as write_json, write_text
 from .frontier_points import recorded_points
@@ -111,13 +112,30 @@ def own_budget(figures: list[dict], adaptive: set[str]) -> list[dict]:
         within = [b for b in baseline if b["mb"] <= f["mb"] * (1 + 1e-9)]
         against = matched[0] if matched else max(within, key=lambda b: (b["accuracy"], -b["mb"]), default=None)
         row = {"point": f, "syncs": syncs, "baseline": against, "how": "matched" if matched else "within its MB",
-               "lead": None, "beyond_spread": None}
-        if against is not None:
-            row["lead"] = f["accuracy"] - against["accuracy"]
-            if f["accuracy_std"] is not None and against["accuracy_std"] is not None:
-                row["beyond_spread"] = bool(abs(row["lead"]) > f["accuracy_std"] + against["accuracy_std"])
+               **lead(f, against)}
+        same = next((s for s in ok if is_same_order(s, f, syncs)), None)
+        row["same_order"] = None if same is None else {"baseline": same, **lead(f, same)}
         rows.append(row)
     return rows
+
+
+def lead(f: dict, against: dict | None) -> dict:
+    """f's accuracy less `against`'s, and whether that is beyond the seed spread."""
+    out = {"lead": None, "beyond_spread": None}
+    if against is not None:
+        out["lead"] = f["accuracy"] - against["accuracy"]
+        if f["accuracy_std"] is not None and against["accuracy_std"] is not None:
+            out["beyond_spread"] = bool(abs(out["lead"]) > f["accuracy_std"] + against["accuracy_std"])
+    return out
+
+
+def is_same_order(s: dict, f: dict, syncs: int) -> bool:
+    """Whether point `s` is adaptive point `f`'s same-order baseline: `triggered` on a
+    spread of exactly its `syncs`, averaging in its order (`matched_budget.same_order_variant`,
+    given with --grid)."""
+    o, order = s.get("options") or {}, (f.get("options") or {}).get("sync", TriggeredStrategy.sync)
+    return (s["method"] == TriggeredStrategy.name and o.get("trigger") == "spread" and o.get("trigger.syncs") == syncs
+            and o.get("sync", TriggeredStrategy.sync) == order)
 
 
 def standing(row: dict) -> str:
@@ -326,6 +344,13 @@ def own_budget_lines(rows: list[dict]) -> list[str]:
         theirs = ["-", "-", "-", "-"] if b is None else [b["label"], row["how"], significant(b["mb"]), _pm(b)]
         lines.append("| " + " | ".join([f["label"], significant(f["mb"]), significant(f["sync_fraction"]), _pm(f),
                                         *theirs, standing(row)]) + " |")
+    same = [(row["point"], row["same_order"]) for row in rows if row.get("same_order")]
+    if same:
+        lines += ["", "The same points against the same method on a fixed schedule of as many syncs, averaging in "
+                      "its own order (what the selection itself does):", "",
+                  "| point | same-order schedule | test acc | the point is |", "|---|---|---|---|"]
+        lines += [f"| {f['label']} | {m['baseline']['label']} | {_pm(m['baseline'])} | {standing(m)} |"
+                  for f, m in same]
     return lines
 
 

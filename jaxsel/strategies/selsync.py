@@ -5,7 +5,7 @@ import dataclasses
 from typing import ClassVar
 
 from ..compat.renamed_options import renamed
-from ..core.budget import fires, sweep
+from ..core.budget import Budget, fires, sweep
 from ..core.sync import STRATEGIES
 from ..core.checks import check_int
 from ..core.triggers import DEFAULT_STATISTIC, Capped, Significance
@@ -14,9 +14,13 @@ from .traits import method_traits
 from .triggered import Triggered, sync_order
 
 
+#: the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
+AUTHORS_ORDER = sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5))) + sweep("max_local", 8, 32)
+
+
 @STRATEGIES.register("selsync")
-# the paper's delta, the deltas that fire on 5/10/25/50 % of BSP's steps (`jaxsel calibrate`), two caps
-@method_traits(budget=sweep("delta", None, *(fires(f) for f in (0.05, 0.1, 0.25, 0.5))) + sweep("max_local", 8, 32))
+# each point in both orders: the authors' (averaging before the update) and local SGD's (after it; issue 58)
+@method_traits(budget=AUTHORS_ORDER + Budget("sync", tuple({**p, "sync": "model"} for p in AUTHORS_ORDER.grid)))
 @renamed(aggregate="sync")   # the last release's name of the sync mode
 @dataclasses.dataclass(frozen=True)
 class SelSync(GradientPayload, Triggered):
