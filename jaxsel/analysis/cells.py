@@ -38,6 +38,7 @@ from ..training.faults import TrainingInterrupted
 from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, STRATEGY_FILE, \
     RunDir
 from ..training.plan import plan_run
+from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
 from ..training.train import RunResult, train
@@ -55,6 +56,16 @@ class FailedCell:
     config: TrainConfig
     error: str
     step: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingCell:
+    """A cell of another shard (`shard.py`) that was not in when this shard came to it:
+    `ordinal` is its number in the job's order, `what` its progress name."""
+
+    config: TrainConfig
+    ordinal: int
+    what: str
 
 
 class JobInterrupted(TrainingInterrupted):
@@ -177,31 +188,32 @@ class Cells:
     reads records, whatever code reads them, but never mixes records of two codes)."""
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
-                 load_only: bool = False, code: dict | None = None):
+                 load_only: bool = False, code: dict | None = None, shard=None):
         self.out, self.progress, self.code = out, progress, code or code_identity()
+        self.shard, self.ordinal = shard, 0   # this process's Shard (None: every cell), the next cell's number
+        progress.shard = shard
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
         self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
 
     def name(self, directory: Path) -> str:
         return directory.relative_to(self.out).as_posix()
 
-    def get(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell:
+    def get(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell | PendingCell:
         """Cell `cfg` (its out_dir is the cell's directory): loaded when its record is there
-        and agrees, else trained (a stopped run's leftovers cleared first)."""
-        directory = Path(cfg.out_dir)
-        try:
-            record = read_cell(directory)
-            if record is not None:
-                self.check(record, cfg, directory)
-                self.progress.loaded(what, self.name(directory))
-                return self.load(record, cfg, directory)
-        except DamagedCell as err:
-            raise ConfigError(f"cell {self.name(directory)} of {str(self.out)!r}: {err}; restore it, or remove "
-                              f"the cell's directory and resume the job to run it again") from None
+        and agrees, else trained (a stopped run's leftovers cleared first); a cell of
+        another shard that is not in yet is a PendingCell (`need` waits for it)."""
+        directory, ordinal = Path(cfg.out_dir), self.ordinal
+        self.ordinal += 1
+        if self.shard is not None and not self.shard.owns(ordinal):   # another shard's: loaded when in
+            return self.finished(cfg, what, quiet=True) or PendingCell(cfg, ordinal, what)
+        found = self.finished(cfg, what)
+        if found is not None:
+            return found
         if self.load_only:
             raise ConfigError(f"cell {self.name(directory)} of {str(self.out)!r} has not "
                               f"finished; finish the job with --resume first")
         if directory.exists():   # stopped mid-run: its rows would mix with the new run's
+            DirectoryLock(directory, "cell directory").check_free()   # unless a live process trains it
             shutil.rmtree(directory)
         self.progress.started(what)
         started = time.perf_counter()
@@ -219,6 +231,50 @@ class Cells:
         self.check_packing(directory)
         loaded = cell_result(cfg, directory)
         return dataclasses.replace(loaded, state=run.state) if self.keep_states else loaded
+
+    def finished(self, cfg: TrainConfig, what: str, quiet: bool = False) -> RunResult | FailedCell | None:
+        """Cell `cfg` loaded from its record when it has one that agrees (None: not finished)."""
+        directory = Path(cfg.out_dir)
+        try:
+            record = read_cell(directory)
+            if record is None:
+                return None
+            self.check(record, cfg, directory)
+            if not quiet:
+                self.progress.loaded(what, self.name(directory))
+            return self.load(record, cfg, directory)
+        except DamagedCell as err:
+            raise ConfigError(f"cell {self.name(directory)} of {str(self.out)!r}: {err}; restore it, or remove "
+                              f"the cell's directory and resume the job to run it again") from None
+
+    def settle(self, runs: list) -> tuple[list, list[PendingCell]]:
+        """`runs` with each PendingCell loaded where its shard has finished it since, and
+        the ones still missing."""
+        out = [self.finished(r.config, r.what, quiet=True) or r if isinstance(r, PendingCell) else r for r in runs]
+        return out, [r for r in out if isinstance(r, PendingCell)]
+
+    def need(self, runs: list) -> list:
+        """`runs` with every PendingCell loaded, waiting for each while its shard runs or has
+        not started (the results plan the cells after them); a shard that stopped without
+        it is a ConfigError saying how to finish."""
+        from .shard import POLL_S, shard_state
+
+        runs, missing = self.settle(runs)
+        said = False
+        while missing:
+            owner = self.shard.owner(missing[0].ordinal)
+            state = shard_state(self.out, owner, self.shard.count)
+            if state == "stopped":
+                raise ConfigError(f"shard {self.shard.name} needs cell {self.name(Path(missing[0].config.out_dir))} "
+                                  f"of shard {owner}/{self.shard.count} to plan the cells after it, and that shard "
+                                  f"stopped without it: run shard {owner}/{self.shard.count} again, then this one")
+            if not said:
+                self.progress.say(f"waiting for shard {owner}/{self.shard.count} ({state}) to finish "
+                                  f"{missing[0].what}: the cells after it are planned from it")
+                said = True
+            time.sleep(POLL_S)
+            runs, missing = self.settle(runs)
+        return runs
 
     def pinned(self, cfg: TrainConfig) -> TrainConfig:
         """`cfg` running the job's packing loop (`local_replicas="auto"` chooses it in the

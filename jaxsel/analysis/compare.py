@@ -26,12 +26,11 @@ from pathlib import Path
 from ..training.config import TrainConfig
 from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
-from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.write import write_record
 from ..training.runlog import projected_cluster
 from . import job
 from .attribution import attribute
-from .cells import Cells
+from .cells import Cells, PendingCell
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
 from .matched_budget import (baseline_trigger, built, is_adaptive, matched_label, matched_slug, matched_variant,
                              order_facts, same_order_label, same_order_slug, same_order_variant)
@@ -39,6 +38,7 @@ from .pareto import plot_pareto
 from .plots import plot_accuracy_vs_time, plot_comparison, plot_divergence, plot_sync_timeline, setting
 from .progress import Progress
 from .seed_grid import RowRuns, check_seeds, mean_std, mean_syncs, row_result
+from .shard import Shard, finish, job_held
 from .significance_reach import after_warmup, quiet_note, significance_options, warmup_note
 from .time_spread import add_time_columns
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target
@@ -65,32 +65,41 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
                    keep_states: bool = False, on_start=None, announce=None, plan=None,
-                   resume: bool = False) -> Comparison:
+                   resume: bool = False, shard: Shard | None = None) -> Comparison | None:
     """`compare`, returning the runs too (`keep_states`: with the final TrainState of each
     run trained now, one per run in memory). `on_start()` is called once the directory is
     locked and its job begun, `announce(text)` with a line of progress before each cell.
     `plan`: `plan_rows`'s answer when the caller checked it already (each variant's config
     is checked once). `resume`: `out_dir` holds this very comparison, stopped; its finished
-    cells are loaded, not run again."""
+    cells are loaded, not run again. `shard`: run that shard of the cells only (`shard.py`);
+    None when other shards' cells are still missing at its end."""
     plan = plan if plan is not None else plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
-    lock = DirectoryLock(out, "compare directory").acquire()
-    try:
+
+    def begin(joining: bool):
         refuse_run(out)   # a `jaxsel train` run's directory (training/run_kinds.py)
-        job.begin(out, "compare", job_settings(base, plan, seeds, match_budget, target), resume=resume,
+        job.begin(out, "compare", job_settings(base, plan, seeds, match_budget, target), resume=resume or joining,
                   held=held_runs(out))
+
+    with job_held(out, "compare directory", shard, begin):
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        row_runs = run_rows(base, plan, seeds, out, Cells(out, progress, keep_states=keep_states))
-        rows = results(row_runs, base, target)
-        write_record(out / RESULTS_FILE, rows)
-        write_pictures(row_runs, rows, out)
+        cells = Cells(out, progress, keep_states=keep_states, shard=shard)
+        row_runs = run_rows(base, plan, seeds, out, cells)
+        done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
+                      lambda: write_results(row_runs, base, target, out))
         if announce is not None:
             announce(progress.summary())
-    finally:
-        lock.release()
+    return done
+
+
+def write_results(row_runs: list[RowRuns], base: TrainConfig, target: str, out: Path) -> Comparison:
+    """results.json and the pictures of the finished rows."""
+    rows = results(row_runs, base, target)
+    write_record(out / RESULTS_FILE, rows)
+    write_pictures(row_runs, rows, out)
     return Comparison(rows, row_runs)
 
 
@@ -102,12 +111,10 @@ def report_comparison(out: Path) -> Comparison:
     base = config_from_settings(settings["base"])
     plan = plan_rows(base, settings["strategies"], settings["seeds"], settings["match_budget"])
     progress = Progress(planned_cells(plan, settings["seeds"]))
-    row_runs = run_rows(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
-                                                                  code=recorded["code"]))
-    rows = results(row_runs, base, settings["target"])
-    write_record(out / RESULTS_FILE, rows)
-    write_pictures(row_runs, rows, out)
-    return Comparison(rows, row_runs)
+    cells = Cells(out, progress, load_only=True, code=recorded["code"])
+    row_runs = run_rows(base, plan, settings["seeds"], out, cells)
+    settle_rows(base, row_runs, cells)
+    return write_results(row_runs, base, settings["target"], out)
 
 
 def config_from_settings(settings: dict) -> TrainConfig:
@@ -169,12 +176,35 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     rows: list[RowRuns] = []
     for i, ((variant, match), slug) in enumerate(zip(plan, unique_slugs([v for v, _ in plan])), 1):
         row = train_row(variant, slug, f"[entry {i} of {len(plan)}]")
-        row.label = variant.label(row.runs[0].final["strategy"], order_facts(built(base, variant)).get("sync_order", ""))
+        if not isinstance(row.runs[0], PendingCell):   # else once it is in (`settle_rows`)
+            label(base, row)
         rows.append(row)
         if match:
+            if any(isinstance(r, PendingCell) for r in row.runs):   # another shard's, not in yet
+                row.runs = cells.need(row.runs)   # its baselines are planned from its syncs
             rows += matched_rows(base, row, slug, train_row, f"[entry {i} of {len(plan)}",
                                  skip=lambda: cells.progress.skip(seeds))
     return rows
+
+
+def settle_rows(base, rows: list[RowRuns], cells: Cells) -> list:
+    """Each row's runs with the other shards' cells that are in since loaded, and its label
+    (from its first run) once they are all in; returns the cells still missing."""
+    missing = []
+    for row in rows:
+        if any(isinstance(r, PendingCell) for r in row.runs):
+            row.runs, left = cells.settle(row.runs)
+            missing += left
+    for row in rows if not missing else ():
+        if row.matched_to is None and not row.label:
+            label(base, row)
+    return missing
+
+
+def label(base, row: RowRuns) -> None:
+    """A row's label, from how its first run built the strategy."""
+    facts = order_facts(built(base, row.variant))
+    row.label = row.variant.label(row.runs[0].final["strategy"], facts.get("sync_order", ""))
 
 
 def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> list[RowRuns]:

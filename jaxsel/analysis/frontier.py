@@ -26,7 +26,6 @@ from ..core.options import OptionError
 from ..strategies.traits import traits_of
 from ..training.config import ConfigError, TrainConfig
 from ..training.rundir import METRICS_FILE
-from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.write import write_record as write_json
 from . import job
 from .cells import Cells, FailedCell
@@ -35,6 +34,7 @@ from .frontier_points import DERIVED_FILE, fired, points_for, significance_of, s
 from .frontier_report import REFERENCE, TASK_FILE, write_frontier
 from .progress import Progress
 from .seed_grid import check_seeds
+from .shard import Shard, finish, job_held
 from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
 
 #: the budget levels of the verdict table: shares of plain BSP's bytes
@@ -170,24 +170,33 @@ def task_file(base: TrainConfig) -> dict:
 
 
 def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
-                 levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None) -> dict:
-    """Run (or, `resume`, finish) the frontier of `plan` in `out_dir`; returns frontier.json."""
+                 levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None,
+                 shard: Shard | None = None) -> dict | None:
+    """Run (or, `resume`, finish) the frontier of `plan` in `out_dir`; returns frontier.json
+    (None when `shard`, one shard of the job's cells, ends with other shards' cells missing)."""
     levels = check_levels(levels)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.run_group or out.name)
-    lock = DirectoryLock(out, "frontier directory").acquire()
-    try:
-        job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume, held=held(out))
+
+    def begin(joining: bool):
+        job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume or joining,
+                  held=held(out))
         write_json(out / TASK_FILE, task_file(base))
+
+    with job_held(out, "frontier directory", shard, begin):
         if on_start is not None:
             on_start()
         progress = Progress(len(plan.variants) * seeds, announce)
-        cells = run_points(base, plan, seeds, out, Cells(out, progress, tolerate_faults=True))
-        result = write_frontier(out, base, plan, cells, seeds, levels)
+        cells = Cells(out, progress, tolerate_faults=True, shard=shard)
+        points = run_points(base, plan, seeds, out, cells)
+        missing = []
+        for point in points:
+            point.runs, left = cells.settle(point.runs)
+            missing += left
+        result = finish(out, "frontier directory", shard, missing,
+                        lambda: write_frontier(out, base, plan, points, seeds, levels))
         if announce is not None:
             announce(progress.summary())
-    finally:
-        lock.release()
     return result
 
 
@@ -229,7 +238,7 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
     planned = [(method, v) for method, vs in plan.methods.items() for v in vs]
     for i, ((method, variant), slug) in enumerate(zip(planned, slugs), 1):
         if fired(variant):
-            derived = derived if derived is not None else points_for(out, base, plan.variants, _plain(points))
+            derived = derived if derived is not None else points_for(out, base, plan.variants, _plain(points, cells))
             if derived[variant.entry]["same_as"] is not None:
                 cells.progress.skip(seeds)
                 continue
@@ -241,7 +250,10 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
     return points
 
 
-def _plain(points: list[Point]) -> list | None:
-    """Plain BSP's runs among the points so far (None when it failed or has not run)."""
+def _plain(points: list[Point], cells: Cells) -> list | None:
+    """Plain BSP's runs among the points so far (None when it failed or has not run), those
+    of other shards waited for."""
     plain = next((p for p in points if p.method == REFERENCE and not p.variant.options), None)
+    if plain is not None:
+        plain.runs = cells.need(plain.runs)
     return None if plain is None or plain.failed else plain.runs

@@ -162,18 +162,22 @@ def check_job(job: dict, out: Path, kind: str, settings: dict) -> None:
 
 
 @contextlib.contextmanager
-def kept_compilations(out: str | Path):
+def kept_compilations(out: str | Path, shard=None):
     """`seed_grid.reuse_compilations` in OUT/.xla-cache: a resumed job loads the programs
     the stopped one compiled. Removed once the job has finished (nothing reads it then);
     a cache the user set (JAX_COMPILATION_CACHE_DIR) is used instead and left alone. The
     cache holds native code that this process would run, so only entries this user sealed
     on this machine are loaded (`trusted_cache`); a job that stops seals what it compiled
-    (`seal_cache`; one killed with SIGKILL seals nothing, and its resume compiles again)."""
+    (`seal_cache`; one killed with SIGKILL seals nothing, and its resume compiles again).
+    A `shard` (shard.py) keeps its own folder in it: shards that share the job directory
+    neither remove nor unseal each other's programs."""
     import jax
 
     from .seed_grid import reuse_compilations
 
     folder = Path(out) / CACHE_DIR
+    if shard is not None:
+        folder = folder / f"shard-{shard.index}-of-{shard.count}"
     own = not jax.config.jax_compilation_cache_dir
     if own:
         trusted_cache(folder)
@@ -185,6 +189,8 @@ def kept_compilations(out: str | Path):
             seal_cache(folder)
         raise
     shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):   # the job's folder, once no shard's is left in it
+        (Path(out) / CACHE_DIR).rmdir()
 
 
 #: JAX's record of an entry's last use, rewritten on every read: no code, never loaded as one

@@ -9,7 +9,8 @@ of the job), e.g.
 (the current one included); before the first cell has finished there is nothing to go by
 and the line says so. Cells loaded from their records take no time and are not counted in
 the mean. A job whose cell count changes as it goes (a budget-matched row that reuses an
-already trained one) lowers `total` with `skip`.
+already trained one) lowers `total` with `skip`. A shard of the job's cells (shard.py)
+counts its own share of them.
 """
 from __future__ import annotations
 
@@ -29,10 +30,18 @@ class Progress:
     """Counts a job's cells and prints a line per cell through `say`."""
 
     def __init__(self, total: int, say: Callable[[str], None] | None = None):
-        self.total, self.say = total, say or (lambda text: None)
+        self.planned, self.say = total, say or (lambda text: None)
+        self.shard = None   # a shard (shard.py) counts its own cells of the planned ones
         self.done = 0                 # cells finished or loaded
         self.trained: list[float] = []   # seconds of each cell trained in this process
         self.began = time.perf_counter()
+
+    @property
+    def total(self) -> int:
+        """The cells this process runs or loads: all planned, or a shard's share of them."""
+        if self.shard is None:
+            return self.planned
+        return len(range(self.shard.index, self.planned, self.shard.count))
 
     def head(self) -> str:
         elapsed = time.perf_counter() - self.began
@@ -56,7 +65,7 @@ class Progress:
 
     def skip(self, cells: int) -> None:
         """`cells` planned cells will not run (their runs are shared with others)."""
-        self.total -= cells
+        self.planned -= cells
 
     def summary(self) -> str:
         trained = len(self.trained)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .common import (HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax,
                      user_input)
-from .job_args import Job, add_job_args, check_resume
+from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
 from ..training.tasks import DEFAULT_TASK_NAME, TASKS, task_of
 from .task_args import add_task_args, config_from_args
@@ -27,7 +27,7 @@ DEFAULT_TASK_NOTE = (f"task {DEFAULT_TASK_NAME} ({TASKS[DEFAULT_TASK_NAME].summa
                      + "); SelSync's data injection with --inject ALPHA,BETA.")
 JOB = Job("comparison directory", "runs/compare-<time>",
           "the comparison stopped there (same settings): its finished runs are loaded, the rest run",
-          "TrainConfig's settings, strategies, seeds, ...", seeds=True)
+          "TrainConfig's settings, strategies, seeds, ...", seeds=True, shards=True)
 
 
 def add_parser(sub) -> None:
@@ -62,6 +62,8 @@ def add_strategies_arg(group, default: str | None) -> None:
 def cmd_compare(args) -> int:
     start_jax(args.replicas)
     check_resume(args, JOB)
+    with user_input():
+        args.shard = shard_of(args, JOB)
     return _compare(args, args.out or default_out("compare"))
 
 
@@ -71,6 +73,7 @@ def _compare(args, out: str) -> int:
     from ..analysis.matched_budget import built, is_adaptive
     from ..core.options import OptionError
     from ..analysis.job import kept_compilations
+    from ..analysis.shard import joins
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
     from ..training.rundir.claim import claim_new_dir
@@ -88,7 +91,7 @@ def _compare(args, out: str) -> int:
             args.strategies = attribution_entries(base, args.strategies, lambda v: is_adaptive(built(base, v)))
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
         layout = layout_line(base)
-        check_fresh(Path(out), args.resume)
+        check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
     check_prepared(base.dataset, base.data_dir)
     if args.out:
@@ -103,14 +106,18 @@ def _compare(args, out: str) -> int:
         print(f"run directory: {out}", flush=True)
         print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
+        if args.shard is not None:
+            print(args.shard.describe(), flush=True)
         if args.match_budget and not any(m for _, m in plan):
             print("--match-budget: no row's sync pattern is adaptive (decided during the run); no baseline added")
 
     started = time.perf_counter()
-    with undo, kept_compilations(out):   # before anything compiles
+    with undo, kept_compilations(out, args.shard):   # before anything compiles
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
                               plan=plan, on_start=start, announce=lambda text: print(text, flush=True),
-                              resume=args.resume)
+                              resume=args.resume, shard=args.shard)
+    if done is None:   # a shard that ended before the others (it said so)
+        return 0
     seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
     options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
     named = task_of(base)

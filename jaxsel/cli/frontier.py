@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
-from .job_args import Job, add_job_args, check_resume
+from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
 from .task_args import add_task_args, config_from_args
 from .task_flag import add_task_flag, task_line
@@ -22,7 +22,7 @@ from .task_flag import add_task_flag, task_line
 LEVELS_SHOWN = "0.02,0.1,0.3,1"
 JOB = Job("frontier directory", "runs/frontier-<time>",
           "the frontier stopped there (same settings): finished cells are loaded, the rest run",
-          "TrainConfig's settings, methods, ...", seeds=True)
+          "TrainConfig's settings, methods, ...", seeds=True, shards=True)
 
 
 def frontier_task(default_task: dict) -> dict:
@@ -74,14 +74,17 @@ def cmd_frontier(args) -> int:
 
     start_jax(args.replicas)
     check_resume(args, JOB)
+    with user_input():
+        args.shard = shard_of(args, JOB)
     out = args.out or default_out("frontier")
-    with kept_compilations(out):   # before anything compiles
+    with kept_compilations(out, args.shard):   # before anything compiles
         return _frontier(args, out)
 
 
 def _frontier(args, out: str) -> int:
     from ..analysis.frontier import check_fresh, plan_frontier, run_frontier
     from ..analysis.frontier_report import format_verdict
+    from ..analysis.shard import joins
     from ..data.paths import undo_created
 
     with user_input():
@@ -89,7 +92,7 @@ def _frontier(args, out: str) -> int:
         base = config_from_args(args, strategy="bsp")   # each point sets its strategy
         plan = plan_frontier(base, args.methods, args.grid, args.seeds)   # every point, before anything trains
         layout = layout_line(base)
-        check_fresh(Path(out), args.resume)
+        check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
     top = ensure_writable(out)
     cells = len(plan.variants) * args.seeds
 
@@ -98,6 +101,8 @@ def _frontier(args, out: str) -> int:
         print(f"run directory: {out}", flush=True)
         print(task_line(base, args), flush=True)
         print(f"layout: {layout}", flush=True)
+        if args.shard is not None:
+            print(args.shard.describe(), flush=True)
         print(f"{len(plan.variants)} points of {len(plan.methods)} methods x {args.seeds} seeds = {cells} cells"
               + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else "")
               + (f"; declared points left out (they do not fit this task): {'; '.join(plan.unfit)}"
@@ -107,7 +112,9 @@ def _frontier(args, out: str) -> int:
     started = time.perf_counter()
     with undo_created(top or out, top is not None):
         result = run_frontier(base, plan, out, seeds=args.seeds, levels=levels, resume=args.resume,
-                              announce=lambda text: print(text, flush=True), on_start=start)
+                              announce=lambda text: print(text, flush=True), on_start=start, shard=args.shard)
+    if result is None:   # a shard that ended before the others (it said so)
+        return 0
     print(f"\n{result['setting']}; {layout}; took {time.perf_counter() - started:.0f} s")
     print(format_verdict(result))
     print(f"\nwrote {out}/frontier.json, frontier.md and frontier.png")

@@ -24,6 +24,7 @@ class Job(NamedTuple):
     seeds: bool = False  # the command trains every point with several seeds
     seeds_default: int = 3
     seeds_help: str = "train every point with seeds --seed .. --seed+K-1; tables show mean ± std"
+    shards: bool = False  # the job's cells may be split over processes (--shard, SLURM job arrays)
 
 
 def add_job_args(group, job: Job) -> None:
@@ -35,9 +36,26 @@ def add_job_args(group, job: Job) -> None:
                        help=f"settings from a TOML/JSON/YAML file ({job.config}); flags typed override it")
     if job.seeds:
         group.add_argument("--seeds", type=int, default=job.seeds_default, metavar="K", help=job.seeds_help)
+    if job.shards:
+        group.add_argument("--shard", default=None, metavar="I/N",
+                           help="run shard I of N of the job's cells (every Nth, from cell I) into the --out all "
+                                "shards share; the last shard to finish writes the tables (default: a SLURM job "
+                                "array task's SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT, else every cell)")
 
 
 def check_resume(args, job: Job) -> None:
     """--resume needs the directory it continues."""
     if args.resume and not args.out:
         raise UsageError(f"--resume needs --out DIR: the {job.directory} to continue")
+
+
+def shard_of(args, job: Job):
+    """The process's shard of the job's cells (analysis/shard.py), None for every cell; a
+    shard needs --out, the directory every shard writes into."""
+    from ..analysis.shard import resolve_shard
+
+    shard = resolve_shard(args.shard)
+    if shard is not None and not args.out:
+        raise UsageError(f"shard {shard.name} (from {shard.source}) needs --out DIR: the {job.directory} every "
+                         f"shard writes into")
+    return shard
