@@ -40,7 +40,10 @@ def test_the_table_and_the_picture(tmp_path):
     result = {"setting": "a task", **calibration(traces(), [0, 1], Significance(window=4, alpha=0.1))}
     text = format_calibration(result)
     lines = text.splitlines()
-    assert "fires 5%" in lines[1] and "fires 50%" in lines[1] and "at delta=0.3" in lines[1]
+    head = next(line for line in lines if "fires 5%" in line)
+    assert "fires 50%" in head and "at delta=0.3" in head
+    table = ("statistic", "-", "smoothed ", "raw ")
+    assert all(len(line) <= 100 for line in lines if not line.startswith(table)), text   # the sentences wrapped
     raw = next(line for line in lines if line.startswith("raw "))
     st = result["statistics"]["raw"]
     assert raw.split()[1:5] == ["3", f"{st['median']:.3g}", f"{st['p90']:.3g}", f"{st['max']:.3g}"]

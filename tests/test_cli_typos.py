@@ -56,3 +56,10 @@ def test_nothing_close_is_the_error_alone(capsys):
 def test_a_typo_before_the_subcommand_gets_the_top_level_usage(capsys):
     err = _refused(["--hlep"], capsys)
     assert err.startswith("usage: jaxsel [-h]") and "did you mean --help?" in err, err
+
+
+def test_a_mistyped_command_names_the_closest(capsys):
+    err = _refused(["trian", "--steps", "5"], capsys)
+    assert err.startswith("usage: jaxsel [-h] COMMAND ...")
+    assert "jaxsel: error: argument COMMAND: invalid choice: 'trian'; did you mean 'train'? choose from compare, " \
+           "frontier, calibrate, train" in err, err

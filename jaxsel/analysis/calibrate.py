@@ -124,15 +124,26 @@ def format_calibration(result: dict) -> str:
     head = (f"{'statistic':<9} {'warm-up':>7} {'median':>8} {'p90':>8} {'max':>8}   "
             + "".join(f"{'fires ' + format(float(f), '.0%'):>11}" for f in result["statistics"]["raw"]["fires"])
             + f"   {'at delta=' + format(d, 'g'):>12}")
-    lines = [f"Delta_bar on BSP's trajectory ({result['setting']}; W={result['window']}, alpha={result['alpha']:g}): "
-             f"per step after the warm-up, the largest over the replicas (any vote syncs)", head, "-" * len(head)]
+    lines = [_wrap(f"Delta_bar on BSP's trajectory ({result['setting']}; W={result['window']}, "
+                   f"alpha={result['alpha']:g}): per step after the warm-up, the largest over the replicas (any vote "
+                   f"syncs)"), head, "-" * len(head)]
     for name, st in result["statistics"].items():
         fires = "".join(f"{_g(v):>11}" for v in st["fires"].values())
         lines.append(f"{name:<9} {st['warmup']:>7} {_g(st['median']):>8} {_g(st['p90']):>8} {_g(st['max']):>8}   "
                      f"{fires}   {format(st['fraction_at_delta'], '.1%'):>12}")
-    lines.append("'fires X': the delta at which X of these steps would have synced; 'at delta': the share that "
-                 "delta fires on. On BSP's trajectory: a run at that delta syncs less, drifts, and sees other values.")
+    lines.append(_wrap("'fires X': the delta at which X of these steps would have synced; 'at delta': the share "
+                       "that delta fires on. On BSP's trajectory: a run at that delta syncs less, drifts, and sees "
+                       "other values."))
     return "\n".join(lines)
+
+
+def _wrap(text: str) -> str:
+    """A sentence of the table wrapped as the comparison's are (it ran to 240 columns)."""
+    import textwrap
+
+    from .compare_table import TEXT_WIDTH
+
+    return textwrap.fill(text, TEXT_WIDTH, break_on_hyphens=False, break_long_words=False)
 
 
 def _plain_log_ticks(ax, ticker) -> None:

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .common import HelpFormatter
 
     parser = argparse.ArgumentParser(prog="jaxsel", description=DESCRIPTION, formatter_class=HelpFormatter)
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")   # a short usage line
     compare.add_parser(sub)
     frontier.add_parser(sub)
     calibrate.add_parser(sub)

@@ -1,4 +1,5 @@
-"""A mistyped flag: the subcommand's usage and the flag it most likely meant.
+"""A mistyped flag: the subcommand's usage and the flag it most likely meant (a mistyped
+command: the closest command).
 
 argparse leaves an unknown flag of a subcommand to the top-level parser, which prints the
 top-level usage (`usage: jaxsel [-h] {compare,...}`) and "unrecognized arguments", no
@@ -14,13 +15,26 @@ import difflib
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """`parser.parse_args(argv)`, with an unknown argument reported by its subcommand's parser."""
+    """`parser.parse_args(argv)`, with an unknown argument reported by its subcommand's parser
+    and a mistyped command with the closest one."""
+    check_command(parser, argv)
     args, extras = parser.parse_known_args(argv)
     if extras:
         own = subcommand_parser(parser, getattr(args, "command", None)) or parser
         hint = suggestion(own, extras)
         own.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; did you mean {hint}?" if hint else ""))
     return args
+
+
+def check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A command that is none (`jaxsel trian`): one line naming the closest and every command."""
+    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    given = next((a for a in argv if not a.startswith("-")), None)
+    if given is None or given in commands:
+        return
+    close = difflib.get_close_matches(given, list(commands), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    parser.error(f"argument COMMAND: invalid choice: {given!r}; {hint}choose from {', '.join(commands)}")
 
 
 def subcommand_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
