@@ -230,7 +230,8 @@ def assert_layouts_agree(case: str, runs: dict) -> None:
 
 
 def stored_case(case: str) -> dict:
-    """The case's file (its options by today's names), or an empty one not yet written."""
+    """The case's file (its options by today's names; "as_recorded": as the file names
+    them, kept when it is rewritten), or an empty one not yet written."""
     name, options, _ = CASES[case]
     path = GOLDEN / f"{case}.json"
     stored = json.loads(path.read_text()) if path.exists() else {"case": [name, options], "records": []}
@@ -276,7 +277,8 @@ def check_records(case: str, runs: dict) -> None:
     if kept or not REGENERATE:   # regenerating checks a portable record it keeps
         check_portable(case, stored, runs)
     if REGENERATE:
-        return regenerate(case, stored, runs)
+        regenerate(case, stored, runs)
+        return
     want = next((r for r in stored["records"] if r["environment"] == environment()), None)
     if want is None:
         pytest.skip(f"portable record checked; exact check skipped: no exact record for {environment()}; "
@@ -316,10 +318,11 @@ def test_golden_on_eight_devices(case):
 @pytest.mark.layouts
 @pytest.mark.parametrize("case", BY_CASE)
 def test_golden_on_every_layout(case):
-    """Every layout the case runs (packed: 1x8, and 2x4, 4x2 for many) equals its record, and
-    the packing check: every layout decides the same syncs and reaches the 8-device state.
-    A packed step compiles 1.5-3x longer than the 8-device one: the layout tier (docs/DEVELOPMENT.md)."""
-    name, options, layouts = CASES[case]
+    """Every layout the case runs (packed: 1x8, and 2x4, 4x2 for many) agrees with its
+    records, and the packing check: every layout decides the same syncs and reaches the
+    8-device state. A packed step compiles 1.5-3x longer than the 8-device one: the layout
+    tier (docs/DEVELOPMENT.md)."""
+    layouts = CASES[case][2]
     runs = {layout: case_run(case, layout) for layout in layouts}
     if layouts is EVERY_LAYOUT:
         assert_layouts_agree(case, runs)
