@@ -1,35 +1,43 @@
-"""Golden parameters and packed replicas: every strategy's final state, bit for bit, as
-recorded in tests/golden/, and the same on every layout of its 8 replicas.
+"""Golden parameters and packed replicas: every strategy's final state, as recorded in
+tests/golden/ (to a tolerance on any JAX and CPU, bit for bit where its environment is
+recorded), and the same on every layout of its 8 replicas.
 
 A refactor must not change what any strategy computes. For every registered strategy (its
 default options) and the variants that take other code paths (compression, order-statistic
 and sampled aggregators, gradient sync, groups, staleness, ...), a tiny stateful model runs
 K steps on a fixed batch stream. Each case runs 8 replicas on 8 devices and packed 8 on 1;
 the strategies' defaults and the packing variants also run on 4 and 2 devices (2 and 4
-replicas per device). Two checks share these runs (each layout compiles once):
+replicas per device). Three checks share these runs (each layout compiles once):
 - **Packing** (the cases run on every layout). Every layout makes the same sync decisions
   and reaches the parameters, optimizer, model and strategy state of one replica per
   device (to float32 rounding: a packed device sums its replicas in another order). This
   holds on any machine. The other variants are held to their records alone: a packed bf16
   payload, for one, agrees with 8x1 only to bf16 rounding.
-- **Golden.** The SHA-256 of the final params / opt_state / model_state / strategy_state
-  bytes, each step's `synced` / `bytes_allreduced` / `vote_bytes`, and a SHA-256 of every
-  other metric equal the recorded ones exactly, on each layout the case runs (a metric
-  added later is not compared).
+- **Portable record** (tests/portable_record.py), on any JAX and CPU. Each step's
+  `synced` / `bytes_allreduced` / `vote_bytes` (every integer metric) and every integer leaf
+  exactly; each float leaf of the final params / opt_state / model_state / strategy_state
+  by its float64 sum, norms and values at fixed positions, and each float metric step by
+  step, to `portable_record.RTOL` (ten times the largest difference measured between JAX
+  releases and flag sets), on each layout the case runs. A new JAX or CPU is checked
+  against it on its first run.
+- **Exact record**, where the environment is recorded. The SHA-256 of the final params /
+  opt_state / model_state / strategy_state bytes, each step's `synced` /
+  `bytes_allreduced` / `vote_bytes`, and a SHA-256 of every other metric equal the recorded
+  ones exactly, on each layout the case runs (a metric added later is not compared).
 
-The fast tier checks every case's 8-device run against its record
+The fast tier checks every case's 8-device run against its records
 (`test_golden_on_eight_devices`); the layout tier (`-m layouts`: the whole suite and both CI
 legs run it) checks every layout and the packing (`test_golden_on_every_layout`), sharing
 the case's 8-device run when both run in one process.
 
-Each case's file holds one record per environment, side by side: XLA:CPU's values depend on
-the JAX and jaxlib versions, the architecture, the vector instruction sets and XLA_FLAGS
-(the suite's own compile flags, tests/compile_flags.py, which follow the jaxlib): XLA
-compiles for the host CPU, so the same code on a CPU with other vector extensions (AVX-512
-against AVX2, say), another jaxlib or other flags legitimately rounds differently. Where no
-record matches the environment the golden check is skipped (it says which environments are
-recorded) before anything is trained; the packing check is not: a case that runs every layout
-still trains them all.
+Each case's file holds its portable record ("portable": layout -> record) and one exact
+record per environment, side by side: XLA:CPU's bytes depend on the JAX and jaxlib
+versions, the architecture, the vector instruction sets and XLA_FLAGS (the suite's own
+compile flags, tests/compile_flags.py, which follow the jaxlib): XLA compiles for the host
+CPU, so the same code on a CPU with other vector extensions (AVX-512 against AVX2, say),
+another jaxlib or other flags legitimately rounds differently. Where no exact record
+matches the environment, the test runs the case, checks the packing and the portable
+record, and then skips the exact check alone, saying which environments are recorded.
 
 A case's options are what it runs, so a changed default does not change a record: when
 SelSync's default became the raw statistic and its W-1 warm-up (issue 42), the cases recorded
@@ -37,11 +45,14 @@ before were pinned to what they ran (`SMOOTHED`, statistic="smoothed" with the 2
 their files' "case" says so, their records are as recorded) and new cases record the raw one.
 
 Regenerating (`JAXSEL_REGENERATE_GOLDEN=1 python -m pytest -n 2 tests/test_golden.py`)
-writes this environment's record of every case and keeps the other environments' records.
-To add an environment (a new JAX, another CPU), run it there on the unchanged code: the
-packing check still runs while it writes. For a deliberate change of semantics, regenerate
-in every recorded environment (CI runs the suite on the oldest and the newest JAX), and say
-in the commit message which strategies changed and why: a refactor regenerates nothing.
+checks the portable record, then writes this environment's exact record of every case and
+keeps the other environments' records and the portable one (it writes a portable record only
+for a case that has none). To add an environment (a new JAX, another CPU), run it there on
+the unchanged code: the packing and portable checks still run while it writes.
+`JAXSEL_REGENERATE_GOLDEN=cross` rewrites the portable record as well, from this
+environment's run: only for a deliberate change of semantics, which regenerates every
+recorded environment too (CI runs the suite on the oldest and the newest JAX); the commit
+message says which strategies changed and why. A refactor regenerates nothing.
 """
 from __future__ import annotations
 
@@ -51,6 +62,7 @@ import platform
 import re
 from importlib.metadata import version
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -63,9 +75,13 @@ from helpers import R, run, softmax_params
 from jaxsel.analysis.cells import state_digest as digest   # SHA-256 of every leaf's dtype, shape, bytes
 from jaxsel.strategies import STRATEGIES, build_strategy
 from jaxsel.training.old_records import renamed
+from portable_record import STATE_FIELDS, assert_portable_record, portable_record
 
 GOLDEN = Path(__file__).parent / "golden"
-REGENERATE = os.environ.get("JAXSEL_REGENERATE_GOLDEN") == "1"
+#: "1": write this environment's exact records; "cross": the portable records as well
+REGENERATE_AS = os.environ.get("JAXSEL_REGENERATE_GOLDEN", "")
+REGENERATE = REGENERATE_AS in ("1", "cross")
+REGENERATE_PORTABLE = REGENERATE_AS == "cross"
 B, D, C, K = 4, 6, 3, 10
 CONTEXT = dict(replicas=R, total_steps=K, steps_per_epoch=5, base_lr=0.1)
 #: devices x replicas per device
@@ -147,8 +163,6 @@ def batches():
             for _ in range(K)]
 
 
-STATE_FIELDS = ("params", "opt_state", "model_state", "strategy_state")
-
 
 def train(strategy, devices: int):
     """(final state on the host, [metrics of each step]) of K steps on `devices` devices."""
@@ -199,10 +213,11 @@ def environment() -> dict:
             "cpu": cpu_features(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
-def write_records(path: Path, case: list, records: list[dict]) -> None:
-    """The case's file: its records sorted by environment, short lists on one line."""
+def write_records(path: Path, case: list, portable: dict, records: list[dict]) -> None:
+    """The case's file: its portable record, its exact records sorted by environment, short
+    lists on one line."""
     records = sorted(records, key=lambda r: json.dumps(r["environment"], sort_keys=True))
-    text = json.dumps({"case": case, "records": records}, indent=1)
+    text = json.dumps({"case": case, "portable": portable, "records": records}, indent=1)
     path.write_text(re.sub(r"\[[^\[\]{}]*\]", lambda m: " ".join(m[0].split()), text) + "\n")
 
 
@@ -218,41 +233,61 @@ def assert_layouts_agree(case: str, runs: dict) -> None:
 
 
 def stored_case(case: str) -> dict:
-    """The case's file (its options by today's names), or an empty one not yet written."""
+    """The case's file (its options by today's names; "as_recorded": as the file names
+    them, kept when it is rewritten), or an empty one not yet written."""
     name, options, _ = CASES[case]
     path = GOLDEN / f"{case}.json"
     stored = json.loads(path.read_text()) if path.exists() else {"case": [name, options], "records": []}
-    stored["case"] = named_now(stored["case"])
+    stored["as_recorded"], stored["case"] = stored["case"], named_now(stored["case"])
+    stored.setdefault("portable", {})
     return stored
 
 
-def this_environment_s_record(case: str) -> dict:
-    """The case's record for this environment; a skip, before anything is trained, where
-    none is recorded (a run there would have nothing to be held to)."""
-    name, options, _ = CASES[case]
-    stored = stored_case(case)
+def check_portable(case: str, stored: dict, runs: dict) -> None:
+    """`runs` (layout -> run) agree with the case's portable record, layout by layout."""
+    name, options, layouts = CASES[case]
     assert stored["case"] == [name, options], f"tests/golden/{case}.json is another case: regenerate"
-    want = next((r for r in stored["records"] if r["environment"] == environment()), None)
-    if want is None:
-        pytest.skip(f"no golden record for {environment()}; recorded: "
-                    f"{[r['environment'] for r in stored['records']]} (regenerate on unchanged code to add one)")
-    return want
+    assert sorted(stored["portable"]) == sorted(layouts), \
+        (f"tests/golden/{case}.json: portable record of layouts {sorted(stored['portable'])}, {sorted(layouts)} "
+         "run (JAXSEL_REGENERATE_GOLDEN=cross on unchanged code writes it)")
+    for layout, result in runs.items():
+        assert_portable_record(portable_record(*result), stored["portable"][layout], f"{case} on {layout}")
+
+
+def regenerate(case: str, stored: dict, runs: dict) -> None:
+    """Writes this environment's exact record of the case (the others kept while the case is
+    the same) and, asked or where it has none, its portable record."""
+    name, options, layouts = CASES[case]
+    if sorted(runs) != sorted(layouts):
+        pytest.skip("a record is written by test_golden_on_every_layout, which runs every layout")
+    got = {"environment": environment(), **{layout: record(*result) for layout, result in runs.items()}}
+    same = stored["case"] == [name, options]
+    others = [r for r in stored["records"] if r["environment"] != got["environment"]] if same else []
+    portable = stored["portable"] if same and stored["portable"] and not REGENERATE_PORTABLE else \
+        {layout: portable_record(*result) for layout, result in runs.items()}
+    write_records(GOLDEN / f"{case}.json", stored["as_recorded"] if same else [name, options], portable,
+                  [*others, got])
 
 
 def check_records(case: str, runs: dict) -> None:
-    """`runs` (layout -> run) equal the case's record for this environment, layout by layout;
-    with JAXSEL_REGENERATE_GOLDEN=1 and every layout of the case run, writes the record."""
+    """`runs` (layout -> run) agree with the case's portable record and equal its exact
+    record for this environment, layout by layout; a skip of the exact check alone where
+    this environment has none. With JAXSEL_REGENERATE_GOLDEN and every layout of the case
+    run, writes the records instead of the exact check."""
     name, options, layouts = CASES[case]
-    got = {"environment": environment(), **{layout: record(*result) for layout, result in runs.items()}}
-    if REGENERATE:   # this environment's record replaced; the others kept while the case is the same
-        if sorted(runs) != sorted(layouts):
-            pytest.skip("a record is written by test_golden_on_every_layout, which runs every layout")
-        stored = stored_case(case)
-        others = [r for r in stored["records"] if r["environment"] != got["environment"]]
-        write_records(GOLDEN / f"{case}.json", [name, options],
-                      [*others, got] if stored["case"] == [name, options] else [got])
+    stored = stored_case(case)
+    kept = stored["case"] == [name, options] and stored["portable"] and not REGENERATE_PORTABLE
+    if kept or not REGENERATE:   # regenerating checks a portable record it keeps
+        check_portable(case, stored, runs)
+    if REGENERATE:
+        regenerate(case, stored, runs)
         return
-    want = this_environment_s_record(case)
+    want = next((r for r in stored["records"] if r["environment"] == environment()), None)
+    if want is None:
+        pytest.skip(f"portable record checked; exact check skipped: no exact record for {environment()}; "
+                    f"recorded: {[r['environment'] for r in stored['records']]} "
+                    "(JAXSEL_REGENERATE_GOLDEN=1 on unchanged code adds one)")
+    got = {layout: record(*result) for layout, result in runs.items()}
     assert sorted(want) == sorted(["environment", *layouts]), \
         f"tests/golden/{case}.json: layouts {sorted(want)} recorded, {sorted(layouts)} run"
     for layout in runs:
@@ -277,9 +312,8 @@ BY_CASE = [pytest.param(case, marks=pytest.mark.xdist_group(f"golden-{case}")) f
 
 @pytest.mark.parametrize("case", BY_CASE)
 def test_golden_on_eight_devices(case):
-    """The fast tier's check: every case's run of 8 replicas on 8 devices, bit for bit."""
-    if not REGENERATE:
-        this_environment_s_record(case)   # none recorded here: skipped before training
+    """The fast tier's check: every case's run of 8 replicas on 8 devices against its
+    portable record, and bit for bit where this environment is recorded."""
     check_records(case, {"8x1": case_run(case, "8x1")})
 
 
@@ -287,12 +321,11 @@ def test_golden_on_eight_devices(case):
 @pytest.mark.layouts
 @pytest.mark.parametrize("case", BY_CASE)
 def test_golden_on_every_layout(case):
-    """Every layout the case runs (packed: 1x8, and 2x4, 4x2 for many) equals its record, and
-    the packing check: every layout decides the same syncs and reaches the 8-device state.
-    A packed step compiles 1.5-3x longer than the 8-device one: the layout tier (docs/DEVELOPMENT.md)."""
-    name, options, layouts = CASES[case]
-    if layouts is not EVERY_LAYOUT and not REGENERATE:
-        this_environment_s_record(case)   # no packing check and none recorded here: skipped before training
+    """Every layout the case runs (packed: 1x8, and 2x4, 4x2 for many) agrees with its
+    records, and the packing check: every layout decides the same syncs and reaches the
+    8-device state. A packed step compiles 1.5-3x longer than the 8-device one: the layout
+    tier (docs/DEVELOPMENT.md)."""
+    layouts = CASES[case][2]
     runs = {layout: case_run(case, layout) for layout in layouts}
     if layouts is EVERY_LAYOUT:
         assert_layouts_agree(case, runs)
@@ -302,3 +335,32 @@ def test_golden_on_every_layout(case):
 def test_every_strategy_has_a_golden_record():
     """A newly registered strategy gets its record (regenerate) rather than going unchecked."""
     assert sorted(p.stem for p in GOLDEN.glob("*.json")) == sorted(CASES)
+
+
+def test_a_portable_record_takes_rounding_but_no_change():
+    """Float32 rounding of every value passes the portable check; a value moved by 1e-4 of
+    its leaf's scale, a changed decision, an extra leaf or a metric moved beside a NaN
+    (SelSync's `delta` before its window fills) fails it."""
+    rng = np.random.default_rng(0)
+    state = SimpleNamespace(params={"w": rng.normal(size=(8, 6, 3)).astype(np.float32)},
+                            opt_state=(), model_state={"count": np.arange(8, dtype=np.int32)},
+                            strategy_state={"h": np.zeros(4, np.float32)})
+    steps = [{"synced": np.bool_(t % 2), "delta": np.float32(np.nan if t == 0 else t)} for t in range(4)]
+    want = portable_record(state, steps)
+    ulp = SimpleNamespace(**{**vars(state), "params": {"w": np.nextafter(state.params["w"], np.float32(np.inf))}})
+    assert_portable_record(portable_record(ulp, steps), want, "one ulp")
+    moved = state.params["w"].copy()
+    moved[0, 0, 0] += 1e-4 * np.linalg.norm(moved)
+    changed = [SimpleNamespace(**{**vars(state), "params": {"w": moved}}),
+               SimpleNamespace(**{**vars(state), "model_state": {"count": np.arange(1, 9, dtype=np.int32)}}),
+               SimpleNamespace(**{**vars(state), "strategy_state": {"h": np.zeros(4, np.float32), "k": np.ones(1)}})]
+    for other in changed:
+        with pytest.raises(AssertionError, match="differ from the portable record"):
+            assert_portable_record(portable_record(other, steps), want, "changed")
+    flipped = [{**m, "synced": np.bool_(not m["synced"]) if t == 3 else m["synced"]} for t, m in enumerate(steps)]
+    with pytest.raises(AssertionError, match="steps/synced"):
+        assert_portable_record(portable_record(state, flipped), want, "flipped")
+    for delta in (np.nan, 2.0 * (1 + 1e-4)):
+        moved_metric = [{**m, "delta": np.float32(delta) if t == 2 else m["delta"]} for t, m in enumerate(steps)]
+        with pytest.raises(AssertionError, match=r"steps/delta\[2\]"):
+            assert_portable_record(portable_record(state, moved_metric), want, "moved metric")
