@@ -137,7 +137,8 @@ def test_grid_rows_follow_the_results_contract(grid):
     syncs = matched["options"]["syncs"]
     assert labels[4] == f"localsgd ({syncs} of 40 steps, averages after the update, matches selsync:delta=0.05)" \
         and matched["options"] == {"syncs": syncs}
-    assert labels[3] == f"triggered spread ({syncs} of 40 steps, averages before the update, matches selsync:delta=0.05)"
+    assert labels[3] == \
+        f"triggered spread ({syncs} of 40 steps, averages before the update, matches selsync:delta=0.05)"
     assert same["options"]["trigger.syncs"] == syncs and same["options"]["trigger.warmup"] == 3   # W-1 at W = 4
     assert matched["matched_to"] == same["matched_to"] == sel and "matched_to" not in rows[2]
     # each row's averaging order, and each baseline's schedule and kind (issue 58)

@@ -168,7 +168,8 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     rows: list[RowRuns] = []
     for i, ((variant, match), slug) in enumerate(zip(plan, unique_slugs([v for v, _ in plan])), 1):
         row = train_row(variant, slug, f"[entry {i} of {len(plan)}]")
-        row.label = variant.label(row.runs[0].final["strategy"], order_facts(built(base, variant)).get("sync_order", ""))
+        order = order_facts(built(base, variant)).get("sync_order", "")
+        row.label = variant.label(row.runs[0].final["strategy"], order)
         rows.append(row)
         if match:
             rows += matched_rows(base, row, slug, train_row, f"[entry {i} of {len(plan)}",
