@@ -56,6 +56,7 @@ def test_entries_split_on_commas_and_colons_only_between_entries_and_options():
     (["--strategies", "selsync,selsync:delta=0.3"], "train the same configuration"),
     (["--strategies", "selsync:delta=0.05,bsp", "--opt", "delta=0.1"], "reaches no row"),
     (["--seeds", "0"], "seeds must be an integer >= 1"),
+    (["--attribution", "--no-match-budget"], "--attribution splits an adaptive row's gap to its budget-matched"),
 ])
 def test_bad_entries_are_one_line_exit_2_before_anything_trains(tmp_path, capsys, argv, message):
     out = tmp_path / "cmp"
