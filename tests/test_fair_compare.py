@@ -56,6 +56,7 @@ def test_entries_split_on_commas_and_colons_only_between_entries_and_options():
     (["--strategies", "selsync,selsync:delta=0.3"], "train the same configuration"),
     (["--strategies", "selsync:delta=0.05,bsp", "--opt", "delta=0.1"], "reaches no row"),
     (["--seeds", "0"], "seeds must be an integer >= 1"),
+    (["--attribution", "--no-match-budget"], "--attribution splits an adaptive row's gap to its budget-matched"),
 ])
 def test_bad_entries_are_one_line_exit_2_before_anything_trains(tmp_path, capsys, argv, message):
     out = tmp_path / "cmp"
@@ -137,7 +138,8 @@ def test_grid_rows_follow_the_results_contract(grid):
     syncs = matched["options"]["syncs"]
     assert labels[4] == f"localsgd ({syncs} of 40 steps, averages after the update, matches selsync:delta=0.05)" \
         and matched["options"] == {"syncs": syncs}
-    assert labels[3] == f"triggered spread ({syncs} of 40 steps, averages before the update, matches selsync:delta=0.05)"
+    assert labels[3] == \
+        f"triggered spread ({syncs} of 40 steps, averages before the update, matches selsync:delta=0.05)"
     assert same["options"]["trigger.syncs"] == syncs and same["options"]["trigger.warmup"] == 3   # W-1 at W = 4
     assert matched["matched_to"] == same["matched_to"] == sel and "matched_to" not in rows[2]
     # each row's averaging order, and each baseline's schedule and kind (issue 58)

@@ -228,7 +228,8 @@ def test_compressed_levels_count_their_bytes_and_stay_identical_within_groups():
 def test_describe_timing_and_nested_options():
     strat = build_strategy("hierarchical", {"inner": "bsp", "outer": "selsync", "groups": 2,
                                             "outer.delta": 0.2}, replicas=R)
-    assert strat.describe() == "hierarchical(bsp | selsync (delta=0.2, W=25, raw, averages before the update), 2 groups)"
+    assert strat.describe() == \
+        "hierarchical(bsp | selsync (delta=0.2, W=25, raw, averages before the update), 2 groups)"
     assert strategy_timing(strat).groups == 2 and strategy_timing(strat).collective == "allreduce"
     strat = build_strategy("hierarchical", {"inner": "localsgd", "inner.period": 4, "outer": "superstep",
                                             "outer.epochs": 2}, replicas=R, steps_per_epoch=8)

@@ -131,7 +131,8 @@ def matched_slug(syncs: int, adaptive_slug: str) -> str:
 def same_order_label(baseline: Variant, steps: int, adaptive_entry: str) -> str:
     """The same-order baseline's row name: its schedule and its order, as the method's."""
     o = baseline.options
-    return (f"{baseline.name} spread ({o['trigger.syncs']} of {steps} steps, {ORDERS[o.get('sync', TriggeredStrategy.sync)]}"
+    order = ORDERS[o.get("sync", TriggeredStrategy.sync)]
+    return (f"{baseline.name} spread ({o['trigger.syncs']} of {steps} steps, {order}"
             f"{', momentum too' if o.get('sync_opt_state') else ''}, matches {adaptive_entry})")
 
 
