@@ -345,14 +345,14 @@ def test_processes_with_different_settings_both_exit_2_naming_the_setting(tmp_pa
         assert "Traceback" not in err
 
 
-def two_processes(tmp_path, *args, timeout=180):
-    """`jaxsel train ARGS` as the 2 processes of one job on loopback (4 CPU devices each),
-    `{i}` in ARGS replaced by the process's index: [(exit code, stderr)] once both ended."""
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
+def two_processes(tmp_path, *args, timeout=180, devices=(4, 4)):
+    """`jaxsel train ARGS` as the 2 processes of one job on loopback (`devices` CPU devices
+    each), `{i}` in ARGS replaced by the process's index: [(exit code, stderr)] once both ended."""
+    env = lambda i: {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices[i]), "JAX_PLATFORMS": "cpu"}
     port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "jaxsel.cli", "train", *(a.format(i=i) for a in args),
                                "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
-                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              env=env(i), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
     try:
         return [(p.wait(timeout), p.communicate()[1]) for p in procs]
@@ -374,6 +374,17 @@ def test_a_run_directory_per_host_is_refused_at_start_on_every_host_unless_one_c
     for code, err in two_processes(tmp_path, *common, "--checkpoint-dir", str(tmp_path / "ck")):
         assert code == 0, err[-2000:]
     assert existing_steps(tmp_path / "ck") == [4]
+
+
+@pytest.mark.slow
+def test_processes_with_different_device_counts_both_exit_2_in_one_line(tmp_path):
+    """(issue 60 item 9: process 0 said "a multiple of 6 (2 processes x 4 devices)", process 1
+    died in a C++ check and advised --resume)"""
+    for code, err in two_processes(tmp_path, "--steps", "2", "--no-progress", "--no-checkpoint", "--out",
+                                   str(tmp_path / "run"), devices=(4, 2)):
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err and "--resume" not in err, err[-2000:]
+        assert "process 0 has local devices=4, process 1 has local devices=2" in lines[0], lines[0]
 
 
 # 10. a fallback is one line, not a flood -------------------------------------------------

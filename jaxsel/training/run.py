@@ -118,10 +118,17 @@ def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.L
     return choice
 
 
+#: why every process of a multi-host run must hold as many devices as the others
+ONE_SHAPE = ("a multi-host run places the same number of replicas on every process, so every process needs as "
+             "many devices (JAX_NUM_CPU_DEVICES, CUDA_VISIBLE_DEVICES): start them alike")
+
+
 def make_layout(cfg: TrainConfig) -> parallel.Layout:
     """The run's replicas on its devices; replicas that do not fit are a ConfigError.
     A multi-host run uses every device of every process (replicas: a multiple of them)."""
     n = jax.device_count()
+    if distributed.is_multiprocess():   # before any mesh: unequal processes failed a C++ check in one of them
+        distributed.agree_settings({"local devices": jax.local_device_count()}, ONE_SHAPE)
     if distributed.is_multiprocess() and (cfg.replicas % n or cfg.devices not in (None, n)):
         raise ConfigError(f"a multi-host run uses every device: replicas must be a multiple of {n} "
                           f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
