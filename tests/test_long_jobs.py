@@ -67,6 +67,71 @@ def killed_after_first_cell(argv: list[str], out: Path, log: Path) -> dict:
     return cells(out)
 
 
+def shards_at_once(argv: list[str], out: Path, logs: Path, count: int = 2) -> list[str]:
+    """Run shards 0/N .. N-1/N of `jaxsel ARGV --out OUT` at once, each in its own process;
+    what each printed (every one exits 0)."""
+    procs = []
+    for i in range(count):
+        with open(logs / f"shard{i}.log", "w") as sink:
+            procs.append(subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *argv, "--out", str(out), "--shard",
+                                           f"{i}/{count}"], stdout=sink, stderr=subprocess.STDOUT,
+                                          env=os.environ.copy()))
+    codes = [proc.wait(timeout=900) for proc in procs]
+    printed = [(logs / f"shard{i}.log").read_text() for i in range(count)]
+    assert codes == [0] * count, printed
+    return printed
+
+
+def same_job(got: Path, want: Path, table: str) -> None:
+    """Two job directories hold the same cells, bit for bit, and the same table (less this host's times)."""
+    digests = lambda d: {k: json.loads(text)["state_sha256"] for k, (_, text) in cells(d).items()}
+    assert digests(got) == digests(want) and digests(want)
+    assert untimed(json.loads((got / table).read_text())) == untimed(json.loads((want / table).read_text()))
+    assert not (got / ".shards").exists() and not (got / ".xla-cache").exists()
+
+
+@pytest.fixture(scope="module")
+def whole_frontier(tmp_path_factory):
+    """An uninterrupted frontier in one process (BSP and local SGD at period 3, 2 seeds)."""
+    out = tmp_path_factory.mktemp("jobs") / "whole-frontier"
+    assert run_main([*FRONTIER, "--out", str(out)])[0] == 0
+    return out
+
+
+@pytest.mark.slow
+def test_two_shards_at_once_give_the_one_process_frontier(tmp_path, whole_frontier):
+    out = tmp_path / "sharded"
+    printed = shards_at_once(FRONTIER, out, tmp_path)
+    same_job(out, whole_frontier, "frontier.json")
+    assert "shard 0/2 (from --shard): cells 0, 2, 4" in printed[0] and "shard 1/2 (from --shard)" in printed[1]
+    assert all("[cell 2 of 2" in p for p in printed)   # each trains its own two of the four
+
+
+@pytest.mark.slow
+def test_two_shards_of_a_comparison_give_its_results(tmp_path, finished):
+    """Shard 1 trains SelSync's seed 1, which shard 0 waits for: its matched baseline is
+    planned from both seeds' syncs."""
+    out = tmp_path / "sharded"
+    shards_at_once(COMPARE, out, tmp_path)
+    same_job(out, finished[1], "results.json")
+
+
+@pytest.mark.slow
+def test_a_killed_shard_resumes_its_own_cells_only(tmp_path, whole_frontier):
+    out = tmp_path / "sharded"
+    own = ["bsp/seed0", "localsgd_period=3/seed0"]   # cells 0 and 2 of the job's order
+    killed = killed_after_first_cell([*FRONTIER, "--shard", "0/2"], out, tmp_path / "log")
+    assert killed and set(killed) <= set(own)
+    code, printed = run_main([*FRONTIER, "--shard", "0/2", "--out", str(out)])   # the same command again
+    assert code == 0
+    assert sorted(cells(out)) == own and cells(out).items() >= killed.items()   # its finished cell kept
+    assert "2 cell(s) of shard(s) 1/2 (not started) are still missing" in printed
+    assert not (out / "frontier.json").exists()
+    code, printed = run_main([*FRONTIER, "--shard", "1/2", "--out", str(out)])   # the last shard writes the tables
+    assert code == 0 and "loaded from" not in printed   # the others' cells are not this shard's progress
+    same_job(out, whole_frontier, "frontier.json")
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """An uninterrupted comparison (SelSync at delta = 0.05 and its matched baseline, 2 seeds)."""

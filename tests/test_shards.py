@@ -116,3 +116,19 @@ def test_bad_shards_are_one_line_exit_2_before_anything_is_made(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not out.exists()
+
+
+def test_shards_of_another_count_are_refused_while_one_runs(tmp_path):
+    from jaxsel.analysis.shard import job_held
+
+    lock = lock_shard(tmp_path, Shard(0, 2))
+    try:
+        with pytest.raises(RunLocked, match="shards 0/2, not of 3: give every shard of one job the same N"):
+            with job_held(tmp_path, "frontier directory", Shard(1, 3), lambda joining: None):
+                pass
+        began = []
+        with job_held(tmp_path, "frontier directory", Shard(1, 2), began.append):
+            assert shard_state(tmp_path, 1, 2) == "running" and began == [False]   # no job.json: it records it
+    finally:
+        lock.release()
+    assert shard_state(tmp_path, 1, 2) == "stopped"

@@ -181,6 +181,10 @@ def job_held(out: Path, what: str, shard: Shard | None, begin: Callable[[bool], 
         return
     lock = lock_job_briefly(out, what)
     try:
+        other = [name for name in running_shards(out) if not name.endswith(f"/{shard.count}")]
+        if other:
+            raise RunLocked(f"job directory {str(out)!r} is being run in shards {', '.join(other)}, not of "
+                            f"{shard.count}: give every shard of one job the same N")
         begin(joins(out, shard))
         own = lock_shard(out, shard)
     finally:
