@@ -295,6 +295,7 @@ def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_p
 
     class FakeCells:
         progress = Progress(cmp.planned_cells([(None, True)] * 2, 2), said.append)
+        load_only = False
 
         def get(self, cfg, what):
             trained.append((cfg.strategy, cfg.strategy_options, cfg.seed))
@@ -319,6 +320,13 @@ def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_p
     assert rows[4].matched_to is rows[5].matched_to is rows[3] and rows[1].matched_to is rows[2].matched_to is rows[0]
     assert any("its runs are reused" in line for line in said)
     assert cells.progress.total == 8 and cells.progress.done == 8   # 12 planned, 4 shared
+    # a report of a comparison recorded before the same-order baseline existed goes without it
+    FakeCells.load_only, FakeCells.progress = True, Progress(cmp.planned_cells(plan, 2))
+    (tmp_path / "selsync").mkdir()
+    old = cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, FakeCells())
+    assert [r.label for r in old] == [rows[i].label for i in (0, 2, 3, 5)]
+    (tmp_path / "same-order_syncs=10-matches-selsync").mkdir()   # recorded: reported
+    assert len(cmp.run_rows(TrainConfig(steps=100), plan, 2, tmp_path, FakeCells())) == 6
 
 
 @pytest.mark.parametrize("entry", ["selsync", "selsync:sync=model:sync_opt_state=true:aggregator=median",

@@ -134,7 +134,7 @@ def test_a_killed_shard_resumes_its_own_cells_only(tmp_path, whole_frontier):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """An uninterrupted comparison (SelSync at delta = 0.05 and its matched baseline, 2 seeds)."""
+    """An uninterrupted comparison (SelSync at delta = 0.05 and its two matched baselines, 2 seeds)."""
     out = tmp_path_factory.mktemp("jobs") / "whole"
     assert run_main([*COMPARE, "--out", str(out)])[0] == 0
     return COMPARE, out
@@ -144,17 +144,18 @@ def finished(tmp_path_factory):
 def test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one(tmp_path, finished):
     stopped, whole = tmp_path / "stopped", finished[1]
     finished = killed_after_first_cell(COMPARE, stopped, tmp_path / "log")
-    assert 1 <= len(finished) < 4 and not (stopped / "results.json").exists()
+    assert 1 <= len(finished) < 6 and not (stopped / "results.json").exists()
     code, printed = run_main([*COMPARE, "--out", str(stopped), "--resume"])
     assert code == 0
     assert cells(stopped).items() >= finished.items()   # the finished cells were not run again
     assert printed.count("finished earlier, loaded from") == len(finished)
-    assert f"4 cells ({4 - len(finished)} trained now, {len(finished)} loaded from earlier runs)" in printed
+    assert f"6 cells ({6 - len(finished)} trained now, {len(finished)} loaded from earlier runs)" in printed
     got, want = (json.loads((d / "results.json").read_text()) for d in (stopped, whole))
     assert untimed(got) == untimed(want)
     digests = lambda d: {k: json.loads(text)["state_sha256"] for k, (_, text) in cells(d).items()}
-    assert digests(stopped) == digests(whole) and len(digests(whole)) == 4   # every run ended bit for bit alike
-    assert [r["entry"] for r in got] == ["selsync:delta=0.05", f"localsgd:syncs={got[1]['options']['syncs']}"]
+    assert digests(stopped) == digests(whole) and len(digests(whole)) == 6   # every run ended bit for bit alike
+    assert [r["entry"] for r in got][::2] == ["selsync:delta=0.05", f"localsgd:syncs={got[2]['options']['syncs']}"]
+    assert got[1]["entry"].startswith("triggered:trigger=spread:") and got[1]["baseline"] == "same order"
     assert not (stopped / ".xla-cache").exists() and not (whole / ".xla-cache").exists()   # gone with the job
 
 
@@ -216,7 +217,7 @@ def test_report_remakes_a_comparison_s_results_and_pictures(finished, tmp_path, 
     # pictures are the report's, just checked: not drawn again, 3 CPU-s)
     monkeypatch.setattr("jaxsel.analysis.compare.write_pictures", lambda *args: None)
     code, printed = run_main([*argv, "--out", str(copy), "--resume"])
-    assert code == 0 and "4 cells (0 trained now, 4 loaded from earlier runs)" in printed
+    assert code == 0 and "6 cells (0 trained now, 6 loaded from earlier runs)" in printed
     assert untimed(json.loads((copy / "results.json").read_text())) == untimed(want)
 
 

@@ -162,8 +162,11 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     seed_list = list(range(base.seed, base.seed + seeds))
     trained: dict[str, RowRuns] = {}
 
-    def train_row(variant, slug, where: str):
+    def train_row(variant, slug, where: str, optional: bool = False):
+        """The row's runs, trained or loaded (None: an `optional` row a report finds unrecorded)."""
         key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
+        if optional and cells.load_only and key not in trained and not (out / slug).exists():
+            return None
         if key in trained:
             cells.progress.say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
             cells.progress.skip(seeds)
@@ -211,16 +214,20 @@ def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> 
     """An adaptive row's budget-matched baselines: the same method with only its trigger
     replaced by a schedule of as many syncs (where it is trigger-based; else `skip()` its
     planned cells), then local SGD on as many syncs, averaging after the update
-    (`matched_budget.py`)."""
+    (`matched_budget.py`). A report of a comparison recorded before the same-order baseline
+    existed (issue 58) goes without it (`train_row(..., optional=True)` is None)."""
     out = []
     same = same_order_variant(base, row.variant, mean_syncs(row))
     if same is None:
         skip()
     else:
         syncs = same.options["trigger.syncs"]
-        runs = train_row(same, same_order_slug(syncs, slug), f"{where}, same-order matched baseline]")
-        out.append(dataclasses.replace(runs, label=same_order_label(same, base.steps, row.variant.entry),
-                                       matched_to=row))
+        runs = train_row(same, same_order_slug(syncs, slug), f"{where}, same-order matched baseline]", optional=True)
+        if runs is None:
+            skip()
+        else:
+            out.append(dataclasses.replace(runs, label=same_order_label(same, base.steps, row.variant.entry),
+                                           matched_to=row))
     twin = matched_variant(row.variant, mean_syncs(row))
     syncs = twin.options["syncs"]
     runs = train_row(twin, matched_slug(syncs, slug), f"{where}, matched baseline]")
