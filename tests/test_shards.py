@@ -132,3 +132,18 @@ def test_shards_of_another_count_are_refused_while_one_runs(tmp_path):
     finally:
         lock.release()
     assert shard_state(tmp_path, 1, 2) == "stopped"
+
+
+def test_a_cell_directory_a_live_run_holds_is_never_cleared(tmp_path):
+    """A job without --shard that reaches a cell a shard is training refuses, in one line,
+    instead of clearing it as a stopped run's leftovers."""
+    from jaxsel.training.rundir.lock import DirectoryLock
+
+    cell = tmp_path / "bsp" / "seed0"
+    held = DirectoryLock(cell, "run directory").acquire()
+    try:
+        with pytest.raises(RunLocked, match="cell directory .* is in use by process"):
+            Cells(tmp_path, Progress(1)).get(TrainConfig(out_dir=str(cell)), "bsp, seed 0")
+        assert cell.is_dir()
+    finally:
+        held.release()

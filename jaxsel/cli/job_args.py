@@ -40,7 +40,8 @@ def add_job_args(group, job: Job) -> None:
         group.add_argument("--shard", default=None, metavar="I/N",
                            help="run shard I of N of the job's cells (every Nth, from cell I) into the --out all "
                                 "shards share; the last shard to finish writes the tables (default: a SLURM job "
-                                "array task's SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT, else every cell)")
+                                "array task's SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT, else every cell; "
+                                "--shard 0/1: every cell)")
 
 
 def check_resume(args, job: Job) -> None:
