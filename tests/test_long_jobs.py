@@ -67,15 +67,17 @@ def killed_after_first_cell(argv: list[str], out: Path, log: Path) -> dict:
     return cells(out)
 
 
-def shards_at_once(argv: list[str], out: Path, logs: Path, count: int = 2) -> list[str]:
-    """Run shards 0/N .. N-1/N of `jaxsel ARGV --out OUT` at once, each in its own process;
-    what each printed (every one exits 0)."""
+def shards_at_once(argv: list[str], out: Path, logs: Path, count: int = 2, slurm: bool = False) -> list[str]:
+    """Run shards 0/N .. N-1/N of `jaxsel ARGV --out OUT` at once, each in its own process
+    (`slurm`: as a SLURM job array's tasks, told by its variables); what each printed
+    (every one exits 0)."""
     procs = []
     for i in range(count):
+        shard = [] if slurm else ["--shard", f"{i}/{count}"]
+        env = {**os.environ, **({"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_COUNT": str(count)} if slurm else {})}
         with open(logs / f"shard{i}.log", "w") as sink:
-            procs.append(subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *argv, "--out", str(out), "--shard",
-                                           f"{i}/{count}"], stdout=sink, stderr=subprocess.STDOUT,
-                                          env=os.environ.copy()))
+            procs.append(subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *argv, "--out", str(out), *shard],
+                                          stdout=sink, stderr=subprocess.STDOUT, env=env))
     codes = [proc.wait(timeout=900) for proc in procs]
     printed = [(logs / f"shard{i}.log").read_text() for i in range(count)]
     assert codes == [0] * count, printed
@@ -109,11 +111,12 @@ def test_two_shards_at_once_give_the_one_process_frontier(tmp_path, whole_fronti
 
 @pytest.mark.slow
 def test_two_shards_of_a_comparison_give_its_results(tmp_path, finished):
-    """Shard 1 trains SelSync's seed 1, which shard 0 waits for: its matched baseline is
-    planned from both seeds' syncs."""
+    """Two SLURM array tasks: shard 1 trains SelSync's seed 1, which shard 0 waits for (its
+    matched baselines are planned from both seeds' syncs)."""
     out = tmp_path / "sharded"
-    shards_at_once(COMPARE, out, tmp_path)
+    printed = shards_at_once(COMPARE, out, tmp_path, slurm=True)
     same_job(out, finished[1], "results.json")
+    assert "shard 1/2 (from SLURM_ARRAY_TASK_ID=1 of SLURM_ARRAY_TASK_COUNT=2)" in printed[1]
 
 
 @pytest.mark.slow
