@@ -118,13 +118,13 @@ def test_quiet_note_explains_a_selsync_run_without_later_syncs():
     assert smoothed.warmup_steps == 49 and SignificanceOptions(0.3, 25, 0.01, "raw", None).warmup_steps == 24
 
 
-def test_train_diloco_with_defaults_warns_when_the_run_is_built(capsys):
-    """`jaxsel train --strategy diloco --steps 200` would end at chance with H = 500: the run
-    assembly (`run.make_strategy`, which `jaxsel train` goes through) says so on stderr."""
-    from jaxsel.training.run import make_strategy
+def test_train_diloco_with_defaults_warns_when_the_run_is_built():
+    """`jaxsel train --strategy diloco --steps 200` would end at chance with H = 500: the run's
+    plan (`run.start_warnings`, printed once its checks pass) says so in one line."""
+    from jaxsel.training.run import make_strategy, start_warnings
 
-    make_strategy(TrainConfig(strategy="diloco", steps=200), steps_per_epoch=10)
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "warning: diloco (H=500" in err and "beyond this 200-step run" in err
-    make_strategy(TrainConfig(strategy="diloco", steps=600, strategy_options={"period": 100}), steps_per_epoch=10)
-    assert capsys.readouterr().err == ""
+    cfg = TrainConfig(strategy="diloco", steps=200)
+    (line,) = start_warnings(cfg, make_strategy(cfg, steps_per_epoch=10))
+    assert "warning: diloco (H=500" in line and "beyond this 200-step run" in line and "\n" not in line
+    cfg = TrainConfig(strategy="diloco", steps=600, strategy_options={"period": 100})
+    assert start_warnings(cfg, make_strategy(cfg, steps_per_epoch=10)) == ()

@@ -5,7 +5,7 @@ import pytest
 
 from jaxsel.strategies import build_strategy
 from jaxsel.training.config import TrainConfig
-from jaxsel.training.run import make_strategy
+from jaxsel.training.run import make_strategy, start_warnings
 from jaxsel.training.sync_horizon import all_warmup_warning, no_sync_after_warmup_warning, warmup_length
 
 
@@ -24,20 +24,21 @@ def test_the_warm_up_each_method_forces(name, options, warm):
 def test_a_run_no_longer_than_the_warm_up_is_one_warning_line():
     strategy = build_strategy("selsync", {})
     line = all_warmup_warning(strategy, 20)
-    assert line == ("jaxsel: warning: selsync (delta=0.3, W=25, raw): its first 24 steps are a warm-up that the method "
+    assert line == ("jaxsel: warning: selsync (delta=0.3, W=25, raw, averages before the update): its first 24 "
+                    "steps are a warm-up that the method "
                     "does not decide, and this run has 20: its result is the warm-up's, not the method's; raise "
                     "--steps past 24")
     assert all_warmup_warning(strategy, 24) is not None and all_warmup_warning(strategy, 25) is None
     assert all_warmup_warning(build_strategy("bsp", {}), 1) is None
 
 
-def test_the_run_assembly_prints_it_once_on_stderr(capsys):
-    make_strategy(TrainConfig(strategy="selsync", steps=20), steps_per_epoch=10)
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "its first 24 steps are a warm-up" in err and "this run has 20" in err
-    make_strategy(TrainConfig(strategy="diloco", steps=10), steps_per_epoch=10)   # the never-syncs line alone
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "beyond this 10-step run" in err
+def test_the_run_plan_holds_it_once():
+    cfg = TrainConfig(strategy="selsync", steps=20)
+    (line,) = start_warnings(cfg, make_strategy(cfg, steps_per_epoch=10))
+    assert "its first 24 steps are a warm-up" in line and "this run has 20" in line
+    cfg = TrainConfig(strategy="diloco", steps=10)   # the never-syncs line alone
+    (line,) = start_warnings(cfg, make_strategy(cfg, steps_per_epoch=10))
+    assert "beyond this 10-step run" in line
 
 
 def _records(synced_steps, steps=60):
@@ -47,7 +48,8 @@ def _records(synced_steps, steps=60):
 def test_an_adaptive_method_that_never_synced_after_its_warm_up_says_so():
     strategy = build_strategy("selsync", {"delta": 50})
     line = no_sync_after_warmup_warning(strategy, _records(set(range(24))), 60)
-    assert line.startswith("jaxsel: warning: selsync (delta=50, W=25, raw): no sync after its 24-step warm-up in "
+    assert line.startswith("jaxsel: warning: selsync (delta=50, W=25, raw, averages before the update): no sync "
+                           "after its 24-step warm-up in "
                            "this 60-step run: from step 24 on the replicas never averaged") and "\n" not in line
     assert no_sync_after_warmup_warning(strategy, _records({*range(24), 40}), 60) is None
     assert no_sync_after_warmup_warning(strategy, _records(set(range(20)), 20), 20) is None   # all warm-up: above

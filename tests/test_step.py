@@ -172,7 +172,8 @@ def test_a_state_of_other_options_or_parameters_is_named_at_trace_time(mesh):
     batch = softmax_batches(1)[0]
     wide = jaxsel.init_state(softmax_params(), sgd, jaxsel.SelSync(window=25), mesh, replicas=R)
     with pytest.raises(TypeError, match=r"the train step: the state was built for other options or parameters than "
-                                        r"selsync \(delta=0.3, W=10, raw\) runs with \(strategy_state.trigger.d_hist is "
+                                        r"selsync \(delta=0.3, W=10, raw, averages before the update\) runs with "
+                                        r"\(strategy_state.trigger.d_hist is "
                                         r"float32\(25,\) per replica where float32\(10,\) is expected\)"):
         jaxsel.make_train_step(softmax_loss, sgd, jaxsel.SelSync(window=10), mesh)(wide, batch)
     state = jaxsel.init_state(softmax_params(), sgd, jaxsel.BSP(), mesh, replicas=R)

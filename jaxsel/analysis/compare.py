@@ -204,9 +204,16 @@ def settle_rows(base, rows: list[RowRuns], cells: Cells) -> list:
     return missing
 
 
+def built_once(base, row: RowRuns):
+    """The strategy `row`'s runs train with, built once for the row's label and record."""
+    if row.strategy is None:
+        row.strategy = built(base, row.variant)
+    return row.strategy
+
+
 def label(base, row: RowRuns) -> None:
     """A row's label, from how its first run built the strategy."""
-    facts = order_facts(built(base, row.variant))
+    facts = order_facts(built_once(base, row))
     row.label = row.variant.label(row.runs[0].final["strategy"], facts.get("sync_order", ""))
 
 
@@ -262,7 +269,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
 def order_row(base: TrainConfig, row: RowRuns) -> dict:
     """Which order the row's syncs ran in; for a budget-matched row, its schedule and
     which baseline it is (the same method, or local SGD averaging after the update)."""
-    strategy = built(base, row.variant)
+    strategy = built_once(base, row)
     facts = order_facts(strategy)
     if row.matched_to is not None:
         facts.update(baseline_trigger=baseline_trigger(strategy),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -22,7 +23,7 @@ from ..core import parallel
 from ..data.pipeline import Input, build_input
 from .config import TrainConfig, check_config
 from .lr_schedule import RunSamples
-from .run import check_paths, make_layout, make_strategy, named_now, resumed_settings
+from .run import check_paths, make_layout, make_strategy, named_now, resumed_settings, start_warnings
 from .rundir.lock import check_unlocked
 
 
@@ -52,6 +53,7 @@ class RunPlan:
     samples: RunSamples
     paths: RunPaths
     announce: tuple[str, ...] = ()   # lines printed after "run directory: ..." (empty: say nothing)
+    warnings: tuple[str, ...] = ()   # one line each on stderr, printed once the run's directories exist
 
     @property
     def loader(self):
@@ -79,9 +81,10 @@ def plan_run(cfg: TrainConfig, *, claim: bool = False, announce: Sequence[str] |
     check_paths(cfg, job_cell=job_cell)   # before any data is read
     data = build_input(cfg, layout.mesh)   # tables, partition/injection, prefetching loader, transform
     samples = RunSamples(cfg.batch_size, cfg.replicas, len(data.loader.table))
-    strategy = make_strategy(cfg, data.loader.partition.steps_per_epoch(cfg.batch_size), samples)
+    strategy = make_strategy(cfg, data.loader.partition.steps_per_epoch(cfg.batch_size))
     header = () if announce is None else (*announce, f"layout: {layout.describe()}")
-    return RunPlan(cfg, layout, data, strategy, samples, RunPaths(cfg.out_dir, claim, root, job_cell), header)
+    return RunPlan(cfg, layout, data, strategy, samples, RunPaths(cfg.out_dir, claim, root, job_cell), header,
+                   start_warnings(cfg, strategy, samples))
 
 
 @contextlib.contextmanager
@@ -109,6 +112,9 @@ def created_dirs(plan: RunPlan, lead: bool) -> Iterator[TrainConfig]:
             top = first_missing(root)
             writable_dir(root, "--checkpoint-dir", parents=True, quiet=True)
             undo.enter_context(undo_created(top or root, top is not None))
+        if lead:   # every check passed: a refused run said only why
+            for line in plan.warnings:
+                print(line, file=sys.stderr, flush=True)
         if lead and plan.announce:
             print(f"run directory: {cfg.out_dir}", flush=True)
             for line in plan.announce:

@@ -2,7 +2,7 @@
 
 A run's plan (plan.py) holds its checked settings, layout, data and strategy; this module
 holds what the plan is made with (`resumed_settings`, `make_layout`, `make_strategy` (the
-strategy is built there and nowhere else), `check_paths`) and what a run adds to it
+strategy is built there and nowhere else), `start_warnings`, `check_paths`) and what a run adds to it
 (`assemble_run`): the model, the optimizer, the estimate of its memory and disk (the last
 checks), the initial state, the jitted step and the evaluation. The three places that talk
 to the strategy layer beyond building it are `strategy_timing`, `describe_strategy` and
@@ -46,7 +46,7 @@ from .run_kinds import refuse_comparison, refuse_job_cell
 from .rundir import CHECKPOINTS_DIR, OWNER_FILE, RUN_RECORDS, RunDir
 from .rundir.links import refuse_links
 from .rundir.records import read_record
-from .sync_horizon import warn_if_never_syncs
+from .sync_horizon import all_warmup_warning, never_syncs_warning
 
 
 @dataclasses.dataclass
@@ -179,16 +179,18 @@ def with_faulty_replicas(strategy, count: int):
         raise ConfigError(f"faulty_replicas: {err}") from None
 
 
-def make_strategy(cfg: TrainConfig, steps_per_epoch: int, samples: RunSamples | None = None):
-    """The run's strategy (built once per run, by its plan), with a warning if it would
-    never sync (or its learning rate never decay)."""
-    strategy = configured_strategy(cfg, steps_per_epoch)
-    if jax.process_index() == 0:
-        warn_if_never_syncs(strategy, cfg.steps)
-        late = never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps, samples)
-        if late:
-            print(late, file=sys.stderr, flush=True)
-    return strategy
+def make_strategy(cfg: TrainConfig, steps_per_epoch: int):
+    """The run's strategy (built once per run, by its plan)."""
+    return configured_strategy(cfg, steps_per_epoch)
+
+
+def start_warnings(cfg: TrainConfig, strategy, samples: RunSamples | None = None) -> tuple[str, ...]:
+    """The run's one-line warnings: a strategy that would never sync (or whose run is all
+    warm-up), a learning rate that would never decay. The plan keeps them and `created_dirs`
+    prints them once every check has passed, so a refused run says only why it is refused."""
+    lines = (never_syncs_warning(strategy, cfg.steps) or all_warmup_warning(strategy, cfg.steps),
+             never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps, samples))
+    return tuple(line for line in lines if line)
 
 
 def describe_strategy(strategy, name: str) -> str:

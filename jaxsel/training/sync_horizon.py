@@ -12,8 +12,6 @@ averaging. Either reported as SelSync's result says nothing about SelSync.
 """
 from __future__ import annotations
 
-import sys
-
 from ..core.options import option_names
 from ..core.triggers import UNKNOWN, AnyOf, Before, Capped, Significance, first_sync_step
 from ..strategies.traits import is_adaptive, traits_of
@@ -114,11 +112,3 @@ def no_sync_after_warmup_warning(strategy, records: list[dict], total_steps: int
     return (f"jaxsel: warning: {strategy.describe()}: no sync after its {warm}-step warm-up in this "
             f"{total_steps}-step run: from step {warm} on the replicas never averaged, so its result is local "
             f"training's, not the method's; make it sync more readily (e.g. a lower delta) or run longer")
-
-
-def warn_if_never_syncs(strategy, total_steps: int, stream=None) -> str | None:
-    """Print `never_syncs_warning`, else `all_warmup_warning` (if any) as one line on stderr; return it."""
-    line = never_syncs_warning(strategy, total_steps) or all_warmup_warning(strategy, total_steps)
-    if line:
-        print(line, file=stream or sys.stderr, flush=True)
-    return line
