@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from jaxsel.analysis.attribution import attribute, attribution_entries, attribution_lines, twins
+from jaxsel.analysis.attribution import _signed, attribute, attribution_entries, attribution_lines, twins
 from jaxsel.analysis.compare_table import format_table
 from jaxsel.analysis.matched_budget import built, is_adaptive
 from jaxsel.analysis.variants import parse_strategies
@@ -98,3 +98,9 @@ def test_the_attribution_adds_bsp_and_each_adaptive_row_s_twins_once():
     assert [t.entry for t in twins(BASE, parse_strategies("selsync:sync_opt_state=true")[0])] == [
         "triggered:trigger=always:sync_opt_state=True"]
     assert twins(BASE, parse_strategies("hierarchical:inner=localsgd:outer=selsync:groups=2")[0]) == []
+
+
+def test_a_tie_within_rounding_reads_plus_zero():
+    """The default job's selection term, -0.000333, printed as -0.000 (issue 58's README sample)."""
+    assert _signed({"difference": -0.000333, "spread": 0.018}) == "+0.000 (spread 0.018)"
+    assert _signed({"difference": -0.158, "spread": None}) == "-0.158"

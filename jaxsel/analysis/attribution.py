@@ -119,6 +119,7 @@ BEYOND_SPREAD_SHORT = "beyond the seed spread (the sum of the two rows' standard
 
 
 def _signed(p: dict) -> str:
-    """A difference of accuracies to the table's 3 decimals (a tie reads +0.000), its spread."""
-    text = f"{p['difference']:+.{DECIMALS}f}"
+    """A difference of accuracies to the table's 3 decimals (a tie reads +0.000, never
+    -0.000: rounded first, and -0.0 + 0.0 is 0.0), its spread."""
+    text = f"{round(p['difference'], DECIMALS) + 0.0:+.{DECIMALS}f}"
     return text if p["spread"] is None else f"{text} (spread {p['spread']:.{DECIMALS}f})"
