@@ -42,18 +42,8 @@ def built_datasets():
         load_arrays(name, "train")
 
 
-#: the suite's persistent compilation cache (tests/conftest.py) is not the processes': with
-#: JAX 0.12.1 a two-process CPU job whose step is loaded from it hangs (every process idle
-#: in block_until_ready: its first run with a full cache, the resumed run with a fresh
-#: one), where the same job compiling afresh ends in 49 s on an idle 2-core box (issue 57:
-#: the 420 s timeout)
-NO_COMPILE_CACHE = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-                    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES")
-
-
 def env4(devices: int = 4) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in NO_COMPILE_CACHE}
-    return {**env, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
 
 
 def test_two_processes_match_one_process(tmp_path):

@@ -74,10 +74,26 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
         ) from None
     if jax.process_count() == 1:
         return None
+    without_persistent_cache_on_cpu()
     orbax_barriers_via_coordinator()
     dog = Watchdog(peer_timeout)
     dog.start()
     return dog
+
+
+def without_persistent_cache_on_cpu() -> None:
+    """A multi-process job on CPU devices compiles its programs afresh: on jaxlib 0.12.1 one
+    whose step XLA loads from the persistent compilation cache (JAX_COMPILATION_CACHE_DIR)
+    deadlocks, every process idle in block_until_ready, where the same job compiling ends in
+    under a minute (issue 57: tests/test_multihost.py keeps the suite's cache to check this).
+    Said in one line where a cache was set; GPU jobs keep theirs."""
+    if jax.devices()[0].platform != "cpu" or not jax.config.jax_enable_compilation_cache:
+        return
+    if jax.config.jax_compilation_cache_dir and jax.process_index() == 0:
+        print("jaxsel: note: a multi-process run on CPU devices compiles without the persistent compilation "
+              "cache (JAX_COMPILATION_CACHE_DIR): loading a step from it deadlocks such a job on jaxlib 0.12",
+              file=sys.stderr, flush=True)
+    jax.config.update("jax_enable_compilation_cache", False)
 
 
 #: Orbax's switch from device-collective barriers to the coordination service's. Orbax
