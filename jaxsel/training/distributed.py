@@ -81,18 +81,22 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     return dog
 
 
+#: lines this process's joining has to say, printed with the run's warnings once its checks pass
+START_NOTES: list[str] = []
+
+
 def without_persistent_cache_on_cpu() -> None:
     """A multi-process job on CPU devices compiles its programs afresh: on jaxlib 0.12.1 one
     whose step XLA loads from the persistent compilation cache (JAX_COMPILATION_CACHE_DIR)
     deadlocks, every process idle in block_until_ready, where the same job compiling ends in
     under a minute (issue 57: tests/test_multihost.py keeps the suite's cache to check this).
-    Said in one line where a cache was set; GPU jobs keep theirs."""
+    Noted (`START_NOTES`) where a cache was set; GPU jobs keep theirs."""
     if jax.devices()[0].platform != "cpu" or not jax.config.jax_enable_compilation_cache:
         return
     if jax.config.jax_compilation_cache_dir and jax.process_index() == 0:
-        print("jaxsel: note: a multi-process run on CPU devices compiles without the persistent compilation "
-              "cache (JAX_COMPILATION_CACHE_DIR): loading a step from it deadlocks such a job on jaxlib 0.12",
-              file=sys.stderr, flush=True)
+        START_NOTES.append("jaxsel: note: a multi-process run on CPU devices compiles without the persistent "
+                           "compilation cache (JAX_COMPILATION_CACHE_DIR): loading a step from it deadlocks such a "
+                           "job on jaxlib 0.12")
     jax.config.update("jax_enable_compilation_cache", False)
 
 

@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from ..core import parallel
 from ..data.pipeline import Input, build_input
+from . import distributed
 from .config import TrainConfig, check_config
 from .lr_schedule import RunSamples
 from .run import check_paths, make_layout, make_strategy, named_now, resumed_settings, start_warnings
@@ -84,7 +85,7 @@ def plan_run(cfg: TrainConfig, *, claim: bool = False, announce: Sequence[str] |
     strategy = make_strategy(cfg, data.loader.partition.steps_per_epoch(cfg.batch_size))
     header = () if announce is None else (*announce, f"layout: {layout.describe()}")
     return RunPlan(cfg, layout, data, strategy, samples, RunPaths(cfg.out_dir, claim, root, job_cell), header,
-                   start_warnings(cfg, strategy, samples))
+                   (*distributed.START_NOTES, *start_warnings(cfg, strategy, samples)))
 
 
 @contextlib.contextmanager
