@@ -146,3 +146,21 @@ def test_the_stop_line_promises_a_checkpoint_only_where_the_run_saves_one(capsys
         StopSignals(checkpointing)._handle(signal.SIGINT, None)
         line = capsys.readouterr().err.strip()
         assert line == f"jaxsel: received SIGINT; finishing the step in flight {then} (Ctrl-C again aborts)"
+
+
+def test_a_ctrl_c_before_the_start_up_handler_exists_is_the_same_one_line(monkeypatch, capsys):
+    """Python 3.13 under load: a Ctrl-C 0.3 s in landed in early_stop's own import, before its
+    handler, and showed a traceback through jaxsel/cli (issue 57's slow tier)."""
+    import jaxsel.cli
+
+    class Interrupting:
+        def find_spec(self, name, path=None, target=None):
+            if name == "jaxsel.training.early_stop":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "jaxsel.training.early_stop", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert jaxsel.cli.main(["train", "--steps", "3"]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "jaxsel: received SIGINT while starting up; stopped before training, nothing written; run it again: "
+        "jaxsel train --steps 3"]
