@@ -44,9 +44,36 @@ def calibrate_deltas(record: dict) -> str:
     return f"{_fires(stats['raw'])} raw, {_fires(stats['smoothed'])} smoothed"
 
 
+def _row(rows: list, entry: str) -> dict:
+    """The default comparison's row of `entry` (results.json's rows, by the entry that ran)."""
+    return next(r for r in rows if r["entry"] == entry)
+
+
+def selsync_sync_share(rows: list) -> str:
+    return f"{100 * _row(rows, 'selsync')['sync_fraction']:.1f}"
+
+
+def selsync_against_local_sgd(rows: list) -> str:
+    return (f"{_row(rows, 'selsync')['final_test_accuracy']:.3f} against "
+            f"{_row(rows, 'localsgd:syncs=567')['final_test_accuracy']:.3f}")
+
+
+def same_order_schedule(rows: list) -> str:
+    return f"{next(r for r in rows if r.get('baseline') == 'same order')['final_test_accuracy']:.3f}"
+
+
+#: README's main job, `jaxsel compare` with its defaults (Python 3.11, JAX 0.10.2)
+DEFAULT_JOB = "jaxsel compare (its defaults: task label-skew, seeds 0-2; Python 3.11, JAX 0.10.2)"
+
 QUOTES = (
     Quote("COMPARE.md", r"its steps \(here (?P<figures>[0-9./\s]+raw,[0-9./\s]+smoothed);", "calibration.json",
           "jaxsel calibrate (its defaults: task label-skew, one seed; Python 3.11, JAX 0.10.2)", calibrate_deltas),
+    Quote("../README.md", r"W = 25\) synchronizes on (?P<figures>[0-9.]+) %", "compare-default.json", DEFAULT_JOB,
+          selsync_sync_share),
+    Quote("../README.md", r"on as many syncs\*\*, (?P<figures>[0-9.]+ against [0-9.]+),", "compare-default.json",
+          DEFAULT_JOB, selsync_against_local_sgd),
+    Quote("../README.md", r"averaging as it does, it\s+reaches the same (?P<figures>[0-9.]+),", "compare-default.json",
+          DEFAULT_JOB, same_order_schedule),
 )
 
 
