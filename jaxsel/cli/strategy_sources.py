@@ -29,8 +29,7 @@ class Declared(NamedTuple):
 def declared() -> dict[str, Declared]:
     """name -> Declared, for every built-in strategy, sorted by name (as `STRATEGIES` lists them)."""
     found: dict[str, Declared] = {}
-    for path in sorted(SOURCES.glob("*.py")):
-        module = ast.parse(path.read_text(encoding="utf-8"))
+    for module in _modules():
         classes = {node.name: node for node in module.body if isinstance(node, ast.ClassDef)}
         registered = [(name, node) for node in classes.values() for name in _registered_names(node)]
         for name, node in registered:
@@ -43,8 +42,7 @@ def declared() -> dict[str, Declared]:
 def all_option_names() -> set[str]:
     """Every option a built-in strategy declares: its class's fields and its bases' (by name,
     across jaxsel/strategies/)."""
-    classes = {node.name: node for path in sorted(SOURCES.glob("*.py"))
-               for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.ClassDef)}
+    classes = {node.name: node for module in _modules() for node in module.body if isinstance(node, ast.ClassDef)}
     names: set[str] = set()
     todo = [node for node in classes.values() if _registered_names(node)]
     while todo:
@@ -52,6 +50,12 @@ def all_option_names() -> set[str]:
         names.update(_fields(node))
         todo += [classes[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in classes]
     return names
+
+
+@cache
+def _modules() -> tuple[ast.Module, ...]:
+    """jaxsel/strategies/'s modules, parsed once for the listing and the flag suggestions."""
+    return tuple(ast.parse(path.read_text(encoding="utf-8")) for path in sorted(SOURCES.glob("*.py")))
 
 
 def first_sentence(doc: str) -> str:

@@ -28,7 +28,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
 
 def check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """A command that is none (`jaxsel trian`): one line naming the closest and every command."""
-    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    commands = command_parsers(parser)
     given = next((a for a in argv if not a.startswith("-")), None)
     if given is None or given in commands:
         return
@@ -37,12 +37,14 @@ def check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     parser.error(f"argument COMMAND: invalid choice: {given!r}; {hint}choose from {', '.join(commands)}")
 
 
+def command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers by name ({} for a parser without subcommands)."""
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
 def subcommand_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
     """The parser of subcommand `command` (None when none was given)."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return action.choices[command]
-    return None
+    return command_parsers(parser).get(command)
 
 
 def suggestion(parser: argparse.ArgumentParser, extras: list[str]) -> str | None:
