@@ -26,9 +26,9 @@ import numpy as np
 from ..core.triggers import STATISTICS
 from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
-from ..training.rundir import METRICS_FILE
+from ..training.rundir import CALIBRATION_PICTURE, METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
-from ..training.rundir.write import write_record
+from ..training.rundir.job_files import CALIBRATION, write_job_file
 from . import job
 from .cells import Cells
 from .progress import Progress
@@ -38,7 +38,7 @@ from .variants import parse_entry, row_config
 
 #: the probe's method (its runs are compare's cells of it)
 PROBE = "bsp"
-FILES = ("calibration.json", "calibration.png")
+FILES = (CALIBRATION.name, CALIBRATION_PICTURE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +111,8 @@ def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *
         seed_list = [cfg.seed for cfg in configs]
         result = {"setting": setting_line(base, seed_list),
                   **calibration([recorded_grad_norms(r.records) for r in runs], seed_list, sig)}
-        write_record(out / FILES[0], result)
-        plot_calibration(result, out / FILES[1])
+        write_job_file(out, CALIBRATION, result)
+        plot_calibration(result, out / CALIBRATION_PICTURE)
     finally:
         lock.release()
     return result

@@ -27,11 +27,11 @@ from ..core.budget import FIRES, fires_share
 from ..core.options import OptionError
 from ..core.triggers import Capped, Significance
 from ..training.config import ConfigError
-from ..training.rundir.write import write_record as write_json
+from ..training.rundir import DERIVED_FILE
+from ..training.rundir.job_files import DERIVED, read_job_file, write_job_file
 from .significance_stats import decisions, fraction_deltas, recorded_grad_norms, sync_fraction
 from .variants import Variant, entry_of, parse_entry, row_config
 
-DERIVED_FILE = "derived_points.json"
 #: a derived option's stand-in while the plan is checked: far from any delta a user sets
 PLACEHOLDER = 1e6
 
@@ -116,17 +116,13 @@ def derive_points(base, variants: list[Variant], reference_runs: list) -> dict[s
 def recorded_points(out: Path, variants: list[Variant]) -> dict[str, dict] | None:
     """derived_points.json's points (None when it is not there yet); a file that does not
     hold exactly the plan's derived entries is refused."""
-    path = out / DERIVED_FILE
-    if not path.is_file():
+    record = read_job_file(out, DERIVED, "remove it to derive them again")
+    if record is None:
         return None
-    try:
-        points = json.loads(path.read_text())["points"]
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path} is not a record of derived points ({err}); remove it to derive them again") \
-            from None
+    points = record["points"]
     wanted = sorted(v.entry for v in variants if fired(v))
     if sorted(points) != wanted:
-        raise ConfigError(f"{path} records the points {sorted(points)}, the frontier derives {wanted}; remove it to "
+        raise ConfigError(f"{DERIVED.path(out)} records the points {sorted(points)}, the frontier derives {wanted}; remove it to "
                           f"derive them again")
     return points
 
@@ -151,8 +147,8 @@ def points_for(out: Path, base, variants: list[Variant], reference_runs: list | 
                               f"but plain BSP's runs derive delta {points[differs]['delta']}; it was edited or made by "
                               f"other runs: remove it to derive the points again")
         return recorded
-    write_json(out / DERIVED_FILE, {"about": "each fires:F point's delta: the one that fires on a share F of the "
-                                             "post-warm-up steps of plain BSP's runs (their seeds pooled), with "
-                                             "the point's own statistic, window, alpha and warm-up",
-                                    "points": points})
+    write_job_file(out, DERIVED, {"about": "each fires:F point's delta: the one that fires on a share F of the "
+                                           "post-warm-up steps of plain BSP's runs (their seeds pooled), with "
+                                           "the point's own statistic, window, alpha and warm-up",
+                                  "points": points})
     return points
