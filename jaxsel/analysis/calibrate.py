@@ -26,6 +26,7 @@ import numpy as np
 from ..core.triggers import STATISTICS
 from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
+from ..training.job_builds import one_job
 from ..training.rundir import CALIBRATION_PICTURE, METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.job_files import CALIBRATION, write_job_file
@@ -94,6 +95,7 @@ def held(out: Path) -> list[str]:
     return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob(f"*/seed*/{METRICS_FILE}"))] if p.is_file()]
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *, seeds: int = 1,
                     resume: bool = False, announce=None, on_start=None) -> dict:
     """Run (or, `resume`, finish) the probe in `out_dir` and write its files; returns

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..core.options import OptionError
 from ..strategies.traits import traits_of
 from ..training.config import ConfigError, TrainConfig
+from ..training.job_builds import one_job
 from ..training.rundir import DERIVED_FILE, FRONTIER_FILE, FRONTIER_TABLE, METRICS_FILE, TASK_FILE
 from ..training.rundir.job_files import TASK, write_job_file
 from . import job
@@ -113,14 +114,14 @@ def _fitting(base: TrainConfig, declared: list[Variant], unfit: list[str]) -> li
     plan's full check (`check_variants`) judges; points given with --grid are the user's and
     stay errors."""
     from ..training.config import check_config
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     task = dataclasses.replace(base, strategy_options={})
     kept = []
     for v in declared:
         try:
             check_config(row_config(task, stand_in(v)))
-            configured_strategy(row_config(task, stand_in(v)))
+            strategy_of(row_config(task, stand_in(v)))
         except (ConfigError, OptionError, ValueError) as err:
             unfit.append(f"{v.entry} ({err})")
             continue
@@ -169,6 +170,7 @@ def task_file(base: TrainConfig) -> dict:
     return {k: v for k, v in job.settings_of(base).items() if k not in PER_CELL}
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
                  levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None,
                  shard: Shard | None = None) -> dict | None:

@@ -62,7 +62,7 @@ def stand_in(variant: Variant) -> Variant:
 def significance_of(base, variant: Variant) -> Significance:
     """The significance test a derived point's strategy runs (its delta a stand-in); a
     "fires:F" value anywhere but the delta of such a test is a one-line error."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     keys = set(fired(variant))
     refusal = OptionError(f"--strategies entry {variant.entry!r}: {FIRES}F gives the delta of SelSync's significance "
@@ -70,7 +70,7 @@ def significance_of(base, variant: Variant) -> Significance:
     if keys != {"delta"}:
         raise refusal
     try:
-        strategy = configured_strategy(row_config(base, stand_in(variant)))
+        strategy = strategy_of(row_config(base, stand_in(variant)))
     except ValueError as err:   # another option's: as check_variants says it
         raise OptionError(f"--strategies entry {variant.entry!r}: {err}") from None
     trigger = strategy.trigger.inner if isinstance(strategy.trigger, Capped) else strategy.trigger
@@ -98,15 +98,15 @@ def derive(base, variant: Variant, reference_runs: list) -> dict:
 def derive_points(base, variants: list[Variant], reference_runs: list) -> dict[str, dict]:
     """Every derived variant's point, by its "fires:F" entry; one that trains what an
     earlier point of the list trains is marked `same_as` that point's entry."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     out: dict[str, dict] = {}
-    built = [(v.entry, configured_strategy(row_config(base, v))) for v in variants if not fired(v)]
+    built = [(v.entry, strategy_of(row_config(base, v))) for v in variants if not fired(v)]
     for v in variants:
         if not fired(v):
             continue
         point = derive(base, v, reference_runs)
-        strategy = configured_strategy(row_config(base, parse_entry(point["entry"])))
+        strategy = strategy_of(row_config(base, parse_entry(point["entry"])))
         point["same_as"] = next((entry for entry, other in built if other == strategy), None)
         built.append((v.entry, strategy))
         out[v.entry] = point

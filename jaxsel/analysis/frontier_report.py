@@ -214,10 +214,10 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
 
 def _adaptive(base, variant) -> bool:
     """Whether the point's strategy decides during the run which steps sync."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
     from .variants import row_config
 
-    return is_adaptive(configured_strategy(row_config(base, variant)))
+    return is_adaptive(strategy_of(row_config(base, variant)))
 
 
 MARKERS = "osD^vPX*<>"

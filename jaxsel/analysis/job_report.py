@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..training.job_builds import one_job
 from ..training.rundir import CALIBRATION_PICTURE
 from ..training.rundir.job_files import CALIBRATION, read_job_file
 from ..training.rundir.lock import DirectoryLock
 from . import job
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def report_job(out: Path) -> tuple[str, str] | None:
     """(the job's kind, the text to print) after remaking its files; None when `out`
     holds no job."""
