@@ -189,12 +189,13 @@ class Cells:
     reads records, whatever code reads them, but never mixes records of two codes)."""
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
-                 load_only: bool = False, code: dict | None = None, shard=None):
+                 load_only: bool = False, code: dict | None = None, shard=None, late_warnings: bool = True):
         self.out, self.progress, self.code = out, progress, code or code_identity()
         self.shard, self.ordinal = shard, 0   # this process's Shard (None: every cell), the next cell's number
         progress.shard = shard
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
         self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
+        self.late_warnings = late_warnings   # False: the job's table notes a cell that never synced after warm-up
 
     def name(self, directory: Path) -> str:
         return directory.relative_to(self.out).as_posix()
@@ -219,7 +220,8 @@ class Cells:
         self.progress.started(what)
         started = time.perf_counter()
         try:
-            run = train(plan_run(self.pinned(cfg), job_cell=True))   # the cell's one plan
+            plan = plan_run(self.pinned(cfg), job_cell=True)   # the cell's one plan
+            run = train(dataclasses.replace(plan, late_warning=self.late_warnings))
         except TrainingInterrupted as stop:
             raise self.interrupted(stop, cfg, what) from None
         except Exception as err:

@@ -29,6 +29,7 @@ from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
 from ..training.rundir.write import write_record
 from ..training.runlog import projected_cluster
+from ..training.sync_horizon import late_note
 from . import job
 from .attribution import attribute
 from .cells import Cells, PendingCell
@@ -88,7 +89,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        cells = Cells(out, progress, keep_states=keep_states, shard=shard)
+        cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False)   # noted in the table
         row_runs = run_rows(base, plan, seeds, out, cells)
         done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
                       lambda: write_results(row_runs, base, target, out))
@@ -256,6 +257,9 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
+        if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
+            row["late_note"] = late_note(run.label, built_once(base, run), {x.config.seed: x.records for x in run.runs},
+                                         base.steps)
         row.update(order_row(base, run))
     attribute(base, row_runs, rows)
     return rows

@@ -58,6 +58,7 @@ class RunPlan:
     paths: RunPaths
     announce: tuple[str, ...] = ()   # lines printed after "run directory: ..." (empty: say nothing)
     warnings: tuple[str, ...] = ()   # one line each on stderr, printed once the run's directories exist
+    late_warning: bool = True        # print the after-run warning (a job that notes it in its table: False)
 
     @property
     def loader(self):
