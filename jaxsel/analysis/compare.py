@@ -258,8 +258,8 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
         if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
-            row["late_note"] = late_note(run.label, built_once(base, run), {x.config.seed: x.records for x in run.runs},
-                                         base.steps)
+            row["late_note"] = late_note(run.label, built(base, run.variant),
+                                         {x.config.seed: x.records for x in run.runs}, base.steps)
         row.update(order_row(base, run))
     attribute(base, row_runs, rows)
     return rows

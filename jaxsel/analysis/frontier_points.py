@@ -122,8 +122,8 @@ def recorded_points(out: Path, variants: list[Variant]) -> dict[str, dict] | Non
     points = record["points"]
     wanted = sorted(v.entry for v in variants if fired(v))
     if sorted(points) != wanted:
-        raise ConfigError(f"{DERIVED.path(out)} records the points {sorted(points)}, the frontier derives {wanted}; remove it to "
-                          f"derive them again")
+        raise ConfigError(f"{DERIVED.path(out)} records the points {sorted(points)}, the frontier derives {wanted}; "
+                          f"remove it to derive them again")
     return points
 
 
