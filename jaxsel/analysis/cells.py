@@ -39,10 +39,11 @@ from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, R
     RunDir
 from ..training.plan import plan_run
 from ..training.rundir.lock import DirectoryLock
+from ..training.rundir.job_files import read_strict
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
 from ..training.train import RunResult, train
-from .job import code_identity, describe_code, first_difference, read_json, same_code, settings_of
+from .job import code_identity, describe_code, first_difference, same_code, settings_of
 from .progress import Progress
 
 #: the run's files a cell's figures are read from, each digested in cell.json
@@ -96,7 +97,7 @@ def state_digest(state) -> str:
 def read_cell(directory: Path) -> dict | None:
     """A cell's record, or None when its run has not finished."""
     path = directory / CELL_FILE
-    read = read_json(path, "remove that cell's directory and resume")
+    read = read_strict(path, "remove that cell's directory and resume")
     if not read.ok:
         return None
     record = read.value

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from ..training.config import TrainConfig
+from ..training.job_builds import one_job
 from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
 from ..training.rundir.write import write_record
@@ -63,6 +64,7 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                           resume=resume).rows
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
                    keep_states: bool = False, on_start=None, announce=None, plan=None,
@@ -205,16 +207,9 @@ def settle_rows(base, rows: list[RowRuns], cells: Cells) -> list:
     return missing
 
 
-def built_once(base, row: RowRuns):
-    """The strategy `row`'s runs train with, built once for the row's label and record."""
-    if row.strategy is None:
-        row.strategy = built(base, row.variant)
-    return row.strategy
-
-
 def label(base, row: RowRuns) -> None:
     """A row's label, from how its first run built the strategy."""
-    facts = order_facts(built_once(base, row))
+    facts = order_facts(built(base, row.variant))   # as the plan built it for the job (job_builds.py)
     row.label = row.variant.label(row.runs[0].final["strategy"], facts.get("sync_order", ""))
 
 
@@ -263,8 +258,8 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
         if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
-            row["late_note"] = late_note(run.label, built_once(base, run), {x.config.seed: x.records for x in run.runs},
-                                         base.steps)
+            row["late_note"] = late_note(run.label, built(base, run.variant),
+                                         {x.config.seed: x.records for x in run.runs}, base.steps)
         row.update(order_row(base, run))
     attribute(base, row_runs, rows)
     return rows
@@ -273,7 +268,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
 def order_row(base: TrainConfig, row: RowRuns) -> dict:
     """Which order the row's syncs ran in; for a budget-matched row, its schedule and
     which baseline it is (the same method, or local SGD averaging after the update)."""
-    strategy = built_once(base, row)
+    strategy = built(base, row.variant)
     facts = order_facts(strategy)
     if row.matched_to is not None:
         facts.update(baseline_trigger=baseline_trigger(strategy),
