@@ -29,14 +29,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..core.options import OptionError, coerce
 from .config import ConfigError, TrainConfig
-from .declare import Flag, declarations
+from .declare import LOCATION, Flag, declarations, with_effect
 from .old_records import as_it_ran
 
 #: what a run directory's config.json records beside the settings (not settings): where the
 #: replicas ran, how packed ones were computed, where its checkpoints went and its identity
 RECORDED = frozenset({"layout", "packing", "checkpoint_root", "run_id"})
-#: where a recorded run lived: a reproduction does not take these
-RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
+#: where a recorded run lived: a reproduction does not take these (`effect=LOCATION`)
+RUN_LOCATION = with_effect(TrainConfig, LOCATION)
 #: how a command reads a file's value of one of its own options: (value, where) -> value
 Reader = Callable[[Any, str], Any]
 
