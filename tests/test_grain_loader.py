@@ -56,27 +56,33 @@ if MARKER:
 '''
 
 RUN_TOML = """
+[strategy]
+strategy = "selsync"
+[strategy.strategy_options]
+window = 3
+delta = 0.2
+[data]
 dataset = "tiny_folder"
 data_dir = "{data_dir}"
+partition = "label_skew"
+loader_workers = 2
+[data.partition_options]
+injection = [0.2, 0.5]
+[optim]
 model = "mlp"
-strategy = "selsync"
-replicas = 8
 batch_size = 2
 steps = 12
 lr = 0.05
 lr_schedule = "constant"
-partition = "label_skew"
+seed = 5
+[replicas]
+replicas = 8
+[eval]
 log_every = 4
 eval_every = 8
-checkpoint_every = 4
 progress = false
-seed = 5
-loader_workers = 2
-[strategy_options]
-window = 3
-delta = 0.2
-[partition_options]
-injection = [0.2, 0.5]
+[checkpoints]
+checkpoint_every = 4
 """
 
 
