@@ -212,6 +212,9 @@ def test_config_values_are_read_by_their_flags_parser(command, text, dest, value
     ('num_processes = 2.5\n', r"num_processes must be an integer, got 2.5"),
     ('augment = "sometimes"\n', r"augment \(--augment\) invalid choice: 'sometimes'"),
     ('eval_replicas = "twice"\n', r"eval_replicas .*'twice'"),
+    ("[optim]\nprefetch = 3\n", r"\[optim\] has no setting 'prefetch'; it holds model, batch_size, steps"),   # sections
+    ("[data]\nlrr = 0.1\n", r"\[data\] has no setting 'lrr'; it holds dataset, partition"),
+    ("[optim]\nsteps = 0.5\n", r"steps must be an integer, got 0.5"),
 ])
 def test_a_config_value_its_flag_would_refuse_is_one_line(text, message, tmp_path, capsys):
     (tmp_path / "run.toml").write_text(text)
@@ -285,19 +288,6 @@ def test_a_flat_file_of_last_release_reads_as_its_sections_with_one_note(tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_settings(tmp_path / "sections.toml") == flat
-
-
-@pytest.mark.parametrize("text, message", [
-    ("[optim]\nprefetch = 3\n", r"\[optim\] has no setting 'prefetch'; it holds model, batch_size, steps"),
-    ("[data]\nlrr = 0.1\n", r"\[data\] has no setting 'lrr'; it holds dataset, partition"),
-    ("[optim]\nsteps = 0.5\n", r"steps must be an integer, got 0.5"),
-])
-def test_a_bad_key_in_a_section_is_one_line_naming_the_sections_settings(text, message, tmp_path, capsys):
-    (tmp_path / "run.toml").write_text(text)
-    assert cli_main(["train", "--config", str(tmp_path / "run.toml"), "--out", str(tmp_path / "out")]) == 2
-    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and err[0].startswith("jaxsel train: error: --config "), err
-    assert re.search(message, err[0]), err[0]
 
 
 @pytest.mark.slow
