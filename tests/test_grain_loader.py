@@ -21,8 +21,8 @@ from run_hooks import trees_equal
 from jaxsel import TrainConfig, train
 from jaxsel.core.parallel import data_mesh
 from jaxsel.data import sources
-from jaxsel.data.pipeline import build_input
 from jaxsel.training.config_file import load_settings
+from jaxsel.training.plan import run_input
 
 pytest.importorskip("grain")
 
@@ -122,8 +122,8 @@ def config(folder, tmp, **kw) -> TrainConfig:
 
 def test_grain_is_the_default_and_builds_the_threaded_loaders_batches(tiny_folder, tmp_path):
     mesh = data_mesh(8, devices=8)
-    grain_input = build_input(config(tiny_folder, tmp_path), mesh)
-    threads = build_input(config(tiny_folder, tmp_path, loader="threads"), mesh).loader
+    grain_input = run_input(config(tiny_folder, tmp_path), mesh)
+    threads = run_input(config(tiny_folder, tmp_path, loader="threads"), mesh).loader
     loader = grain_input.loader
     assert loader.processes and loader.describe() == "2 Grain worker processes"
     assert not threads.processes and loader.rows_per_replica == 2 + 2   # injection: 1 class x 2 samples

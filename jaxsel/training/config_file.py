@@ -7,8 +7,8 @@ options as `[strategy.strategy_options]`), by their field names; a command's own
 at the top level by their flag's name (`strategies`, `target`, ... for `compare`), each
 read by the reader the command gives (`load_settings`). Last release's flat files, every
 setting at the top level, are read for one more release with one note
-(compat/flat_settings.py); a run directory's config.json records them flat. How the file stands under the flags typed is
-the command line's business (cli/settings_file.py): this module knows no argparse.
+(compat/flat_settings.py); a run directory's config.json records them flat, unnoted. How
+the file stands under the flags typed is the command line's business (cli/settings_file.py): this module knows no argparse.
 
 Keys and values are checked against the dataclass fields and their types, and a field's
 flag has the field's name as its dest and holds the field's value (training/declare.py), so
@@ -35,6 +35,7 @@ from ..core.options import OptionError, coerce
 from .config import ConfigError, TrainConfig
 from .declare import LOCATION, SECTIONS, Flag, declarations, section_of, with_effect
 from .old_records import as_it_ran
+from .rundir import CONFIG_FILE
 
 #: what a run directory's config.json records beside the settings (not settings): where the
 #: replicas ran, how packed ones were computed, where its checkpoints went and its identity
@@ -167,9 +168,9 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     fields = field_names()
     valid = set(fields) | set(command_keys)
     recorded = RECORDED & data.keys()
-    flat = {}
-    if not recorded:   # a user's file: its sections' tables (a run's record is flat)
-        data, flat = from_sections(data, f"{flag} {str(path)!r}")
+    data, flat = from_sections(data, f"{flag} {str(path)!r}")
+    if recorded or Path(path).name == CONFIG_FILE:   # a run's record holds its settings flat: no note
+        flat = {}
     unknown = sorted(k for k in data if k not in valid and k not in recorded)
     if unknown:
         raise ConfigError(f"{flag} {str(path)!r}: unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(valid))}")
