@@ -84,7 +84,7 @@ def plan_run(cfg: TrainConfig, *, claim: bool = False, announce: Sequence[str] |
     root = cfg.checkpoint_root()
     check_unlocked(cfg.out_dir, root)   # a run in progress is named as such
     check_paths(cfg, job_cell=job_cell)   # before any data is read
-    data = build_input(cfg, layout.mesh)   # tables, partition/injection, prefetching loader, transform
+    data = run_input(cfg, layout.mesh)   # tables, partition/injection, prefetching loader, transform
     samples = RunSamples(cfg.batch_size, cfg.replicas, len(data.loader.table))
     strategy = strategy_of(cfg, data.loader.partition.steps_per_epoch(cfg.batch_size))
     header = () if announce is None else (*announce, f"layout: {layout.describe()}")
@@ -104,6 +104,12 @@ def layout_of(cfg: TrainConfig) -> parallel.Layout:
     """The layout of `cfg`'s replicas on the devices, as its plan builds it (replicas that do
     not fit: one ConfigError). Within a job, built once (job_builds.py)."""
     return built_once(("layout", repr((cfg.replicas, cfg.devices, cfg.platform))), lambda: make_layout(cfg))
+
+
+def run_input(cfg: TrainConfig, mesh) -> Input:
+    """The run's input pipeline: its data section, and the facts of the others it needs."""
+    return build_input(cfg.data, mesh, replicas=cfg.placement.replicas, batch_size=cfg.optim.batch_size,
+                       seed=cfg.optim.seed, eval_examples=cfg.evaluation.eval_examples)
 
 
 @contextlib.contextmanager
