@@ -178,7 +178,7 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
     (None when `shard`, one shard of the job's cells, ends with other shards' cells missing)."""
     levels = check_levels(levels)
     out = Path(out_dir)
-    base = dataclasses.replace(base, run_group=base.run_group or out.name)
+    base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)
 
     def begin(joining: bool):
         job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume or joining,
@@ -247,7 +247,7 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
             variant = parse_entry(derived[variant.entry]["entry"])
         runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
                           f"[point {i} of {len(planned)}] {variant.entry}, seed {s}")
-                for s in range(base.seed, base.seed + seeds)]
+                for s in range(base.optim.seed, base.optim.seed + seeds)]
         points.append(Point(method, variant, slug, runs))
     return points
 
