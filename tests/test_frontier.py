@@ -188,8 +188,10 @@ def test_adaptive_points_are_also_judged_against_their_same_order_schedule():
     assert rows[0]["same_order"]["lead"] == pytest.approx(0.01) and rows[0]["same_order"]["beyond_spread"] is False
     assert rows[1]["same_order"]["beyond_spread"] is True and rows[1]["same_order"]["lead"] == pytest.approx(-0.06)
     table = own_budget_lines(rows)
-    assert "| authors | before49 | 0.47 ± 0.01 | within the seed spread |" in table
-    assert "| model | after49 | 0.56 ± 0.01 | worse beyond the seed spread |" in table
+    assert "| authors | 1 | 0.48 ± 0.02 | before49 | 0.47 ± 0.01 | +0.01 | within the seed spread |" in table
+    assert "| model | 1 | 0.5 ± 0.02 | after49 | 0.56 ± 0.01 | -0.06 | worse beyond the seed spread |" in table
+    text = "\n".join(table)
+    assert text.index("| authors |") < text.index("| model |")   # the authors' order first
 
 
 def test_selsync_s_frontier_points_run_in_both_orders():
