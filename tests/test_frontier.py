@@ -354,6 +354,8 @@ def test_a_frontier_derives_selsync_s_deltas_from_its_bsp_cells_and_a_resume_kee
             "--dataset", "digits", "--steps", "16", "--batch-size", "4", "--opt", "window=2", "--seeds", "1",
             "--eval-every", "16", "--no-progress", "--out", str(out)]
     assert main(argv) == 0
+    assert "3 points of 2 methods + 2 same-order baselines (at most) x 1 seeds = 5 cells" in capsys.readouterr().out
+    assert len(list(out.glob("same-order_syncs=*-matches-selsync_delta=fires_0.*/seed0/cell.json"))) == 2
     derived = json.loads((out / DERIVED_FILE).read_text())["points"]
     assert sorted(derived) == ["selsync:delta=fires:0.1", "selsync:delta=fires:0.5"]
     assert json.loads((out / "frontier.json").read_text())["derived"] == derived
