@@ -71,6 +71,18 @@ def test_the_report_made_again_from_the_records_is_the_same(frontier):
     assert report_frontier(out) == json.loads((out / "frontier.json").read_text())
 
 
+def test_a_frontier_recorded_before_the_baselines_plans_none(frontier):
+    """A job whose settings lack "same_order" (recorded before issue 58) is reported without
+    baselines: its plan counts none of their cells."""
+    import dataclasses
+
+    from jaxsel.analysis.frontier import job_settings
+
+    _, plan, _, _ = frontier
+    assert job_settings(TINY, plan, 2, (1.0,))["same_order"] is True
+    assert planned_cells(TINY, dataclasses.replace(plan, same_order=False), 2) == 4 * 2
+
+
 def test_only_adaptive_trigger_based_points_get_one():
     assert [gets_baseline(TINY, parse_entry(e)) for e in
             ("selsync", "selsync:delta=fires:0.1", "selsync:max_local=8", "localsgd:period=4", "bsp",
