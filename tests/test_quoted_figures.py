@@ -60,3 +60,23 @@ def test_the_selection_tables_hold_every_point_of_the_recorded_frontier(quoted, 
     assert better == 0 and sentence.startswith("Nowhere did selection beat its fixed schedule")
     assert f"Within the spread at {tied}." in sentence if tied else "Within" not in sentence
     assert f"lost to it beyond the spread at {worse}:" in sentence if worse else "lost" not in sentence
+
+
+def test_a_printed_table_is_checked_line_for_line(quoted, tmp_path, monkeypatch):
+    """README's and docs/COMPARE.md's compare tables are the record's as `jaxsel report`
+    prints them: a figure edited in the doc, or a column the table gained since, is stale."""
+    rows = json.loads((quoted.RECORDED / "compare-default.json").read_text())
+    printed = quoted._table(legend_and_notes=False)(rows)
+    assert printed.splitlines()[0].startswith("strategy") and "vs" in printed.splitlines()[0]
+    edited = printed.replace("0.599 ± 0.009", "0.601 ± 0.009", 1)
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "recorded" / "r.json").write_text(json.dumps(rows))
+    (tmp_path / "DOC.md").write_text(f"ends with:\n\n```\n{edited}\n```\nafter")
+    monkeypatch.setattr(quoted, "DOCS", tmp_path)
+    monkeypatch.setattr(quoted, "RECORDED", tmp_path / "recorded")
+    monkeypatch.setattr(quoted, "QUOTES", (quoted.Quote("DOC.md", r"(?s)ends with:\n\n```\n(?P<figures>.*?)\n```",
+                                                        "r.json", "cmd", quoted._table(legend_and_notes=False)),))
+    (line,) = quoted.stale()
+    assert line.startswith("DOC.md's table from r.json (cmd) differs: 'bsp") and "0.601 ± 0.009" in line
+    assert quoted.main([]) == 0 and quoted.stale() == []
+    assert (tmp_path / "DOC.md").read_text() == f"ends with:\n\n```\n{printed}\n```\nafter"

@@ -20,7 +20,7 @@ from .next_command import stop_line
 #: errors about the user's input found while running: one line, exit code 2 ("module:Class")
 USER_ERRORS = ("data.formats:FormatError", "data.paths:UnusablePath", "data.prepare:CannotPrepare",
                "data.sources:DatasetNotPrepared", "training.checkpoint:CheckpointError",
-               "training.checkpoint:CheckpointMismatch", "training.config:ConfigError",
+               "training.checkpoint:CheckpointMismatch", "training.sections.checks:ConfigError",
                "training.distributed:SettingsMismatch", "training.rundir.lock:RunLocked",
                "cli.backend:JaxEnvironmentError")
 #: training faults reported as one line with exit code 1: NaN/inf, a lost peer, and an

@@ -16,7 +16,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ..core.options import OptionError, parse_kv, parse_value, split_entry
+from ..core.options import OptionError
+from ..core.pairs import read_entry, read_pairs
 from .deprecated import add_old_strategy_flags, old_strategy_options
 
 
@@ -32,7 +33,7 @@ def add_strategy_args(group) -> None:
 
 def options_from_args(args) -> dict:
     """The strategy options of `--opt` and the old flags (a key set by both is an error)."""
-    opts = parse_kv(getattr(args, "opt", None))
+    opts = read_pairs(getattr(args, "opt", None), "--opt")
     old = old_strategy_options(args)
     both = sorted(set(old) & set(opts))
     if both:
@@ -45,14 +46,11 @@ def options_from_args(args) -> dict:
 def strategy_entry(text: str, given: dict) -> tuple[str, dict]:
     """Train's `--strategy NAME[:KEY=VALUE...]` -> (name, options), with `given` (--opt):
     an option in both is an error naming both."""
-    name, pairs = split_entry(text, "--strategy")
-    options: dict = {}
-    for key, raw in pairs:
-        if key in options:
-            raise OptionError(f"--strategy {text!r} sets {key!r} twice; set it once")
-        if key in given:
-            raise OptionError(f"--strategy {text!r} and --opt {key}={given[key]} both set {key}; give it once")
-        options[key] = parse_value(raw)
+    name, options = read_entry(text, "--strategy")
+    both = sorted(set(options) & set(given))
+    if both:
+        key = both[0]
+        raise OptionError(f"--strategy {text!r} and --opt {key}={given[key]} both set {key}; give it once")
     return name, {**options, **given}
 
 

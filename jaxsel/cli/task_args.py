@@ -17,7 +17,8 @@ import dataclasses
 import typing
 from typing import Any
 
-from ..core.options import OptionError, parse_kv
+from ..core.options import OptionError
+from ..core.pairs import read_pairs
 from ..training.config import TrainConfig
 from ..training.declare import SECTIONS, Flag, default_of, flags_of
 
@@ -121,7 +122,7 @@ def _keyed_values(args, option: str, fields: dict[str, str]) -> dict:
     from ..training.config_file import field_value
 
     hints = typing.get_type_hints(TrainConfig)
-    given = parse_kv(getattr(args, keyed_dest(option), None), option)
+    given = read_pairs(getattr(args, keyed_dest(option), None), option)
     unknown = sorted(set(given) - set(fields))
     if unknown:
         raise OptionError(f"{option} has no key {unknown[0]!r}; its keys: {', '.join(fields)}")
@@ -143,7 +144,7 @@ def _keyed_values(args, option: str, fields: dict[str, str]) -> dict:
 
 def _table(args, name: str, flag: Flag) -> dict:
     """A dict field from its KEY=VALUE pairs and its one-key flags; a key set twice is an error."""
-    table = parse_kv(getattr(args, name), flag.names[0])
+    table = read_pairs(getattr(args, name), flag.names[0])
     for key, sub in flag.keys:
         value = getattr(args, f"{name}.{key}")
         if value is None:

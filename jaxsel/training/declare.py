@@ -9,6 +9,13 @@ parsers (`jaxsel.cli.task_args`), config files (`config_file`) and the choice ch
 and `jaxsel train --help` shows the field's own default. A field may instead be one key of
 a section's `KEY=VALUE` flag (`key_in`: `--project network=25gbe`), and may keep the names
 it had in the last release (`old`) for one more, hidden from `--help`, each use noted.
+
+A field also says what it does to a run (`effect`): whether another value names another
+run, changes its results, only what it reports, nothing a resume need keep, or where the
+run lives; and whether each process of a multi-host run may set it its own way
+(`per_process`). Checkpoints, resumes and multi-host agreement read these (`with_effect`),
+so a new setting declares them once, beside its flag, and no list elsewhere names it.
+Each section of the settings (training/sections/) declares its fields with `@section`.
 """
 from __future__ import annotations
 
@@ -25,6 +32,17 @@ SECTIONS = {"strategy": "strategy: the method and its options (`jaxsel strategie
             "eval": "evaluation and logging",
             "project": "projected wall-clock: each step's projected_time_s (`jaxsel report` projects again)",
             "checkpoints": "checkpoints and faults"}
+
+
+#: what a field does to a run (`option(effect=...)`), the one place each setting says it:
+#: IDENTITY: another value is another run (a checkpoint of it is refused by name);
+#: RESULTS: another value changes the trajectory (the default);
+#: REPORTED: the trajectory is the same, what the run reports is not (a resume refuses it);
+#: FREE: a resume may change it (how long, how often it logs, where and how it runs);
+#: LOCATION: where the run lives, which a resume sets itself and a reproduction never takes;
+#: KEPT: a resume takes it from the run's checkpoints, whatever the command line says
+IDENTITY, RESULTS, REPORTED, FREE, LOCATION, KEPT = "identity", "results", "reported", "free", "location", "kept"
+EFFECTS = (IDENTITY, RESULTS, REPORTED, FREE, LOCATION, KEPT)
 
 
 class Flag(NamedTuple):
@@ -56,13 +74,17 @@ class NoFlag(NamedTuple):
 
 def option(default: Any = dataclasses.MISSING, *, help: str = "", flag: str | tuple[str, ...] | None = None,
            no_flag: str | None = None, set_by: str | None = None, factory: Callable[[], Any] | None = None,
-           **spec) -> Any:
-    """A TrainConfig field declared once: its default (or `factory`), and its `Flag` (`flag`:
-    the names, default `--field-name`; `spec`: the Flag's other parts) or, with `no_flag`,
-    the reason it has none (and `set_by`, the command line's flag that sets it anyway). The
-    flag's names are filled in by `declare_flags`."""
+           effect: str = RESULTS, per_process: bool = False, **spec) -> Any:
+    """A settings field declared once: its default (or `factory`), its `Flag` (`flag`: the
+    names, default `--field-name`; `spec`: the Flag's other parts) or, with `no_flag`, the
+    reason it has none (and `set_by`, the command line's flag that sets it anyway), what it
+    does to a run (`effect`, one of EFFECTS) and whether each process may set it its own
+    way (`per_process`). The flag's names and section are filled in by `section`."""
+    if effect not in EFFECTS:
+        raise TypeError(f"effect {effect!r} is not one of {', '.join(EFFECTS)}")
     names = (flag,) if isinstance(flag, str) else tuple(flag or ())
-    meta = {"cli": NoFlag(no_flag, set_by) if no_flag else Flag(names, help, **spec)}
+    meta = {"cli": NoFlag(no_flag, set_by) if no_flag else Flag(names, help, **spec),
+            "effect": effect, "per_process": per_process}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -73,18 +95,26 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def declare_flags(cls):
-    """Class decorator after @dataclass: every field must be declared with `option`; a flag
-    without names (and not a key of a section's flag) gets `--field-name`."""
-    for f in dataclasses.fields(cls):
-        decl = f.metadata.get("cli")
-        if decl is None:
-            raise TypeError(f"{cls.__name__}.{f.name} is not declared with option(...)")
-        if isinstance(decl, Flag) and decl.group not in SECTIONS:
-            raise TypeError(f"{cls.__name__}.{f.name}: group {decl.group!r} is not a section ({', '.join(SECTIONS)})")
-        if isinstance(decl, Flag) and not decl.names and decl.key_in is None:
-            f.metadata = type(f.metadata)({**f.metadata, "cli": decl._replace(names=(flag_name(f.name),))})
-    return cls
+def section(table: str):
+    """Class decorator after @dataclass for one section of the settings, the `[table]` of
+    config files and `--help` (SECTIONS): every field must be declared with `option`; its
+    flag is put in this section, and one without names (and not a key of a section's flag)
+    gets `--field-name`."""
+    if table not in SECTIONS:
+        raise TypeError(f"section {table!r} is not one of {', '.join(SECTIONS)}")
+
+    def declare(cls):
+        cls.TABLE = table
+        for f in dataclasses.fields(cls):
+            decl = f.metadata.get("cli")
+            if decl is None:
+                raise TypeError(f"{cls.__name__}.{f.name} is not declared with option(...)")
+            if isinstance(decl, Flag):
+                names = decl.names or (() if decl.key_in else (flag_name(f.name),))
+                decl = decl._replace(names=names, group=table)
+            f.metadata = type(f.metadata)({**f.metadata, "cli": decl, "section": table})
+        return cls
+    return declare
 
 
 def declarations(cls) -> dict[str, Flag | NoFlag]:
@@ -106,10 +136,19 @@ def flag_of(cls, name: str) -> str | None:
     return " ".join(decl.key_in) if decl.key_in else decl.names[0]
 
 
-def section_of(cls, name: str) -> str | None:
-    """The section a field belongs to (None: a field without a flag, e.g. the strategy's options)."""
-    decl = declarations(cls)[name]
-    return decl.group if isinstance(decl, Flag) else None
+def section_of(cls, name: str) -> str:
+    """The section (`[table]`) a field belongs to."""
+    return next(f.metadata["section"] for f in dataclasses.fields(cls) if f.name == name)
+
+
+def with_effect(cls, *effects: str) -> frozenset[str]:
+    """The fields of `cls` declared with one of `effects` (`option(effect=...)`)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata["effect"] in effects)
+
+
+def per_process(cls) -> frozenset[str]:
+    """The fields each process of a multi-host run may set its own way (paths, host threads)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata["per_process"])
 
 
 def named(cls, name: str) -> str:
