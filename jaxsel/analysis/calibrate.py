@@ -78,16 +78,17 @@ def calibration(traces: list[np.ndarray], seeds: list[int], sig: Significance) -
 
 
 def setting_line(base: TrainConfig, seeds: list[int]) -> str:
-    part = base.partition + (" + injection" if base.partition_options.get("injection") else "")
+    data, optim = base.data, base.optim
+    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
     over = f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    return (f"{base.dataset} / {base.model}, {base.replicas} replicas x batch {base.batch_size}, {part}, "
-            f"{base.steps} steps of BSP, {describe_lr_schedule(base.lr_schedule, base.steps)}, {over}")
+    return (f"{data.dataset} / {optim.model}, {base.placement.replicas} replicas x batch {optim.batch_size}, {part}, "
+            f"{optim.steps} steps of BSP, {describe_lr_schedule(optim.lr_schedule, optim.steps)}, {over}")
 
 
 def probe_configs(base: TrainConfig, out: Path, seeds: int) -> list[TrainConfig]:
     variant = parse_entry(PROBE)
     return [row_config(dataclasses.replace(base, strategy_options={}), variant, str(out / PROBE / f"seed{s}"), s)
-            for s in range(base.seed, base.seed + seeds)]
+            for s in range(base.optim.seed, base.optim.seed + seeds)]
 
 
 def held(out: Path) -> list[str]:
@@ -109,8 +110,8 @@ def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *
         if on_start is not None:
             on_start()
         cells = Cells(out, Progress(seeds, announce))
-        runs = [cells.get(cfg, f"{PROBE}, seed {cfg.seed}") for cfg in configs]
-        seed_list = [cfg.seed for cfg in configs]
+        runs = [cells.get(cfg, f"{PROBE}, seed {cfg.optim.seed}") for cfg in configs]
+        seed_list = [cfg.optim.seed for cfg in configs]
         result = {"setting": setting_line(base, seed_list),
                   **calibration([recorded_grad_norms(r.records) for r in runs], seed_list, sig)}
         write_job_file(out, CALIBRATION, result)

@@ -178,7 +178,8 @@ def cell_result(cfg: TrainConfig, directory: Path) -> RunResult:
     final = _strict(run.final)
     _entries([final], FINAL_FILE, FINAL_FIELDS)
     timing = _strict(run.strategy).get("timing", {})
-    return RunResult(cfg, records, evals, final, None, cfg.strategy, dict(timing) if isinstance(timing, dict) else {})
+    return RunResult(cfg, records, evals, final, None, cfg.method.strategy,
+                     dict(timing) if isinstance(timing, dict) else {})
 
 
 class Cells:
@@ -204,7 +205,7 @@ class Cells:
         """Cell `cfg` (its out_dir is the cell's directory): loaded when its record is there
         and agrees, else trained (a stopped run's leftovers cleared first); a cell of
         another shard that is not in yet is a PendingCell (`need` waits for it)."""
-        directory, ordinal = Path(cfg.out_dir), self.ordinal
+        directory, ordinal = Path(cfg.evaluation.out_dir), self.ordinal
         self.ordinal += 1
         if self.shard is not None and not self.shard.owns(ordinal):   # another shard's: loaded when in
             return self.finished(cfg, what, quiet=True) or PendingCell(cfg, ordinal, what)
@@ -237,7 +238,7 @@ class Cells:
 
     def finished(self, cfg: TrainConfig, what: str, quiet: bool = False) -> RunResult | FailedCell | None:
         """Cell `cfg` loaded from its record when it has one that agrees (None: not finished)."""
-        directory = Path(cfg.out_dir)
+        directory = Path(cfg.evaluation.out_dir)
         try:
             record = read_cell(directory)
             if record is None:
@@ -268,7 +269,8 @@ class Cells:
             owner = self.shard.owner(missing[0].ordinal)
             state = shard_state(self.out, owner, self.shard.count)
             if state == "stopped":
-                raise ConfigError(f"shard {self.shard.name} needs cell {self.name(Path(missing[0].config.out_dir))} "
+                cell = self.name(Path(missing[0].config.evaluation.out_dir))
+                raise ConfigError(f"shard {self.shard.name} needs cell {cell} "
                                   f"of shard {owner}/{self.shard.count} to plan the cells after it, and that shard "
                                   f"stopped without it: run shard {owner}/{self.shard.count} again, then this one")
             if not said:
@@ -282,7 +284,7 @@ class Cells:
     def pinned(self, cfg: TrainConfig) -> TrainConfig:
         """`cfg` running the job's packing loop (`local_replicas="auto"` chooses it in the
         job's first cell only: see the module docstring)."""
-        if self.packing is None or cfg.local_replicas != "auto" or self.packing[0] == "single":
+        if self.packing is None or cfg.placement.local_replicas != "auto" or self.packing[0] == "single":
             return cfg
         return dataclasses.replace(cfg, local_replicas=self.packing[0])
 
@@ -307,21 +309,22 @@ class Cells:
 
         done = self.progress.done
         return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in cell {done + 1} of "
-                                    f"{self.progress.total} ({what}) at step {stop.step} of {cfg.steps}, which runs "
-                                    f"again from its start on resume; the {done} finished cell{'s' * (done != 1)} "
+                                    f"{self.progress.total} ({what}) at step {stop.step} of {cfg.optim.steps}, which "
+                                    f"runs again from its start on resume; the {done} finished cell{'s' * (done != 1)} "
                                     f"{'are' if done != 1 else 'is'} kept in {self.out}", self.out)
 
     def record(self, cfg: TrainConfig, run: RunResult, seconds: float) -> dict:
-        directory = Path(cfg.out_dir)
-        return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed, "strategy": cfg.strategy,
-                "options": cfg.strategy_options, "state_sha256": state_digest(run.state), "seconds": seconds,
+        directory = Path(cfg.evaluation.out_dir)
+        return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.optim.seed,
+                "strategy": cfg.method.strategy, "options": cfg.method.strategy_options,
+                "state_sha256": state_digest(run.state), "seconds": seconds,
                 "files": file_digests(directory), "failed": None}
 
     def record_failure(self, cfg: TrainConfig, directory: Path, err: Exception) -> FailedCell:
         step = getattr(err, "step", None)
         directory.mkdir(parents=True, exist_ok=True)
-        write_record(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
-                                           "strategy": cfg.strategy, "options": cfg.strategy_options,
+        write_record(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.optim.seed,
+                                           "strategy": cfg.method.strategy, "options": cfg.method.strategy_options,
                                            "state_sha256": None, "failed": str(err), "failed_step": step})
         self.check_packing(directory)
         return FailedCell(cfg, str(err), step)

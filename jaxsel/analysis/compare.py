@@ -78,7 +78,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
     None when other shards' cells are still missing at its end."""
     plan = plan if plan is not None else plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
-    base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
+    base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)   # one dashboard group
 
     def begin(joining: bool):
         refuse_run(out)   # a `jaxsel train` run's directory (training/run_kinds.py)
@@ -162,12 +162,12 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     matched row with the configuration of a row already trained (two adaptive rows with
     as many syncs, or an explicit local SGD row) shares that row's runs: the same
     configuration and seeds give the same runs, bit for bit."""
-    seed_list = list(range(base.seed, base.seed + seeds))
+    seed_list = list(range(base.optim.seed, base.optim.seed + seeds))
     trained: dict[str, RowRuns] = {}
 
     def train_row(variant, slug, where: str, optional: bool = False):
         """The row's runs, trained or loaded (None: an `optional` row a report finds unrecorded)."""
-        key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
+        key = json.dumps([variant.name, variant.effective(base.method.strategy_options)], sort_keys=True, default=str)
         if optional and cells.load_only and key not in trained and not (out / slug).exists():
             return None
         if key in trained:
@@ -229,12 +229,13 @@ def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> 
         if runs is None:
             skip()
         else:
-            out.append(dataclasses.replace(runs, label=same_order_label(same, base.steps, row.variant.entry),
+            out.append(dataclasses.replace(runs, label=same_order_label(same, base.optim.steps, row.variant.entry),
                                            matched_to=row))
     twin = matched_variant(row.variant, mean_syncs(row))
     syncs = twin.options["syncs"]
     runs = train_row(twin, matched_slug(syncs, slug), f"{where}, matched baseline]")
-    out.append(dataclasses.replace(runs, label=matched_label(syncs, base.steps, row.variant.entry), matched_to=row))
+    out.append(dataclasses.replace(runs, label=matched_label(syncs, base.optim.steps, row.variant.entry),
+                                   matched_to=row))
     return out
 
 
@@ -259,7 +260,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
         row.update(significance_row(run, row))
         if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
             row["late_note"] = late_note(run.label, built(base, run.variant),
-                                         {x.config.seed: x.records for x in run.runs}, base.steps)
+                                         {x.config.optim.seed: x.records for x in run.runs}, base.optim.steps)
         row.update(order_row(base, run))
     attribute(base, row_runs, rows)
     return rows
@@ -280,7 +281,7 @@ def network_label(cfg: TrainConfig) -> str:
     """What the projection ran on, for tables and plots: the --project-network as given,
     or both networks of a two-level cluster."""
     cluster = projected_cluster(cfg)
-    return cluster.label(cfg.replicas) if cluster.two_level else cfg.project_network
+    return cluster.label(cfg.placement.replicas) if cluster.two_level else cfg.projection.project_network
 
 
 def significance_row(row: RowRuns, result: dict) -> dict:

@@ -187,7 +187,7 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
     (None when `shard`, one shard of the job's cells, ends with other shards' cells missing)."""
     levels = check_levels(levels)
     out = Path(out_dir)
-    base = dataclasses.replace(base, run_group=base.run_group or out.name)
+    base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)
 
     def begin(joining: bool):
         job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume or joining,
@@ -275,7 +275,7 @@ def point_runs(base: TrainConfig, variant: Variant, slug: str, seeds: int, out: 
                where: str) -> list:
     """The point's cells, seed by seed, in `out`/`slug`/seed<s>."""
     return [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}")
-            for s in range(base.seed, base.seed + seeds)]
+            for s in range(base.optim.seed, base.optim.seed + seeds)]
 
 
 def gets_baseline(base: TrainConfig, variant: Variant) -> bool:
@@ -308,7 +308,7 @@ def same_order_point(base: TrainConfig, point: Point, seeds: int, out: Path, cel
         return None
     slug = same_order_slug(variant.options["trigger.syncs"], point.slug)
     runs = point_runs(base, variant, slug, seeds, out, cells, f"{where} same-order baseline:")
-    return Point(variant.name, variant, slug, runs, same_order_label(variant, base.steps, point.variant.entry),
+    return Point(variant.name, variant, slug, runs, same_order_label(variant, base.optim.steps, point.variant.entry),
                  point.variant.entry)
 
 

@@ -87,7 +87,7 @@ def derive(base, variant: Variant, reference_runs: list) -> dict:
     values = np.concatenate([decisions(recorded_grad_norms(r.records), sig.window, sig.alpha, sig.statistic,
                                        sig.warmup).decided for r in reference_runs])
     if not len(values):
-        raise ConfigError(f"{variant.entry}: plain BSP's runs of {base.steps} steps end within the warm-up of "
+        raise ConfigError(f"{variant.entry}: plain BSP's runs of {base.optim.steps} steps end within the warm-up of "
                           f"{sig.warmup_steps} steps: no step to derive delta from; give the points with --grid")
     delta = float(f"{fraction_deltas(values, [share])[share]:.4g}")
     options = {k: delta if k == "delta" else v for k, v in variant.options.items()}

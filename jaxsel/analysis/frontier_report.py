@@ -58,14 +58,14 @@ def point_figures(point, base_options: dict) -> dict:
            **({"matches": point.matches} if point.matches else {})}
     if point.failed:
         f = point.failed[0]
-        return {**out, "label": point.label or v.label(v.name), "failed": f"seed {f.config.seed}: {f.error}"}
+        return {**out, "label": point.label or v.label(v.name), "failed": f"seed {f.config.optim.seed}: {f.error}"}
     runs = point.runs
     acc, acc_std = mean_std([r.final["final_test_accuracy"] for r in runs])
     mb, mb_std = mean_std([r.final["bytes_allreduced"] / 1e6 for r in runs])
     return {**out, "label": point.label or v.label(runs[0].final["strategy"]), "failed": None,
             "mb": mb, "mb_std": mb_std, "accuracy": acc, "accuracy_std": acc_std,
             "sync_fraction": mean_std([r.final["sync_fraction"] for r in runs])[0],
-            "per_seed": [{"seed": r.config.seed, "accuracy": r.final["final_test_accuracy"],
+            "per_seed": [{"seed": r.config.optim.seed, "accuracy": r.final["final_test_accuracy"],
                           "mb": r.final["bytes_allreduced"] / 1e6, "syncs": synced_steps(r),
                           "sync_fraction": r.final["sync_fraction"], "wall_time_s": r.final["wall_time_s"]}
                          for r in runs]}
@@ -218,16 +218,18 @@ def task_line(cfg) -> str:
     """The task in one line, for titles."""
     from ..training.lr_schedule import describe_lr_schedule
 
-    part = cfg.partition + (" + injection" if cfg.partition_options.get("injection") else "")
-    return (f"{cfg.dataset} / {cfg.model}, {cfg.replicas} replicas x batch {cfg.batch_size}, {cfg.steps} steps, "
-            f"partition {part}, {cfg.optimizer} lr {cfg.lr:g} ({describe_lr_schedule(cfg.lr_schedule, cfg.steps)})")
+    data, optim = cfg.data, cfg.optim
+    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
+    return (f"{data.dataset} / {optim.model}, {cfg.placement.replicas} replicas x batch {optim.batch_size}, "
+            f"{optim.steps} steps, partition {part}, {optim.optimizer} lr {optim.lr:g} "
+            f"({describe_lr_schedule(optim.lr_schedule, optim.steps)})")
 
 
 def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> dict:
     """frontier.json, frontier.md and frontier.png in `out`; returns frontier.json's value."""
     from ..strategies import STRATEGIES
 
-    figures = [point_figures(p, base.strategy_options) for p in points]
+    figures = [point_figures(p, base.method.strategy_options) for p in points]
     knobs = {m: ("given with --grid" if m in plan.given or traits_of(STRATEGIES[m]).budget is None
                  else traits_of(STRATEGIES[m]).budget.knob)
              for m in plan.methods}
@@ -239,7 +241,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
         raise ValueError(f"plain BSP, the reference of the budget levels, failed ({reference['failed']}); "
                          f"lower --lr or set --clip-norm")
     result = {"setting": task_line(base),
-              "seeds": list(range(base.seed, base.seed + seeds)), "levels": list(levels),
+              "seeds": list(range(base.optim.seed, base.optim.seed + seeds)), "levels": list(levels),
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
               "own_budget": own_budget(figures, adaptive),

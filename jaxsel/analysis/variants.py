@@ -120,8 +120,9 @@ def parse_strategies(strategies: str | list[str]) -> list[Variant]:
 
 def row_config(base, variant: Variant, out_dir: str | None = None, seed: int | None = None):
     """The TrainConfig of one run of `variant` (`base`: the comparison's settings)."""
-    return dataclasses.replace(base, strategy=variant.name, strategy_options=variant.effective(base.strategy_options),
-                               out_dir=out_dir, seed=base.seed if seed is None else seed)
+    return dataclasses.replace(base, strategy=variant.name,
+                               strategy_options=variant.effective(base.method.strategy_options),
+                               out_dir=out_dir, seed=base.optim.seed if seed is None else seed)
 
 
 def check_variants(base, variants: list[Variant]) -> list:
@@ -132,7 +133,7 @@ def check_variants(base, variants: list[Variant]) -> list:
     from ..training.config import check_config
     from ..training.plan import strategy_of
 
-    check_globals_reach(variants, base.strategy_options)
+    check_globals_reach(variants, base.method.strategy_options)
     built: list[tuple[Variant, Any]] = []
     for v in variants:
         check_config(row_config(base, v))

@@ -95,7 +95,7 @@ def _compare(args, out: str) -> int:
         layout = layout_line(base)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
-    check_prepared(base.dataset, base.data_dir)
+    check_prepared(base.data.dataset, base.data.data_dir)
     if args.out:
         top = ensure_writable(out)
         undo = undo_created(top or out, top is not None)
@@ -120,11 +120,13 @@ def _compare(args, out: str) -> int:
                               resume=args.resume, shard=args.shard)
     if done is None:   # a shard that ended before the others (it said so)
         return 0
-    seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
-    options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
+    data, optim = base.data, base.optim
+    seeds = f"seeds {optim.seed}-{optim.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {optim.seed}"
+    options = ", ".join(f"{k}={v}" for k, v in base.method.strategy_options.items())
     named = task_of(base)
-    print(f"\n{f'task {named}: ' if named else ''}{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
+    print(f"\n{f'task {named}: ' if named else ''}{data.dataset} / {optim.model}: {base.placement.replicas} replicas x "
+          f"batch {optim.batch_size}, {optim.steps} steps, partition {data.partition}, lr {optim.lr:g} "
+          f"({optim.lr_schedule}), {seeds}"
           f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
           f"{layout}; took {time.perf_counter() - started:.0f} s")
     print(format_table(done.rows))
