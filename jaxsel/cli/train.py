@@ -18,7 +18,8 @@ from .common import (HelpFormatter, UsageError, check_path_text, default_out, ov
                      user_input)
 from .job_args import Job, add_job_args
 from .strategy_args import add_strategy_args
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 #: `jaxsel train`'s own defaults (flags override each): the default named task's settings,
