@@ -40,3 +40,23 @@ def test_a_quote_edited_by_hand_is_found_and_rewritten(quoted, tmp_path, monkeyp
     assert quoted.stale() == ["DOC.md quotes '0.46'; r.json (cmd) gives '0.493'"]
     assert quoted.main(["--check"]) == 1 and quoted.main([]) == 0
     assert (tmp_path / "DOC.md").read_text() == "the delta (here 0.493;\nmore" and quoted.stale() == []
+
+
+def test_a_printed_table_is_checked_line_for_line(quoted, tmp_path, monkeypatch):
+    """README's and docs/COMPARE.md's compare tables are the record's as `jaxsel report`
+    prints them: a figure edited in the doc, or a column the table gained since, is stale."""
+    rows = json.loads((quoted.RECORDED / "compare-default.json").read_text())
+    printed = quoted._table(legend_and_notes=False)(rows)
+    assert printed.splitlines()[0].startswith("strategy") and "vs" in printed.splitlines()[0]
+    edited = printed.replace("0.599 ± 0.009", "0.601 ± 0.009", 1)
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "recorded" / "r.json").write_text(json.dumps(rows))
+    (tmp_path / "DOC.md").write_text(f"ends with:\n\n```\n{edited}\n```\nafter")
+    monkeypatch.setattr(quoted, "DOCS", tmp_path)
+    monkeypatch.setattr(quoted, "RECORDED", tmp_path / "recorded")
+    monkeypatch.setattr(quoted, "QUOTES", (quoted.Quote("DOC.md", r"(?s)ends with:\n\n```\n(?P<figures>.*?)\n```",
+                                                        "r.json", "cmd", quoted._table(legend_and_notes=False)),))
+    (line,) = quoted.stale()
+    assert line.startswith("DOC.md's table from r.json (cmd) differs: 'bsp") and "0.601 ± 0.009" in line
+    assert quoted.main([]) == 0 and quoted.stale() == []
+    assert (tmp_path / "DOC.md").read_text() == f"ends with:\n\n```\n{printed}\n```\nafter"

@@ -39,10 +39,11 @@ from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, R
     RunDir
 from ..training.plan import plan_run
 from ..training.rundir.lock import DirectoryLock
+from ..training.rundir.job_files import read_strict
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
 from ..training.train import RunResult, train
-from .job import code_identity, describe_code, first_difference, read_json, same_code, settings_of
+from .job import code_identity, describe_code, first_difference, same_code, settings_of
 from .progress import Progress
 
 #: the run's files a cell's figures are read from, each digested in cell.json
@@ -96,7 +97,7 @@ def state_digest(state) -> str:
 def read_cell(directory: Path) -> dict | None:
     """A cell's record, or None when its run has not finished."""
     path = directory / CELL_FILE
-    read = read_json(path, "remove that cell's directory and resume")
+    read = read_strict(path, "remove that cell's directory and resume")
     if not read.ok:
         return None
     record = read.value
@@ -188,12 +189,13 @@ class Cells:
     reads records, whatever code reads them, but never mixes records of two codes)."""
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
-                 load_only: bool = False, code: dict | None = None, shard=None):
+                 load_only: bool = False, code: dict | None = None, shard=None, late_warnings: bool = True):
         self.out, self.progress, self.code = out, progress, code or code_identity()
         self.shard, self.ordinal = shard, 0   # this process's Shard (None: every cell), the next cell's number
         progress.shard = shard
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
         self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
+        self.late_warnings = late_warnings   # False: the job's table notes a cell that never synced after warm-up
 
     def name(self, directory: Path) -> str:
         return directory.relative_to(self.out).as_posix()
@@ -218,7 +220,8 @@ class Cells:
         self.progress.started(what)
         started = time.perf_counter()
         try:
-            run = train(plan_run(self.pinned(cfg), job_cell=True))   # the cell's one plan
+            plan = plan_run(self.pinned(cfg), job_cell=True)   # the cell's one plan
+            run = train(dataclasses.replace(plan, late_warning=self.late_warnings))
         except TrainingInterrupted as stop:
             raise self.interrupted(stop, cfg, what) from None
         except Exception as err:

@@ -24,10 +24,12 @@ import json
 from pathlib import Path
 
 from ..training.config import TrainConfig
+from ..training.job_builds import one_job
 from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
 from ..training.rundir.write import write_record
 from ..training.runlog import projected_cluster
+from ..training.sync_horizon import late_note
 from . import job
 from .attribution import attribute
 from .cells import Cells, PendingCell
@@ -62,6 +64,7 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                           resume=resume).rows
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
                    keep_states: bool = False, on_start=None, announce=None, plan=None,
@@ -86,7 +89,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        cells = Cells(out, progress, keep_states=keep_states, shard=shard)
+        cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False)   # noted in the table
         row_runs = run_rows(base, plan, seeds, out, cells)
         done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
                       lambda: write_results(row_runs, base, target, out))
@@ -204,16 +207,9 @@ def settle_rows(base, rows: list[RowRuns], cells: Cells) -> list:
     return missing
 
 
-def built_once(base, row: RowRuns):
-    """The strategy `row`'s runs train with, built once for the row's label and record."""
-    if row.strategy is None:
-        row.strategy = built(base, row.variant)
-    return row.strategy
-
-
 def label(base, row: RowRuns) -> None:
     """A row's label, from how its first run built the strategy."""
-    facts = order_facts(built_once(base, row))
+    facts = order_facts(built(base, row.variant))   # as the plan built it for the job (job_builds.py)
     row.label = row.variant.label(row.runs[0].final["strategy"], facts.get("sync_order", ""))
 
 
@@ -261,6 +257,9 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
+        if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
+            row["late_note"] = late_note(run.label, built(base, run.variant),
+                                         {x.config.seed: x.records for x in run.runs}, base.steps)
         row.update(order_row(base, run))
     attribute(base, row_runs, rows)
     return rows
@@ -269,7 +268,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
 def order_row(base: TrainConfig, row: RowRuns) -> dict:
     """Which order the row's syncs ran in; for a budget-matched row, its schedule and
     which baseline it is (the same method, or local SGD averaging after the update)."""
-    strategy = built_once(base, row)
+    strategy = built(base, row.variant)
     facts = order_facts(strategy)
     if row.matched_to is not None:
         facts.update(baseline_trigger=baseline_trigger(strategy),

@@ -25,13 +25,14 @@ from pathlib import Path
 from ..core.options import OptionError
 from ..strategies.traits import traits_of
 from ..training.config import ConfigError, TrainConfig
-from ..training.rundir import METRICS_FILE
-from ..training.rundir.write import write_record as write_json
+from ..training.job_builds import one_job
+from ..training.rundir import DERIVED_FILE, FRONTIER_FILE, FRONTIER_TABLE, METRICS_FILE, TASK_FILE
+from ..training.rundir.job_files import TASK, write_job_file
 from . import job
 from .cells import Cells, FailedCell
 from .compare import config_from_settings, unique_slugs
-from .frontier_points import DERIVED_FILE, fired, points_for, significance_of, stand_in
-from .frontier_report import REFERENCE, TASK_FILE, write_frontier
+from .frontier_points import fired, points_for, significance_of, stand_in
+from .frontier_report import REFERENCE, write_frontier
 from .progress import Progress
 from .seed_grid import check_seeds
 from .shard import Shard, finish, job_held
@@ -113,14 +114,14 @@ def _fitting(base: TrainConfig, declared: list[Variant], unfit: list[str]) -> li
     plan's full check (`check_variants`) judges; points given with --grid are the user's and
     stay errors."""
     from ..training.config import check_config
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     task = dataclasses.replace(base, strategy_options={})
     kept = []
     for v in declared:
         try:
             check_config(row_config(task, stand_in(v)))
-            configured_strategy(row_config(task, stand_in(v)))
+            strategy_of(row_config(task, stand_in(v)))
         except (ConfigError, OptionError, ValueError) as err:
             unfit.append(f"{v.entry} ({err})")
             continue
@@ -156,7 +157,7 @@ def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> d
 
 def held(out: Path) -> list[str]:
     """What of a frontier `out` holds: its files and runs (relative paths)."""
-    files = [out / n for n in ("frontier.json", "frontier.md", TASK_FILE, DERIVED_FILE)]
+    files = [out / n for n in (FRONTIER_FILE, FRONTIER_TABLE, TASK_FILE, DERIVED_FILE)]
     return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob(f"*/seed*/{METRICS_FILE}"))] if p.is_file()]
 
 
@@ -169,6 +170,7 @@ def task_file(base: TrainConfig) -> dict:
     return {k: v for k, v in job.settings_of(base).items() if k not in PER_CELL}
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
                  levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None,
                  shard: Shard | None = None) -> dict | None:
@@ -181,7 +183,7 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
     def begin(joining: bool):
         job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume or joining,
                   held=held(out))
-        write_json(out / TASK_FILE, task_file(base))
+        write_job_file(out, TASK, task_file(base))
 
     with job_held(out, "frontier directory", shard, begin):
         if on_start is not None:

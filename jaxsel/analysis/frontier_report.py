@@ -27,7 +27,9 @@ from pathlib import Path
 from ..strategies.traits import traits_of
 from ..strategies.triggered import TriggeredStrategy
 from ..training.numbers import significant
-from ..training.rundir.write import write_record as write_json, write_text
+from ..training.rundir import FRONTIER_PICTURE, FRONTIER_TABLE, TASK_FILE
+from ..training.rundir.job_files import FRONTIER, write_job_file
+from ..training.rundir.write import write_text
 from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front
@@ -38,7 +40,6 @@ from .variants import entry_of
 #: the method whose bytes the budget levels are shares of (its plain configuration always runs)
 REFERENCE = "bsp"
 #: the frontier's task as `jaxsel compare --config` reads it, beside frontier.json
-TASK_FILE = "task.json"
 #: the periodic method an adaptive point is judged against at its own budget
 BASELINE = "localsgd"
 
@@ -205,18 +206,18 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
               "left_out": plan.left_out, "unfit": plan.unfit, "failed": [f for f in figures if f["failed"]],
               "derived": recorded_points(out, plan.variants) or {},
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
-    write_json(out / "frontier.json", result)
-    plot_frontier(result, out / "frontier.png")
-    write_text(out / "frontier.md", markdown(result, out))
+    write_job_file(out, FRONTIER, result)
+    plot_frontier(result, out / FRONTIER_PICTURE)
+    write_text(out / FRONTIER_TABLE, markdown(result, out))
     return result
 
 
 def _adaptive(base, variant) -> bool:
     """Whether the point's strategy decides during the run which steps sync."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
     from .variants import row_config
 
-    return is_adaptive(configured_strategy(row_config(base, variant)))
+    return is_adaptive(strategy_of(row_config(base, variant)))
 
 
 MARKERS = "osD^vPX*<>"

@@ -80,10 +80,10 @@ def with_trigger(base, adaptive: Variant, trigger, **changes) -> Variant | None:
 
 
 def built(base, variant: Variant):
-    """The strategy one run of `variant` trains with."""
-    from ..training.run import configured_strategy
+    """The strategy one run of `variant` trains with, as the plan builds it."""
+    from ..training.plan import strategy_of
 
-    return configured_strategy(row_config(base, variant))
+    return strategy_of(row_config(base, variant))
 
 
 def forced_warmup(trigger) -> int:

@@ -17,7 +17,6 @@ import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -34,7 +33,6 @@ class RowRuns:
     runs: list[RunResult]
     label: str = ""                    # set once the first run says how it built the strategy
     matched_to: "RowRuns | None" = None   # a budget-matched row: the adaptive row it matches
-    strategy: Any = None               # the strategy its runs train with, once a label or record asked (`built_once`)
 
 
 def check_seeds(base, seeds: int) -> None:

@@ -130,14 +130,14 @@ def check_variants(base, variants: list[Variant]) -> list:
     every global option reaches a row, and no two entries train the same configuration.
     Returns the strategies as built."""
     from ..training.config import check_config
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     check_globals_reach(variants, base.strategy_options)
     built: list[tuple[Variant, Any]] = []
     for v in variants:
         check_config(row_config(base, v))
         try:
-            strategy = configured_strategy(row_config(base, v))
+            strategy = strategy_of(row_config(base, v))
         except ValueError as err:
             raise OptionError(f"--strategies entry {v.entry!r}: {err}") from None
         for other, same in built:

@@ -7,6 +7,7 @@ import argparse
 import time
 from pathlib import Path
 
+from ..training.job_builds import one_job
 from .common import (HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax,
                      user_input)
 from .job_args import Job, add_job_args, check_resume, shard_of
@@ -60,6 +61,7 @@ def add_strategies_arg(group, default: str | None) -> None:
                             "that takes them")
 
 
+@one_job()   # each cell's strategy and layout built once, from its checks to its tables
 def cmd_compare(args) -> int:
     start_jax(args.replicas)
     check_resume(args, JOB)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..training.job_builds import one_job
 from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume, shard_of
@@ -70,6 +71,7 @@ def parse_levels(text: str | None) -> tuple[float, ...]:
     return check_levels(values)
 
 
+@one_job()   # each cell's strategy and layout built once, from its checks to its tables
 def cmd_frontier(args) -> int:
     from ..analysis.job import kept_compilations
 

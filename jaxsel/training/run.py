@@ -154,15 +154,22 @@ def named_now(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, strategy_options=options)
 
 
+def strategy_inputs(cfg: TrainConfig, steps_per_epoch: int = 1) -> tuple:
+    """All a run's strategy is built from: its name, its options, the run facts
+    `build_strategy` fills in, its faulty replicas (plan.py keys a job's builds by them)."""
+    return (cfg.strategy, cfg.strategy_options, dict(replicas=cfg.replicas, total_steps=cfg.steps,
+                                                     steps_per_epoch=steps_per_epoch, seed=cfg.seed, lr=cfg.lr,
+                                                     weight_decay=cfg.weight_decay), cfg.faulty_replicas)
+
+
 def configured_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
+    name, options, context, faulty = strategy_inputs(cfg, steps_per_epoch)
     try:
-        strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
-                                  total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
-                                  seed=cfg.seed, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        strategy = build_strategy(name, options, **context)
     except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
-    return with_faulty_replicas(strategy, cfg.faulty_replicas)
+    return with_faulty_replicas(strategy, faulty)
 
 
 def with_faulty_replicas(strategy, count: int):

@@ -102,7 +102,7 @@ def train(plan: RunPlan | TrainConfig, run: Run | None = None, *, checked: bool 
                 run_id = (run_id_of(cfg.out_dir) or new_run_id()) if lead else None   # the run directory's identity
                 if lead:
                     claim_checkpoints(cfg, run_id)   # the folder is this run directory's; a copied one forks its own
-                return _train(cfg, built, signals, run_id)
+                return _train(cfg, built, signals, run_id, plan.late_warning)
 
 
 def build_run(cfg: TrainConfig) -> Run:
@@ -111,7 +111,7 @@ def build_run(cfg: TrainConfig) -> Run:
     return assemble_run(plan_run(cfg))
 
 
-def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None) -> RunResult:
+def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None, late_warning: bool = True) -> RunResult:
     lead = jax.process_index() == 0
     distributed.barrier("train-start")   # every process has its data before the first collective
     identity = run_identity(cfg, data_fingerprint(run.loader.table)) if cfg.checkpoint_root() is not None else None
@@ -160,7 +160,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
                 ckpt.close()
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
              **_replica_figures(run, state, log)}
-    if lead:   # an adaptive method that never synced after its warm-up: its result is not the method's
+    if lead and late_warning:   # an adaptive method that never synced after its warm-up: not the method's result
         late = no_sync_after_warmup_warning(run.strategy, log.records, cfg.steps)
         if late:
             print(late, file=sys.stderr, flush=True)
