@@ -96,7 +96,7 @@ def _compare(args, out: str) -> int:
         layout = layout_line(base)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
-    check_prepared(base.dataset, base.data_dir)
+    check_prepared(base.data.dataset, base.data.data_dir)
     if args.out:
         top = ensure_writable(out)
         undo = undo_created(top or out, top is not None)
@@ -121,11 +121,13 @@ def _compare(args, out: str) -> int:
                               resume=args.resume, shard=args.shard)
     if done is None:   # a shard that ended before the others (it said so)
         return 0
-    seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
-    options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
+    opt = base.optim
+    seeds = f"seeds {opt.seed}-{opt.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {opt.seed}"
+    options = ", ".join(f"{k}={v}" for k, v in base.method.strategy_options.items())
     named = task_of(base)
-    print(f"\n{f'task {named}: ' if named else ''}{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
+    print(f"\n{f'task {named}: ' if named else ''}{base.data.dataset} / {opt.model}: {base.placement.replicas} replicas "
+          f"x batch {opt.batch_size}, {opt.steps} steps, partition {base.data.partition}, lr {opt.lr:g} "
+          f"({opt.lr_schedule}), {seeds}"
           f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
           f"{layout}; took {time.perf_counter() - started:.0f} s")
     print(format_table(done.rows))

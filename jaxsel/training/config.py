@@ -28,15 +28,21 @@ from .sections.optim import MAX_STEPS   # noqa: F401 - the step counter's bound,
 
 class SectionView:
     """`cfg.data` and the like: the section of a TrainConfig as a value of its own (the
-    section's class, read on the class)."""
+    section's class, read on the class), built on first use and kept with the settings
+    (they are frozen: it never goes stale)."""
 
     def __init__(self, cls):
         self.cls = cls
 
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
     def __get__(self, settings, owner=None):
         if settings is None:
             return self.cls
-        return self.cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(self.cls)})
+        section = self.cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(self.cls)})
+        settings.__dict__[self.name] = section   # read from the instance from now on
+        return section
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +62,8 @@ class TrainConfig(CheckpointSettings, ProjectSettings, EvalSettings, ReplicaSett
 
     def sections(self) -> tuple:
         """Each section's value, in the order their checks run."""
-        return tuple(SectionView(cls).__get__(self) for cls in CHECK_ORDER)
+        views = {view.cls: view.name for view in vars(TrainConfig).values() if isinstance(view, SectionView)}
+        return tuple(getattr(self, views[cls]) for cls in CHECK_ORDER)
 
     def check(self, run=None) -> None:
         """Raise ConfigError naming the first bad value (see `check_config`; `run`: unused,
@@ -86,9 +93,9 @@ def default_checkpoint_name(cfg: TrainConfig) -> str:
     hex digits of its resolved path (`--out a/x` and `--out b/x` never share a folder; the
     same directory spelt differently, `x` or `./x`, keeps its own); without a run
     directory, the run's strategy, dataset, model and seed."""
-    if not cfg.out_dir:
-        return f"{cfg.strategy}-{cfg.dataset}-{cfg.model}-seed{cfg.seed}"
-    out = Path(cfg.out_dir).expanduser().resolve()
+    if not cfg.evaluation.out_dir:
+        return f"{cfg.method.strategy}-{cfg.data.dataset}-{cfg.optim.model}-seed{cfg.optim.seed}"
+    out = Path(cfg.evaluation.out_dir).expanduser().resolve()
     return f"{out.name}-{hashlib.sha256(str(out).encode()).hexdigest()[:8]}"
 
 

@@ -82,13 +82,14 @@ def plan_run(cfg: TrainConfig, *, claim: bool = False, announce: Sequence[str] |
     check_config(cfg)
     layout = layout_of(cfg)
     root = cfg.checkpoint_root()
-    check_unlocked(cfg.out_dir, root)   # a run in progress is named as such
+    check_unlocked(cfg.evaluation.out_dir, root)   # a run in progress is named as such
     check_paths(cfg, job_cell=job_cell)   # before any data is read
     data = run_input(cfg, layout.mesh)   # tables, partition/injection, prefetching loader, transform
-    samples = RunSamples(cfg.batch_size, cfg.replicas, len(data.loader.table))
-    strategy = strategy_of(cfg, data.loader.partition.steps_per_epoch(cfg.batch_size))
+    samples = RunSamples(cfg.optim.batch_size, cfg.placement.replicas, len(data.loader.table))
+    strategy = strategy_of(cfg, data.loader.partition.steps_per_epoch(cfg.optim.batch_size))
     header = () if announce is None else (*announce, f"layout: {layout.describe()}")
-    return RunPlan(cfg, layout, data, strategy, samples, RunPaths(cfg.out_dir, claim, root, job_cell), header,
+    paths = RunPaths(cfg.evaluation.out_dir, claim, root, job_cell)
+    return RunPlan(cfg, layout, data, strategy, samples, paths, header,
                    (*distributed.START_NOTES, *start_warnings(cfg, strategy, samples)))
 
 
@@ -103,7 +104,8 @@ def strategy_of(cfg: TrainConfig, steps_per_epoch: int = 1):
 def layout_of(cfg: TrainConfig) -> parallel.Layout:
     """The layout of `cfg`'s replicas on the devices, as its plan builds it (replicas that do
     not fit: one ConfigError). Within a job, built once (job_builds.py)."""
-    return built_once(("layout", repr((cfg.replicas, cfg.devices, cfg.platform))), lambda: make_layout(cfg))
+    where = cfg.placement
+    return built_once(("layout", repr((where.replicas, where.devices, where.platform))), lambda: make_layout(cfg))
 
 
 def run_input(cfg: TrainConfig, mesh) -> Input:
@@ -127,11 +129,11 @@ def created_dirs(plan: RunPlan, lead: bool) -> Iterator[TrainConfig]:
         if lead and plan.paths.out_dir is not None:
             if plan.paths.claim:   # runs/<strategy>-<time>[-N]
                 cfg = dataclasses.replace(cfg, out_dir=claim_new_dir(plan.paths.out_dir))
-                undo.enter_context(undo_created(cfg.out_dir, True))
+                undo.enter_context(undo_created(cfg.evaluation.out_dir, True))
             else:
-                top = first_missing(cfg.out_dir)
-                writable_dir(cfg.out_dir, "--out", parents=True, quiet=True)
-                undo.enter_context(undo_created(top or cfg.out_dir, top is not None))
+                top = first_missing(cfg.evaluation.out_dir)
+                writable_dir(cfg.evaluation.out_dir, "--out", parents=True, quiet=True)
+                undo.enter_context(undo_created(top or cfg.evaluation.out_dir, top is not None))
         root = plan.paths.checkpoint_root
         if lead and root is not None:
             top = first_missing(root)
@@ -141,7 +143,7 @@ def created_dirs(plan: RunPlan, lead: bool) -> Iterator[TrainConfig]:
             for line in plan.warnings:
                 print(line, file=sys.stderr, flush=True)
         if lead and plan.announce:
-            print(f"run directory: {cfg.out_dir}", flush=True)
+            print(f"run directory: {cfg.evaluation.out_dir}", flush=True)
             for line in plan.announce:
                 print(line, flush=True)
         yield cfg
