@@ -60,6 +60,22 @@ class TrainConfig(CheckpointSettings, ProjectSettings, EvalSettings, ReplicaSett
     projection = SectionView(ProjectSettings)
     checkpoints = SectionView(CheckpointSettings)
 
+    @classmethod
+    def of(cls, *sections) -> "TrainConfig":
+        """The settings made of `sections` (each kind at most once; one left out: its
+        defaults), as new code builds them: `TrainConfig.of(DataSettings(dataset="mnist1d"),
+        OptimSettings(lr=0.1))`."""
+        given: dict = {}
+        for section in sections:
+            kind = type(section)
+            if kind not in CHECK_ORDER:
+                kinds = ", ".join(c.__name__ for c in CHECK_ORDER)
+                raise TypeError(f"{section!r} is not a section of the settings ({kinds})")
+            if kind in given:
+                raise TypeError(f"{kind.__name__} given twice; give each section once")
+            given[kind] = section
+        return cls(**{f.name: getattr(s, f.name) for s in given.values() for f in dataclasses.fields(s)})
+
     def sections(self) -> tuple:
         """Each section's value, in the order their checks run."""
         views = {view.cls: view.name for view in vars(TrainConfig).values() if isinstance(view, SectionView)}
