@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from jaxsel.training.numbers import plus_minus   # as compare's and the frontier's tables print a mean ± std
+
 DOCS = Path(__file__).resolve().parent
 RECORDED = DOCS / "recorded"
 if str(DOCS.parent) not in sys.path:   # the tables are printed by this checkout's jaxsel, not an installed one
@@ -65,6 +67,77 @@ def selsync_against_local_sgd(rows: list) -> str:
 
 def same_order_schedule(rows: list) -> str:
     return f"{next(r for r in rows if r.get('baseline') == 'same order')['final_test_accuracy']:.3f}"
+
+
+def _point_name(point: dict, derived: dict) -> str:
+    """A SelSync frontier point in words: its delta (the paper's 0.3, or the one that fires on a
+    share of BSP's steps) and its cap."""
+    o = point["options"]
+    share = next((d["share"] for d in derived.values() if d["entry"] == point["entry"]), None)
+    delta = f"δ = {o.get('delta', 0.3):g}" + ("" if share is None else f" (fires on {100 * share:g} % of BSP's steps)")
+    return delta + (f", max_local = {o['max_local']}" if "max_local" in o else "")
+
+
+ORDER_WORDS = {"params": "before the update", "model": "after the update"}
+
+
+def _standing(same: dict) -> str:
+    if same["beyond_spread"] is None:
+        return "one seed"
+    return "tie" if not same["beyond_spread"] else ("**better**" if same["lead"] > 0 else "worse")
+
+
+def selection_table(frontier: dict) -> str:
+    """The frontier's SelSync points against their same-order schedules (frontier.json's
+    own_budget rows), the authors' order first, each order by sync share: a markdown table."""
+    rows = sorted((r for r in frontier["own_budget"] if r.get("same_order")),
+                  key=lambda r: (r["point"]["options"].get("sync", "params") != "params",
+                                 r["point"]["sync_fraction"]))
+    lines = ["| SelSync point | averages | sync % | SelSync | same-order schedule | lead | selection |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f, b = r["point"], r["same_order"]["baseline"]
+        lines.append(f"| {_point_name(f, frontier['derived'])} | {ORDER_WORDS[f['options'].get('sync', 'params')]} | "
+                     f"{100 * f['sync_fraction']:.1f} | {plus_minus(f['accuracy'], f['accuracy_std'])} | "
+                     f"{plus_minus(b['accuracy'], b['accuracy_std'])} | {_lead(r['same_order']['lead'])} | "
+                     f"{_standing(r['same_order'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _lead(x: float) -> str:
+    """A lead to 3 decimals with its sign; "0.000" where it rounds to nothing either way."""
+    return "0.000" if round(x, 3) == 0 else f"{x:+.3f}"
+
+
+def selection_counts(frontier: dict) -> str:
+    """How many SelSync points beat, tie and lose to their same-order schedule."""
+    standings = [_standing(r["same_order"]) for r in frontier["own_budget"] if r.get("same_order")]
+    return (f"{standings.count('**better**')} of {len(standings)} better, {standings.count('tie')} tied, "
+            f"{standings.count('worse')} worse")
+
+
+def bsp_accuracy(frontier: dict) -> str:
+    point = next(p for m in frontier["methods"] for p in m["points"] if p["entry"] == frontier["reference"]["entry"])
+    return plus_minus(point["accuracy"], point["accuracy_std"])
+
+
+#: issue 58's frontiers: SelSync's 14 declared points (both orders) and their same-order schedules, and BSP
+FRONTIER = ("jaxsel frontier --methods selsync --task {} --seeds 3 (Python 3.11, JAX 0.10.2, commit 4e0850a; "
+            "runs in /work/runs58/{})")
+
+
+def _table_quote(doc: str, task: str) -> Quote:
+    """A doc's table of the frontier of `task` (the line after its marker comment)."""
+    record = f"frontier-{task}.json"
+    return Quote(doc, rf"<!-- selection table: {record} -->\n(?P<figures>(?:\|[^\n]*\n)+)", record,
+                 FRONTIER.format(task, task), selection_table)
+
+
+def _counts_quote(doc: str, task: str, words: str) -> Quote:
+    """A doc's counts of the frontier of `task`, after `words` (a pattern)."""
+    counts = r"(?P<figures>[0-9]+\s+of\s+[0-9]+\s+better,\s+[0-9]+\s+tied,\s+[0-9]+\s+worse)"
+    return Quote(doc, words + r"\s+" + counts, f"frontier-{task}.json", FRONTIER.format(task, task),
+                 selection_counts)
 
 
 def _table(legend_and_notes: bool) -> Callable[[list], str]:
@@ -134,6 +207,14 @@ QUOTES = (
           DEFAULT_JOB, selsync_against_local_sgd),
     Quote("../README.md", r"averaging as it does, it\s+reaches the same (?P<figures>[0-9.]+),", "compare-default.json",
           DEFAULT_JOB, same_order_schedule),
+    _counts_quote("../README.md", "label-skew", r"3\s+seeds\),\s+label\s+skew:"),
+    _counts_quote("../README.md", "paper", r"worse;\s+the\s+paper's\s+regime:"),
+    _counts_quote("COMPARE.md", "label-skew", r"order\.\s+On\s+label\s+skew:"),
+    _counts_quote("COMPARE.md", "paper", r"in\s+the\s+paper's\s+regime:"),
+    _table_quote("../BENCHMARKS.md", "label-skew"),
+    _table_quote("../BENCHMARKS.md", "paper"),
+    _counts_quote("../BENCHMARKS.md", "label-skew", r"beyond the seed spread\*\*\s+\(label skew:"),
+    _counts_quote("../BENCHMARKS.md", "paper", r"better, [0-9]+ tied, [0-9]+ worse;\s+the paper's regime:"),
     Quote("../README.md", r"(?s)on Python 3\.11, JAX 0\.10\.2\):\n\n```\n(?P<figures>.*?)\n```", "compare-default.json",
           DEFAULT_JOB, _table(legend_and_notes=False)),
     Quote("COMPARE.md", r"(?s)report` prints it again from the run's records\):\n\n```\n(?P<figures>.*?)\n```",

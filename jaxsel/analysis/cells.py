@@ -221,7 +221,7 @@ class Cells:
         started = time.perf_counter()
         try:
             plan = plan_run(self.pinned(cfg), job_cell=True)   # the cell's one plan
-            run = train(dataclasses.replace(plan, late_warning=self.late_warnings))
+            run = train(plan if self.late_warnings else dataclasses.replace(plan, late_warning=False))
         except TrainingInterrupted as stop:
             raise self.interrupted(stop, cfg, what) from None
         except Exception as err:

@@ -85,7 +85,7 @@ def cmd_frontier(args) -> int:
 
 
 def _frontier(args, out: str) -> int:
-    from ..analysis.frontier import check_fresh, plan_frontier, run_frontier
+    from ..analysis.frontier import check_fresh, plan_frontier, planned_cells, run_frontier
     from ..analysis.frontier_report import format_verdict
     from ..analysis.shard import joins
     from ..data.paths import undo_created
@@ -97,7 +97,8 @@ def _frontier(args, out: str) -> int:
         layout = layout_line(base)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
     top = ensure_writable(out)
-    cells = len(plan.variants) * args.seeds
+    cells = planned_cells(base, plan, args.seeds)
+    baselines = cells // args.seeds - len(plan.variants)   # each adaptive point's same-order baseline
 
     def start():
         args.run_dir = out   # a stop from here on names it in the command that continues
@@ -106,7 +107,9 @@ def _frontier(args, out: str) -> int:
         print(f"layout: {layout}", flush=True)
         if args.shard is not None:
             print(args.shard.describe(), flush=True)
-        print(f"{len(plan.variants)} points of {len(plan.methods)} methods x {args.seeds} seeds = {cells} cells"
+        print(f"{len(plan.variants)} points of {len(plan.methods)} methods"
+              + (f" + {baselines} same-order baselines (at most)" if baselines else "")
+              + f" x {args.seeds} seeds = {cells} cells"
               + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else "")
               + (f"; declared points left out (they do not fit this task): {'; '.join(plan.unfit)}"
                  if plan.unfit else ""),
