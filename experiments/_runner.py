@@ -22,9 +22,9 @@ import sys
 from typing import Callable
 
 from jaxsel.cli.common import HelpFormatter
-from jaxsel.cli.settings_file import apply_settings, explicit_dests
+from jaxsel.cli.settings_args import apply_settings, config_from_args, explicit_dests
 from jaxsel.cli.strategy_args import add_strategy_args, load_plugins
-from jaxsel.cli.task_args import add_task_args, config_from_args
+from jaxsel.cli.task_args import add_task_args
 from jaxsel.core.pairs import read_pairs
 from jaxsel.core.parallel import request_cpu_devices
 from jaxsel.data.injection import parse_injection

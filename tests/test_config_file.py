@@ -16,12 +16,11 @@ import pytest
 from run_hooks import trees_equal
 
 from jaxsel.cli import main as cli_main
-from jaxsel.cli.command import _apply_config_file, build_parser
-from jaxsel.cli.task_args import config_from_args
+from jaxsel.cli.command import build_parser
+from jaxsel.cli.settings_args import apply_config_file, config_from_args, explicit_dests
 from jaxsel.cli.train import TRAIN_DEFAULTS
 from jaxsel.training.checkpoint import Checkpointer
 from jaxsel.training.config import ConfigError, TrainConfig
-from jaxsel.cli.settings_file import explicit_dests
 from jaxsel.training.config_file import load_settings
 from jaxsel.training.train import build_run
 
@@ -48,7 +47,7 @@ def parsed(argv):
     """(args, TrainConfig) as `jaxsel` builds them, the config file applied."""
     args = build_parser().parse_args(argv)
     if args.config:
-        _apply_config_file(args, argv)
+        apply_config_file(args, argv, build_parser)
     return args, config_from_args(args, **({"strategy": "bsp"} if args.command == "compare" else {}))
 
 

@@ -78,6 +78,16 @@ def test_the_settings_are_their_sections_composed_in_the_sections_order():
     assert all(section_of(TrainConfig, f.name) == cls.TABLE for cls in SECTION_TYPES for f in dataclasses.fields(cls))
 
 
+def test_settings_are_built_from_their_sections_each_kind_once():
+    cfg = TrainConfig.of(DataSettings(dataset="mnist1d"), OptimSettings(lr=0.1))
+    assert cfg == TrainConfig(dataset="mnist1d", lr=0.1) and cfg.placement == ReplicaSettings()
+    assert TrainConfig.of() == TrainConfig()
+    with pytest.raises(TypeError, match="OptimSettings given twice; give each section once"):
+        TrainConfig.of(OptimSettings(), OptimSettings(lr=0.1))
+    with pytest.raises(TypeError, match="is not a section of the settings"):
+        TrainConfig.of(TrainConfig())
+
+
 def test_the_settings_and_their_sections_are_frozen():
     cfg = TrainConfig()
     for value, name in ((cfg, "lr"), (cfg.optim, "lr"), (cfg.data, "dataset")):

@@ -14,7 +14,8 @@ from ..training.job_builds import one_job
 from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 JOB = Job("calibration directory", "runs/calibrate-<time>",

@@ -13,7 +13,8 @@ from .common import (HelpFormatter, default_out, ensure_writable, layout_line, o
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
 from ..training.tasks import DEFAULT_TASK_NAME, TASKS, task_of
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"

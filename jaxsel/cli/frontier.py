@@ -16,7 +16,8 @@ from .common import HelpFormatter, default_out, ensure_writable, layout_line, ov
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 #: analysis/frontier.py's DEFAULT_LEVELS as --help shows them (that module imports JAX; a test keeps them equal)

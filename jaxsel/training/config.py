@@ -28,15 +28,21 @@ from .sections.optim import MAX_STEPS   # noqa: F401 - the step counter's bound,
 
 class SectionView:
     """`cfg.data` and the like: the section of a TrainConfig as a value of its own (the
-    section's class, read on the class)."""
+    section's class, read on the class), built on first use and kept with the settings
+    (they are frozen: it never goes stale)."""
 
     def __init__(self, cls):
         self.cls = cls
 
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
     def __get__(self, settings, owner=None):
         if settings is None:
             return self.cls
-        return self.cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(self.cls)})
+        section = self.cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(self.cls)})
+        settings.__dict__[self.name] = section   # read from the instance from now on
+        return section
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +60,26 @@ class TrainConfig(CheckpointSettings, ProjectSettings, EvalSettings, ReplicaSett
     projection = SectionView(ProjectSettings)
     checkpoints = SectionView(CheckpointSettings)
 
+    @classmethod
+    def of(cls, *sections) -> "TrainConfig":
+        """The settings made of `sections` (each kind at most once; one left out: its
+        defaults), as new code builds them: `TrainConfig.of(DataSettings(dataset="mnist1d"),
+        OptimSettings(lr=0.1))`."""
+        given: dict = {}
+        for section in sections:
+            kind = type(section)
+            if kind not in CHECK_ORDER:
+                kinds = ", ".join(c.__name__ for c in CHECK_ORDER)
+                raise TypeError(f"{section!r} is not a section of the settings ({kinds})")
+            if kind in given:
+                raise TypeError(f"{kind.__name__} given twice; give each section once")
+            given[kind] = section
+        return cls(**{f.name: getattr(s, f.name) for s in given.values() for f in dataclasses.fields(s)})
+
     def sections(self) -> tuple:
         """Each section's value, in the order their checks run."""
-        return tuple(SectionView(cls).__get__(self) for cls in CHECK_ORDER)
+        views = {view.cls: view.name for view in vars(TrainConfig).values() if isinstance(view, SectionView)}
+        return tuple(getattr(self, views[cls]) for cls in CHECK_ORDER)
 
     def check(self, run=None) -> None:
         """Raise ConfigError naming the first bad value (see `check_config`; `run`: unused,
@@ -86,9 +109,9 @@ def default_checkpoint_name(cfg: TrainConfig) -> str:
     hex digits of its resolved path (`--out a/x` and `--out b/x` never share a folder; the
     same directory spelt differently, `x` or `./x`, keeps its own); without a run
     directory, the run's strategy, dataset, model and seed."""
-    if not cfg.out_dir:
-        return f"{cfg.strategy}-{cfg.dataset}-{cfg.model}-seed{cfg.seed}"
-    out = Path(cfg.out_dir).expanduser().resolve()
+    if not cfg.evaluation.out_dir:
+        return f"{cfg.method.strategy}-{cfg.data.dataset}-{cfg.optim.model}-seed{cfg.optim.seed}"
+    out = Path(cfg.evaluation.out_dir).expanduser().resolve()
     return f"{out.name}-{hashlib.sha256(str(out).encode()).hexdigest()[:8]}"
 
 

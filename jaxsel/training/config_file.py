@@ -8,7 +8,8 @@ at the top level by their flag's name (`strategies`, `target`, ... for `compare`
 read by the reader the command gives (`load_settings`). Last release's flat files, every
 setting at the top level, are read for one more release with one note
 (compat/flat_settings.py); a run directory's config.json records them flat, unnoted. How
-the file stands under the flags typed is the command line's business (cli/settings_file.py): this module knows no argparse.
+the file stands under the flags typed is the command line's business (cli/settings_args.py):
+this module knows no argparse.
 
 Keys and values are checked against the dataclass fields and their types, and a field's
 flag has the field's name as its dest and holds the field's value (training/declare.py), so
@@ -31,9 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..compat.flat_settings import note_flat_keys
-from ..core.options import OptionError, coerce
 from .config import ConfigError, TrainConfig
-from .declare import LOCATION, SECTIONS, Flag, declarations, section_of, with_effect
+from .declare import LOCATION, SECTIONS, field_value, section_of, with_effect
 from .old_records import as_it_ran
 from .rundir import CONFIG_FILE
 
@@ -183,7 +183,7 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     for key, value in settings.items():
         where = f"{flag} {str(path)!r}: {key}"
         if key in hints:
-            out[key] = field_value(key, value, hints[key], where)
+            out[key] = field_value(TrainConfig, key, value, where)
         elif key in readers:
             out[key] = readers[key](value, where)
         else:
@@ -218,43 +218,3 @@ def _section_table(table: str, values: dict, where: str) -> dict:
     return values
 
 
-def field_value(name: str, value, hint, where: str):
-    """A file's value of TrainConfig field `name`, read as its flag reads it: text through
-    the flag's own parser (`--augment on`, `--inject 0.1,0.5`), anything else coerced to
-    the field's type; a value outside the flag's choices is a ConfigError here."""
-    decl = declarations(TrainConfig)[name]
-    flag = decl if isinstance(decl, Flag) else None
-    if typing.get_origin(hint) is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a table of KEY = VALUE, got {value!r}")
-        keys = dict(flag.keys) if flag is not None else {}
-        return {k: _parsed(keys[k], v, f"{where}.{k}") if k in keys and isinstance(v, str) else v
-                for k, v in value.items()}
-    if flag is not None and flag.parse is not None and isinstance(value, str):
-        value = _parsed(flag, value, where)
-    else:
-        try:
-            value = coerce(value, hint, where)
-        except OptionError as err:
-            raise ConfigError(str(err)) from None
-    allowed = flag.allowed() if flag is not None else None
-    if allowed is not None and value not in allowed:
-        raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}, got {value!r}")
-    return value
-
-
-def _parsed(flag: Flag, text: str, where: str):
-    try:
-        return flag.parse(text)
-    except ValueError as err:
-        raise ConfigError(f"{where} ({flag.names[0]}) {err}") from None
-
-
-def apply_to_config(cfg: TrainConfig, rest: dict | None) -> TrainConfig:
-    """`cfg` (from the flags) with the file's remaining settings; a table (strategy,
-    partition, dataset options) is merged key by key, the flags' keys winning."""
-    if not rest:
-        return cfg
-    changes = {k: ({**v, **getattr(cfg, k)} if isinstance(v, dict) else v)
-               for k, v in rest.items() if k in field_names()}
-    return dataclasses.replace(cfg, **changes)

@@ -20,6 +20,7 @@ Each section of the settings (training/sections/) declares its fields with `@sec
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any, Callable, NamedTuple
 
 #: the commands whose parsers are generated from the declarations
@@ -43,6 +44,10 @@ SECTIONS = {"strategy": "strategy: the method and its options (`jaxsel strategie
 #: KEPT: a resume takes it from the run's checkpoints, whatever the command line says
 IDENTITY, RESULTS, REPORTED, FREE, LOCATION, KEPT = "identity", "results", "reported", "free", "location", "kept"
 EFFECTS = (IDENTITY, RESULTS, REPORTED, FREE, LOCATION, KEPT)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work: one line naming it and what is allowed (exit code 2)."""
 
 
 class Flag(NamedTuple):
@@ -162,3 +167,39 @@ def default_of(cls, name: str) -> Any:
     """A field's declared default (its factory's value for a dict)."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def field_value(cls, name: str, value, where: str):
+    """A value of field `name` of settings `cls`, typed or from a config file, read as its
+    flag reads it: text through the flag's own parser (`--augment on`, `--inject 0.1,0.5`),
+    anything else coerced to the field's type; a value outside the flag's choices is a
+    ConfigError here. The command line's KEY=VALUE flags and config files read values here."""
+    from ..core.options import OptionError, coerce
+
+    decl = declarations(cls)[name]
+    hint = typing.get_type_hints(cls)[name]
+    flag = decl if isinstance(decl, Flag) else None
+    if typing.get_origin(hint) is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a table of KEY = VALUE, got {value!r}")
+        keys = dict(flag.keys) if flag is not None else {}
+        return {k: _parsed(keys[k], v, f"{where}.{k}") if k in keys and isinstance(v, str) else v
+                for k, v in value.items()}
+    if flag is not None and flag.parse is not None and isinstance(value, str):
+        value = _parsed(flag, value, where)
+    else:
+        try:
+            value = coerce(value, hint, where)
+        except OptionError as err:
+            raise ConfigError(str(err)) from None
+    allowed = flag.allowed() if flag is not None else None
+    if allowed is not None and value not in allowed:
+        raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+    return value
+
+
+def _parsed(flag: Flag, text: str, where: str):
+    try:
+        return flag.parse(text)
+    except ValueError as err:
+        raise ConfigError(f"{where} ({flag.names[0]}) {err}") from None

@@ -15,6 +15,12 @@ anything compiles. `training.config.TrainConfig` composes them into one run's se
 
 A section's `check(run)` takes the whole settings for the few rules that need another
 section's value (a partition needs the replica count): it reads them through their section.
+
+A new setting is one `option(...)` field in its section, with its check in the section's
+`check()`: the field declares its flag (or why it has none), what it does to a run
+(`effect`: whether a resume or a checkpoint of another value is refused) and whether each
+process may set it (`per_process`). The command line, config files, checkpoints, resumes
+and multi-host agreement read those; no other list names it.
 """
 from .checkpoints import CheckpointSettings
 from .checks import ConfigError

@@ -1,16 +1,13 @@
-"""What every section's `check()` shares: the one error a bad setting raises, and the
-bounded-number, path and choice rules (each value is checked once, in its own section)."""
+"""What every section's `check()` shares: the one error a bad setting raises
+(`declare.ConfigError`), and the bounded-number, path and choice rules (each value is
+checked once, in its own section)."""
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
 from ...core.checks import INT32_MAX, check_int, check_number
-from ..declare import Flag, declarations, named
-
-
-class ConfigError(ValueError):
-    """A setting that cannot work: one line naming it and what is allowed (exit code 2)."""
+from ..declare import ConfigError, Flag, declarations, named
 
 
 def bounded_int(name: str, v, low: int, high: int = INT32_MAX, optional: bool = False) -> None:
