@@ -140,7 +140,7 @@ def planned_cells(plan, seeds: int) -> int:
 
 def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
     """Every entry checked before anything trains: (variant, gets a matched row)."""
-    check_seeds(base, seeds)
+    check_seeds(base.optim, seeds)
     variants = parse_strategies(strategies)
     built = check_variants(base, variants)
     return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]
@@ -155,6 +155,31 @@ def check_fresh(out: Path, resume: bool = False) -> None:
     """A comparison never overwrites another's results (or runs) in its directory; one to
     resume must be there (its settings are compared once the directory is locked)."""
     job.check_start(out, "compare", resume=resume, held=held_runs(out))
+
+
+def check_data(base: TrainConfig) -> None:
+    """The comparison's dataset is prepared (else DatasetNotPrepared, naming the command that
+    prepares it): checked before its directory is created or anything printed."""
+    from ..data.sources import check_prepared
+
+    check_prepared(base.data.dataset, base.data.data_dir)
+
+
+def summary_line(base: TrainConfig, seeds: int, layout: str, seconds: float) -> str:
+    """The line `jaxsel compare` closes with above its table: the task (by name where the
+    settings are one), seeds, global strategy options, layout and how long it took."""
+    from ..training.tasks import task_of
+
+    data, optim = base.data, base.optim
+    first = optim.seed
+    over = f"seeds {first}-{first + seeds - 1}" if seeds > 1 else f"seed {first}"
+    options = ", ".join(f"{k}={v}" for k, v in base.method.strategy_options.items())
+    named = task_of(base)
+    return (f"{f'task {named}: ' if named else ''}{data.dataset} / {optim.model}: {base.placement.replicas} replicas x "
+            f"batch {optim.batch_size}, {optim.steps} steps, partition {data.partition}, lr {optim.lr:g} "
+            f"({optim.lr_schedule}), {over}"
+            f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
+            f"{layout}; took {seconds:.0f} s")
 
 
 def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
@@ -220,7 +245,7 @@ def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> 
     (`matched_budget.py`). A report of a comparison recorded before the same-order baseline
     existed (issue 58) goes without it (`train_row(..., optional=True)` is None)."""
     out = []
-    same = same_order_variant(base, row.variant, mean_syncs(row))
+    same = same_order_variant(base, row.variant, mean_syncs(row), base.optim.steps)
     if same is None:
         skip()
     else:
@@ -255,7 +280,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     goal = resolve_target(target, {r.variant.entry: mean_std([x.final["final_test_accuracy"] for x in r.runs])[0]
                                    for r in row_runs})
     rows = [row_result(r, goal, network_label(base)) for r in row_runs]
-    add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
+    add_time_columns(row_runs, rows, base.projection)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
         if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
@@ -280,7 +305,7 @@ def order_row(base: TrainConfig, row: RowRuns) -> dict:
 def network_label(cfg: TrainConfig) -> str:
     """What the projection ran on, for tables and plots: the --project-network as given,
     or both networks of a two-level cluster."""
-    cluster = projected_cluster(cfg)
+    cluster = projected_cluster(cfg.projection)
     return cluster.label(cfg.placement.replicas) if cluster.two_level else cfg.projection.project_network
 
 

@@ -80,7 +80,7 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
     """The methods (all registered ones with a budget grid when None) and their points
     (`grid`: `--strategies`-style entries replacing the declared points of the methods they
     name), every variant checked before anything trains."""
-    check_seeds(base, seeds)
+    check_seeds(base.optim, seeds)
     names = list(registered()) if methods is None else split_methods(methods)
     given: dict[str, list[Variant]] = {}
     for v in parse_strategies(grid) if grid else []:
@@ -255,7 +255,8 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
         where = f"[point {i} of {len(planned)}]"
         baselined = plan.same_order and gets_baseline(base, variant)
         if fired(variant):
-            derived = derived if derived is not None else points_for(out, base, plan.variants, _plain(points, cells))
+            if derived is None:
+                derived = points_for(out, base, plan.variants, _plain(points, cells), base.optim.steps)
             if derived[variant.entry]["same_as"] is not None:
                 cells.progress.skip(seeds * (1 + baselined))
                 continue
@@ -303,7 +304,7 @@ def same_order_point(base: TrainConfig, point: Point, seeds: int, out: Path, cel
     if point.failed:
         return None
     mean = sum(synced_steps(r) for r in point.runs) / len(point.runs)
-    variant = same_order_variant(base, point.variant, mean)
+    variant = same_order_variant(base, point.variant, mean, base.optim.steps)
     if any(p.variant.entry == variant.entry for p in points):
         return None
     slug = same_order_slug(variant.options["trigger.syncs"], point.slug)

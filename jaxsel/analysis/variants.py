@@ -119,10 +119,17 @@ def parse_strategies(strategies: str | list[str]) -> list[Variant]:
 
 
 def row_config(base, variant: Variant, out_dir: str | None = None, seed: int | None = None):
-    """The TrainConfig of one run of `variant` (`base`: the comparison's settings)."""
-    return dataclasses.replace(base, strategy=variant.name,
-                               strategy_options=variant.effective(base.method.strategy_options),
+    """The TrainConfig of one run of `variant` (`base`: the comparison's settings): the one
+    place outside the jobs where a cell's settings are made, so the modules that vary a
+    run per cell never reach into the comparison's record themselves."""
+    return dataclasses.replace(base, strategy=variant.name, strategy_options=effective_options(base, variant),
                                out_dir=out_dir, seed=base.optim.seed if seed is None else seed)
+
+
+def effective_options(base, variant: Variant) -> dict:
+    """The strategy options a run of `variant` takes: the comparison's global options
+    (`base`'s) under the entry's own."""
+    return variant.effective(base.method.strategy_options)
 
 
 def check_variants(base, variants: list[Variant]) -> list:
