@@ -26,10 +26,11 @@ from .lr_schedule import scheduled_lr
 from .rundir import METRICS_FILE
 from .rundir.metrics_file import MetricsFile
 from .rundir.write import jsonable
+from .sections import EvalSettings, OptimSettings, ProjectSettings
 from .writers import MetricWriter, dashboard_writers
 
 
-def projected_cluster(project) -> Cluster:
+def projected_cluster(project: ProjectSettings) -> Cluster:
     """The cluster a run is projected onto (`project`: its ProjectSettings; one network
     unless project_gpus_per_host > 1)."""
     return Cluster(project.project_network, project.project_intra_network, project.project_gpus_per_host)
@@ -42,9 +43,9 @@ class LogSettings:
     it. `settings`: every setting as plain values (a W&B run's config); `name`: the run's
     name on the dashboards (writers.run_name)."""
 
-    optim: Any          # OptimSettings: steps, seed, the learning-rate schedule
-    projection: Any     # ProjectSettings: the cluster the run is projected onto
-    evaluation: Any     # EvalSettings: the metric reads and the dashboards
+    optim: OptimSettings          # steps, seed, the learning-rate schedule
+    projection: ProjectSettings   # the cluster the run is projected onto
+    evaluation: EvalSettings      # the metric reads and the dashboards
     replicas: int
     nonfinite: str      # the non-finite policy ("skip" counts skipped steps)
     name: str

@@ -25,6 +25,7 @@ import numpy as np
 from .rundir import WANDB_ID_FILE
 from .rundir.records import read_text
 from .rundir.write import write_text
+from .sections import EvalSettings
 
 
 class MetricWriter(Protocol):
@@ -97,7 +98,7 @@ class TensorBoardWriter:
         self.writer.close()
 
 
-def run_name(evaluation, strategy: str) -> str:
+def run_name(evaluation: EvalSettings, strategy: str) -> str:
     """A run's name on the dashboards: its directory (`evaluation`: the run's EvalSettings),
     below the comparison's directory when the run belongs to one (`bsp/seed0`), else the
     directory's own name; without a run directory, its `strategy`'s name."""
@@ -125,7 +126,8 @@ class WandbWriter:
     `evaluation`: the run's EvalSettings (project, group); `name`: its `run_name`;
     `settings`: every setting as plain values, the W&B run's config."""
 
-    def __init__(self, evaluation, name: str, settings: dict, out_dir: Path | None, start: int, totals: Totals):
+    def __init__(self, evaluation: EvalSettings, name: str, settings: dict, out_dir: Path | None, start: int,
+                 totals: Totals):
         import wandb
 
         self.totals, self.wandb = totals, wandb
@@ -155,8 +157,8 @@ class WandbWriter:
         self.run.finish()
 
 
-def dashboard_writers(evaluation, name: str, settings: dict, out_dir: Path | None, start: int, synced: int,
-                      nbytes: int) -> list[MetricWriter]:
+def dashboard_writers(evaluation: EvalSettings, name: str, settings: dict, out_dir: Path | None, start: int,
+                      synced: int, nbytes: int) -> list[MetricWriter]:
     """The dashboards the run's EvalSettings (`evaluation`) ask for, each with its own
     running totals (`name`, `settings`: see `WandbWriter`); if one cannot start, those
     already started are closed again."""
