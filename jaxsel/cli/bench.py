@@ -11,7 +11,7 @@ from ..core.choices import PACKING_LOOPS
 from .common import UsageError, ensure_writable, start_jax, user_input
 
 
-class OldSpelling(argparse.Action):
+class OldBenchFlag(argparse.Action):
     """A flag of the last release, hidden: sets its dest as the new flag does, with one
     note naming the new form (`compat/packing_names.py`, issue 59: one name per concept)."""
 
@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
                    help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
     p.add_argument("--packed-replicas", type=int, default=8, metavar="N",
                    help="replicas of the packed row, all packed on one device (0: no packed row)")
-    p.add_argument(*OLD_PACKED_COUNT_FLAGS, dest="packed_replicas", type=int, action=OldSpelling,
+    p.add_argument(*OLD_PACKED_COUNT_FLAGS, dest="packed_replicas", type=int, action=OldBenchFlag,
                    help=argparse.SUPPRESS)
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
     p.add_argument("--hlo-only", action="store_true",
@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
     p.add_argument("--packing", default="auto", metavar="LOOP",
                    help=f"how jaxsel's steps loop over a device's replicas: {', '.join(PACKING_LOOPS)} "
                         "(vmap: a GPU's path for one replica per device, on any platform)")
-    p.add_argument(*OLD_PACKING_FLAGS, dest="packing", action=OldSpelling, help=argparse.SUPPRESS)
+    p.add_argument(*OLD_PACKING_FLAGS, dest="packing", action=OldBenchFlag, help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
     p.set_defaults(func=cmd_bench)
 
