@@ -18,8 +18,7 @@ from jaxsel.cli import main as cli_main
 from jaxsel.cli.command import build_parser
 from jaxsel.cli.deprecated import notes
 from jaxsel.compat.packing_names import PackingNameWarning, old_flag_note, read_old_name
-from jaxsel.core.options import OptionError
-from jaxsel.training.config import TrainConfig
+from jaxsel.training.config import ConfigError, TrainConfig
 from jaxsel.training.config_file import load_settings
 from jaxsel.training.old_records import renamed_keys
 from jaxsel.training.sections import ReplicaSettings
@@ -52,7 +51,7 @@ def test_settings_take_packing_and_read_local_replicas_with_one_note(cls):
     assert "until jaxsel 0.2.0" in str(caught[0].message)
     shown = inspect.signature(cls).parameters
     assert "packing" in shown and "local_replicas" not in shown   # the dataclass's own signature
-    with pytest.raises(OptionError, match="local_replicas='map' and packing='vmap' both set packing"):
+    with pytest.raises(TypeError, match="local_replicas='map' and packing='vmap' both set packing"):
         cls(local_replicas="map", packing="vmap")
     assert not hasattr(cls(), "local_replicas")
 
@@ -94,7 +93,7 @@ def test_a_config_files_old_key_is_read_with_one_note(tmp_path, text):
     renamed = [w for w in caught if issubclass(w.category, PackingNameWarning)]
     assert len(renamed) == 1 and "[replicas]: local_replicas is now called packing" in str(renamed[0].message)
     path.write_text('[replicas]\nlocal_replicas = "map"\npacking = "vmap"\n')
-    with pytest.raises(OptionError, match="both set packing"):
+    with pytest.raises(ConfigError, match=r"\[replicas\]: local_replicas='map' and packing='vmap' both set packing"):
         load_settings(path)
     assert read_old_name({"packing": "unroll"}, "x") == {"packing": "unroll"}
 

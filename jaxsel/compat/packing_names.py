@@ -17,7 +17,6 @@ import warnings
 from typing import Mapping, TypeVar
 
 from ..core.choices import OLD_PACKING_NAME, renamed_packing_note
-from ..core.options import OptionError
 from .notes import NotedDeprecation
 
 #: the release that no longer reads the old names
@@ -36,19 +35,20 @@ class PackingNameWarning(NotedDeprecation):
     """Packing given by its last release's name; the command line prints it as a note."""
 
 
-def read_old_name(settings: Mapping, where: str, stacklevel: int = 2) -> dict:
+def read_old_name(settings: Mapping, where: str, stacklevel: int = 2, error: type[Exception] = TypeError) -> dict:
     """`settings` (keyword arguments, a config file's table) with `local_replicas` read as
     `packing`, at the top level or in the `[replicas]` table, one PackingNameWarning each;
-    both names at once is an OptionError naming both. `stacklevel`: counted from the caller."""
+    both names at once is an `error` naming both (a config file's reader: its ConfigError).
+    `stacklevel`: counted from the caller."""
     out = dict(settings)
     table = out.get("replicas")
     if isinstance(table, dict) and OLD_PACKING_NAME in table:
-        out["replicas"] = read_old_name(table, f"{where} [replicas]", stacklevel + 1)
+        out["replicas"] = read_old_name(table, f"{where} [replicas]", stacklevel + 1, error)
     if OLD_PACKING_NAME not in out:
         return out
     value = out.pop(OLD_PACKING_NAME)
     if PACKING in out:
-        raise OptionError(f"{where}: {OLD_PACKING_NAME}={value!r} and {PACKING}={out[PACKING]!r} both set "
+        raise error(f"{where}: {OLD_PACKING_NAME}={value!r} and {PACKING}={out[PACKING]!r} both set "
                           f"{PACKING} ({OLD_PACKING_NAME} is its old name); give it once, as {PACKING}")
     warnings.warn(f"{where}: {renamed_packing_note(value, f'jaxsel {REMOVED_IN}')}", PackingNameWarning,
                   stacklevel=stacklevel + 1)

@@ -170,7 +170,7 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     valid = set(fields) | set(command_keys)
     is_record = bool(RECORDED & data.keys()) or Path(path).name == CONFIG_FILE
     # a record's names of before, silently (old_records.py); a user's, noted (compat/packing_names.py)
-    data = renamed_keys(data) if is_record else read_old_name(data, f"{flag} {str(path)!r}", stacklevel=2)
+    data = renamed_keys(data) if is_record else read_old_name(data, f"{flag} {str(path)!r}", 2, ConfigError)
     recorded = RECORDED & data.keys()
     data, flat = from_sections(data, f"{flag} {str(path)!r}")
     if is_record:   # a run's record holds its settings flat: no note
