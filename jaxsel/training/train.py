@@ -119,7 +119,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
     identity = run_identity(cfg, data_fingerprint(run.loader.table)) if cfg.checkpoint_root() is not None else None
     ckpt, start, state, history = _restore(cfg, run, lead, identity)
     out_dir = _open_run_dir(cfg, run, run_id) if cfg.evaluation.out_dir and lead else None   # one writer: process 0
-    log = RunLog(_log_settings(cfg), run.timing, out_dir, start, history, distributed.to_host,
+    log = RunLog(log_settings(cfg), run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead, samples=run.samples)
     step_fn = guard_nonfinite(run.step_fn) if cfg.checkpoints.nonfinite == "skip" else run.step_fn
     try:
@@ -286,8 +286,9 @@ def _nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
     return NonFiniteError(f"{what} at step {step}; training stopped, {kept}", step)
 
 
-def _log_settings(cfg: TrainConfig) -> LogSettings:
-    """The sections and values the run log reads (the log gets these, not the record)."""
+def log_settings(cfg: TrainConfig) -> LogSettings:
+    """The sections and values a run's log reads (RunLog gets these, not the record): built
+    here for every loop that keeps a run log (this one, a batch of cells')."""
     return LogSettings(cfg.optim, cfg.projection, cfg.evaluation, cfg.placement.replicas, cfg.checkpoints.nonfinite,
                        run_name(cfg.evaluation, cfg.method.strategy), dataclasses.asdict(cfg))
 
