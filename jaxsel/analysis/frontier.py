@@ -171,9 +171,10 @@ def task_file(base: TrainConfig) -> dict:
 
 def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
                  levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None,
-                 shard: Shard | None = None) -> dict | None:
+                 shard: Shard | None = None, batch_cells: bool = True) -> dict | None:
     """Run (or, `resume`, finish) the frontier of `plan` in `out_dir`; returns frontier.json
-    (None when `shard`, one shard of the job's cells, ends with other shards' cells missing)."""
+    (None when `shard`, one shard of the job's cells, ends with other shards' cells missing;
+    `batch_cells`: a point's seeds train as one batch, else one by one)."""
     levels = check_levels(levels)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.run_group or out.name)
@@ -187,7 +188,7 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
         if on_start is not None:
             on_start()
         progress = Progress(len(plan.variants) * seeds, announce)
-        cells = Cells(out, progress, tolerate_faults=True, shard=shard)
+        cells = Cells(out, progress, tolerate_faults=True, shard=shard, batch_cells=batch_cells)
         points = run_points(base, plan, seeds, out, cells)
         missing = []
         for point in points:
@@ -243,9 +244,9 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
                 cells.progress.skip(seeds)
                 continue
             variant = parse_entry(derived[variant.entry]["entry"])
-        runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
-                          f"[point {i} of {len(planned)}] {variant.entry}, seed {s}")
-                for s in range(base.seed, base.seed + seeds)]
+        runs = cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s),
+                               f"[point {i} of {len(planned)}] {variant.entry}, seed {s}")
+                              for s in range(base.seed, base.seed + seeds)])
         points.append(Point(method, variant, slug, runs))
     return points
 
