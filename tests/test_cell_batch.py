@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsel.analysis.cells import Cells
+from jaxsel.analysis.cells import Cells, state_digest
 from jaxsel.analysis.progress import Progress
 from jaxsel.core import cell_axis
 from jaxsel.training.cell_batch import NotOneProgram, share_program, train_cells
@@ -107,6 +107,17 @@ def test_a_batched_cell_is_its_lone_run_packed_8_on_1(tmp_path, strategy, option
     for a, b in zip(lone, batched):
         same_cell(a, b)
         assert b.final["layout"] == a.final["layout"] and "1 device" in a.final["layout"]
+
+
+def test_a_cell_ends_with_the_same_bits_in_any_batch_it_is_trained_in(tmp_path):
+    """A resumed job or a shard trains what is left of a row's seeds: seed 2 alone, or with
+    seed 1, ends bit for bit as in the batch of all three (a batch of one is computed
+    beside a copy of its cell: a cell axis of 1 compiles to other bits)."""
+    digests = []
+    for where, seeds in (("all", (0, 1, 2)), ("two", (1, 2)), ("one", (2,))):
+        plans = [plan_run(c, job_cell=True) for c in cells_of(tmp_path, where, "selsync", FAMILIES[2][1], None, seeds)]
+        digests.append(state_digest(train_cells(plans)[-1].state))
+    assert digests[0] == digests[1] == digests[2]
 
 
 def test_cells_share_a_program_only_where_settings_and_strategy_agree_but_for_the_seed(tmp_path):

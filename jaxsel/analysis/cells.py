@@ -41,7 +41,7 @@ from ..training.plan import plan_run
 from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
-from ..training.cell_batch import NotOneProgram, share_program, train_cells
+from ..training.cell_batch import NotOneProgram, share_program, train_cells, why_alone
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, read_json, same_code, settings_of
 from .progress import Progress
@@ -208,17 +208,19 @@ class Cells:
         return found if found is not None else self.train_alone(cfg, what)
 
     def get_all(self, wanted: list[tuple[TrainConfig, str]]) -> list[RunResult | FailedCell | PendingCell]:
-        """`get` for each (cfg, what) of `wanted`, in order; the cells this process trains
-        that share a program train as one batch (training/cell_batch.py) unless the job
-        runs them one by one (`batch_cells` False)."""
+        """`get` for each (cfg, what) of `wanted` (a row's seeds), in order; the cells this
+        process trains that share a program train as one batch (training/cell_batch.py)
+        unless the job runs them one by one (`batch_cells` False) or `wanted` is one cell.
+        Whether a cell batches depends on `wanted`, never on how many of its cells are
+        left (a resumed job, a shard's share): it ends with the same bits either way."""
         found = [self.ready(cfg, what) for cfg, what in wanted]
         todo = [i for i, f in enumerate(found) if f is None]
-        if not self.batch_cells or len(todo) < 2:
+        if not self.batch_cells or len(wanted) < 2 or not todo:
             return [f if f is not None else self.train_alone(*wanted[i]) for i, f in enumerate(found)]
         plans = [plan_run(self.pinned(wanted[i][0]), job_cell=True) for i in todo]
         for group in share_program(plans):
             cells = [(todo[g], plans[g]) for g in group]
-            if len(cells) == 1:
+            if why_alone(cells[0][1].cfg) is not None:
                 found[cells[0][0]] = self.train_alone(*wanted[cells[0][0]])
                 continue
             for (i, _), result in zip(cells, self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells])):

@@ -44,7 +44,7 @@ from ..core.step import resolve_local_loop
 from . import distributed
 from .config import TrainConfig
 from .faults import NonFiniteError, StopSignals, TrainingInterrupted
-from .plan import RunPlan, created_dirs
+from .plan import RunPlan, created_dirs, plan_run
 from .run import Run, assemble_run, check_paths
 from .rundir.lock import lock_run
 from .rundir.owner import new_run_id, run_id_of
@@ -102,7 +102,13 @@ class NotOneProgram(ValueError):
 
 def same_program(runs: list[Run]) -> bool:
     """Whether the cells' steps lower to one program: two cells of other seeds suffice (a
-    seed that enters the program as a constant, SPARTA's draw, makes them differ)."""
+    seed that enters the program as a constant, SPARTA's draw, makes them differ); a lone
+    cell is compared with its twin of the next seed, so that whether a cell batches never
+    depends on how many of its job's cells are left to train."""
+    if len(runs) == 1:
+        cfg = runs[0].cfg
+        runs = [runs[0], assemble_run(plan_run(dataclasses.replace(cfg, seed=cfg.seed + 1, out_dir=None),
+                                               job_cell=True))]
     texts = {run.train_step.lower(run.state, global_batch(run.loader.batch(0), run.mesh)).as_text()
              for run in runs[:2]}
     return len(texts) == 1
@@ -194,20 +200,27 @@ def _open_lane(plan: RunPlan, run: Run, held: contextlib.ExitStack) -> Lane:
     return Lane(run, cfg, log, out_dir)
 
 
+#: the fewest cells a batch computes: XLA compiles a cell axis of 1 as no axis (other bits),
+#: so a lone cell of a batch is computed beside a copy of itself (measured: a cell's bits are
+#: the same in batches of 2 and 3, and differ in a batch of 1)
+FEWEST = 2
+
+
 def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitStack,
                  tolerate_faults: bool) -> list:
     first, cfg = lanes[0].run, lanes[0].cfg
-    state = stack_cells([lane.run.state for lane in lanes])
-    unstack = unstacker(first.state, len(lanes))
+    pad = max(0, FEWEST - len(lanes))   # copies of the first cell, computed and dropped
+    state = stack_cells([lane.run.state for lane in lanes] + [first.state] * pad)
+    unstack = unstacker(first.state, len(lanes) + pad)
     for lane in lanes:
         lane.run = dataclasses.replace(lane.run, state=None)   # the stacked state holds it now
-    feeds = [lane.run.loader.host_batches(0, cfg.steps, cfg.prefetch) for lane in lanes]
+    feeds = [lane.run.loader.host_batches(0, cfg.steps, cfg.prefetch) for lane in lanes + lanes[:1] * pad]
     for feed in feeds:
         held.callback(feed.close)
     step = batched_step(first)
     t0 = time.perf_counter()
     with cells_batched():   # the collectives' rules see the cell vmap (core/cell_axis.py)
-        compiled = step.lower(state, place_batches(tuple(lane.run.loader.batch(0) for lane in lanes),
+        compiled = step.lower(state, place_batches(tuple(lane.run.loader.batch(0) for lane in lanes + lanes[:1] * pad),
                                                    first.mesh)).compile()
     compile_time = time.perf_counter() - t0
     _evaluate(lanes, unstack(state), 0)
