@@ -42,6 +42,7 @@ from ..core.pacing import pace
 from ..core.parallel import AXIS, global_batch
 from ..core.step import resolve_local_loop
 from . import distributed
+from ..core.state import TrainState
 from .config import TrainConfig
 from .faults import NonFiniteError, StopSignals, TrainingInterrupted
 from .plan import RunPlan, created_dirs, plan_run
@@ -139,26 +140,44 @@ def cell_step(run: Run):
     return lambda state, batch: jitted(state, transform(batch, state.step))
 
 
+#: vmap axes of a batch's state: every field on the cell axis but the step counter, which
+#: the cells share (they are all at one step), so a decision made from the step alone (local
+#: SGD's period, a schedule) stays one real `lax.cond`; one made from a cell's values
+#: (SelSync's gradient norms) is batched, and the cond a select over the cells
+CELL_AXES = TrainState(step=None, params=0, opt_state=0, model_state=0, strategy_state=0)
+
+
 def batched_step(run: Run):
     """One jitted step over a leading cell axis of (state, batch); the state is donated."""
-    return jax.jit(jax.vmap(cell_step(run)), donate_argnums=(0,))
+    return jax.jit(jax.vmap(cell_step(run), in_axes=(CELL_AXES, 0), out_axes=(CELL_AXES, 0)),
+                   donate_argnums=(0,))
 
 
 def _with_cell_axis(x) -> NamedSharding:
     return NamedSharding(x.sharding.mesh, P(None, *x.sharding.spec))
 
 
+def _cell_fields(state) -> TrainState:
+    """`state` less its step counter (the fields on the cell axis)."""
+    return state.replace(step=None)
+
+
 def stack_cells(states: list):
-    """The cells' states on one leading axis, each device holding its replicas of every cell."""
-    shardings = jax.tree.map(_with_cell_axis, states[0])
-    return jax.jit(lambda *s: jax.tree.map(lambda *xs: jnp.stack(xs), *s), out_shardings=shardings)(*states)
+    """The cells' states on one leading axis (`CELL_AXES`: the step shared), each device
+    holding its replicas of every cell."""
+    shardings = jax.tree.map(_with_cell_axis, _cell_fields(states[0]))
+
+    def stack(*cells):
+        return jax.tree.map(lambda *xs: jnp.stack(xs), *map(_cell_fields, cells))
+
+    return jax.jit(stack, out_shardings=shardings)(*states).replace(step=states[0].step)
 
 
 def unstacker(state, count: int):
     """A jitted function of the stacked state: each cell's state, placed as a lone run's."""
     shardings = jax.tree.map(lambda x: x.sharding, state)
-    return jax.jit(lambda s: [jax.tree.map(lambda x: x[c], s) for c in range(count)],
-                   out_shardings=[shardings] * count)
+    return jax.jit(lambda s: [jax.tree.map(lambda x: x[c], _cell_fields(s)).replace(step=s.step)
+                              for c in range(count)], out_shardings=[shardings] * count)
 
 
 def place_batches(hosts: tuple, mesh):
