@@ -32,14 +32,13 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..core import packing
 from ..core.cell_axis import cells_batched
 from ..core.correlation import replica_metrics
 from ..core.pacing import pace
-from ..core.parallel import AXIS, global_batch
+from ..core.parallel import global_batch
 from ..core.step import resolve_local_loop
 from . import distributed
 from ..core.state import TrainState
@@ -108,8 +107,12 @@ def same_program(runs: list[Run]) -> bool:
     depends on how many of its job's cells are left to train."""
     if len(runs) == 1:
         cfg = runs[0].cfg
-        runs = [runs[0], assemble_run(plan_run(dataclasses.replace(cfg, seed=cfg.seed + 1, out_dir=None),
-                                               job_cell=True))]
+        twin = plan_run(dataclasses.replace(cfg, seed=cfg.seed + 1, out_dir=None), job_cell=True)
+        if twin.strategy == runs[0].strategy:
+            return True
+        runs = [runs[0], assemble_run(twin)]
+    if all(run.strategy == runs[0].strategy for run in runs):   # no seed in the strategy: one program
+        return True
     texts = {run.train_step.lower(run.state, global_batch(run.loader.batch(0), run.mesh)).as_text()
              for run in runs[:2]}
     return len(texts) == 1
@@ -148,9 +151,19 @@ CELL_AXES = TrainState(step=None, params=0, opt_state=0, model_state=0, strategy
 
 
 def batched_step(run: Run):
-    """One jitted step over a leading cell axis of (state, batch); the state is donated."""
-    return jax.jit(jax.vmap(cell_step(run), in_axes=(CELL_AXES, 0), out_axes=(CELL_AXES, 0)),
-                   donate_argnums=(0,))
+    """One jitted step of (stacked state, each cell's batch as the lone run places it): the
+    batches stacked on the cell axis inside the program, then the cell vmap; the state is
+    donated."""
+    over_cells = jax.vmap(cell_step(run), in_axes=(CELL_AXES, 0), out_axes=(CELL_AXES, 0))
+
+    def step(state, batches: tuple):
+        return over_cells(state, jax.tree.map(lambda *xs: jnp.stack(xs), *batches))
+
+    return jax.jit(step, donate_argnums=(0,))
+
+
+#: every cell's replica reads (divergence, correlation) in one program, left on the device
+cells_replica_metrics = jax.jit(jax.vmap(replica_metrics))
 
 
 def _with_cell_axis(x) -> NamedSharding:
@@ -165,12 +178,12 @@ def _cell_fields(state) -> TrainState:
 def stack_cells(states: list):
     """The cells' states on one leading axis (`CELL_AXES`: the step shared), each device
     holding its replicas of every cell."""
-    shardings = jax.tree.map(_with_cell_axis, _cell_fields(states[0]))
+    shardings = jax.tree.map(_with_cell_axis, _cell_fields(states[0])).replace(step=states[0].step.sharding)
 
     def stack(*cells):
-        return jax.tree.map(lambda *xs: jnp.stack(xs), *map(_cell_fields, cells))
+        return jax.tree.map(lambda *xs: jnp.stack(xs), *map(_cell_fields, cells)).replace(step=cells[0].step)
 
-    return jax.jit(stack, out_shardings=shardings)(*states).replace(step=states[0].step)
+    return jax.jit(stack, out_shardings=shardings)(*states)
 
 
 def unstacker(state, count: int):
@@ -180,10 +193,9 @@ def unstacker(state, count: int):
                               for c in range(count)], out_shardings=[shardings] * count)
 
 
-def place_batches(hosts: tuple, mesh):
-    """The cells' host batches of one step on one leading axis, each replica's rows on its device."""
-    sharding = NamedSharding(mesh, P(None, AXIS))
-    return jax.tree.map(lambda *xs: jax.device_put(np.stack(xs), sharding), *hosts)
+def place_batches(hosts: tuple, mesh) -> tuple:
+    """The cells' host batches of one step, each placed as a lone run places it."""
+    return tuple(global_batch(host, mesh) for host in hosts)
 
 
 def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False,
@@ -244,22 +256,20 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     compile_time = time.perf_counter() - t0
     _evaluate(lanes, unstack(state), 0)
     window: list[tuple[int, dict]] = []
+    reads: dict[int, dict] = {}   # step -> every cell's replica reads, on the device
     _tick(lanes)
     for t, hosts in zip(range(cfg.steps), zip(*feeds)):
         state, metrics = compiled(state, place_batches(tuple(h for _, h in hosts), first.mesh))
         window.append((t, metrics))
         pace(metrics["loss"])
-        views = None
         if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
-            views = unstack(state)
-            for lane, view in zip(lanes, views):
-                lane.log.add_replica_metrics(t, jax.device_get(replica_metrics(view.params)))
+            reads[t] = cells_replica_metrics(state.params)
         due = step_due(cfg, t, False, signals.signum is not None)
         if due.flush:
-            _flush(lanes, window, t, tolerate_faults)
-            window = []
+            _flush(lanes, window, reads, t, tolerate_faults)
+            window, reads = [], {}
             if due.eval:
-                _evaluate(lanes, views if views is not None else unstack(state), t + 1)
+                _evaluate(lanes, unstack(state), t + 1)
             _tick(lanes)
         if due.halt:
             raise TrainingInterrupted(signals.signum, t + 1, None)
@@ -280,15 +290,18 @@ def _evaluate(lanes: list[Lane], views: list, step: int) -> None:
             evaluate_run(lane.run, view, lane.log, step)
 
 
-def _flush(lanes: list[Lane], window: list[tuple[int, dict]], t: int, tolerate_faults: bool) -> None:
-    """The window's metrics of every cell in one transfer, each cell's rows logged by its
-    own RunLog; a cell whose rows turn non-finite stops there (raised unless tolerated)."""
-    fetched = jax.device_get(stack_steps([m for _, m in window]))
+def _flush(lanes: list[Lane], window: list[tuple[int, dict]], reads: dict, t: int, tolerate_faults: bool) -> None:
+    """The window's metrics and replica reads of every cell in one transfer, each cell's
+    rows logged by its own RunLog; a cell whose rows turn non-finite stops there (raised
+    unless tolerated)."""
+    fetched, reads = jax.device_get((stack_steps([m for _, m in window]), reads))
     for c, lane in enumerate(lanes):
         if lane.failed is not None:
             continue
         for i, (step, _) in enumerate(window):
             lane.log.add_step(step, {name: values[i, c] for name, values in fetched.items()})
+        for step, values in reads.items():
+            lane.log.add_replica_metrics(step, {name: v[c] for name, v in values.items()})
         bad = lane.log.flush(t)
         if bad is not None:
             lane.failed = nonfinite_error(bad, lane.cfg, None)
