@@ -164,12 +164,10 @@ def test_a_killed_compare_resumes_to_the_results_of_an_uninterrupted_one(tmp_pat
 
 @pytest.mark.slow
 def test_a_killed_frontier_resumes_and_its_cell_is_the_lone_compare_run(tmp_path):
-    """One by one (--no-batch-cells), a cell is its lone run bit for bit; in a batch of its
-    seeds it is to float32 rounding (tests/test_cell_batch.py)."""
-    out, frontier = tmp_path / "frontier", [*FRONTIER, "--no-batch-cells"]
-    finished = killed_after_first_cell(frontier, out, tmp_path / "log")
+    out = tmp_path / "frontier"
+    finished = killed_after_first_cell(FRONTIER, out, tmp_path / "log")
     assert 1 <= len(finished) < 4 and not (out / "frontier.json").exists()
-    code, printed = run_main([*frontier, "--out", str(out), "--resume"])
+    code, printed = run_main([*FRONTIER, "--out", str(out), "--resume"])
     assert code == 0, printed
     assert cells(out).items() >= finished.items() and len(cells(out)) == 4
     assert printed.count("finished earlier, loaded from") == len(finished)

@@ -210,12 +210,12 @@ class Cells:
     def get_all(self, wanted: list[tuple[TrainConfig, str]]) -> list[RunResult | FailedCell | PendingCell]:
         """`get` for each (cfg, what) of `wanted` (a row's seeds), in order; the cells this
         process trains that share a program train as one batch (training/cell_batch.py)
-        unless the job runs them one by one (`batch_cells` False) or `wanted` is one cell.
-        Whether a cell batches depends on `wanted`, never on how many of its cells are
-        left (a resumed job, a shard's share): it ends with the same bits either way."""
+        unless the job runs them one by one (`batch_cells` False); a lone seed too (beside
+        a copy of itself), so a cell ends with the same bits however many of its row are
+        trained with it: a comparison of one seed, a resumed job, a shard's share."""
         found = [self.ready(cfg, what) for cfg, what in wanted]
         todo = [i for i, f in enumerate(found) if f is None]
-        if not self.batch_cells or len(wanted) < 2 or not todo:
+        if not self.batch_cells or not todo:
             return [f if f is not None else self.train_alone(*wanted[i]) for i, f in enumerate(found)]
         plans = [plan_run(self.pinned(wanted[i][0]), job_cell=True) for i in todo]
         for group in share_program(plans):
