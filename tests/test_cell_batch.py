@@ -106,7 +106,7 @@ def test_a_batched_cell_is_its_lone_run_packed_8_on_1(tmp_path, strategy, option
     lone, batched = lone_and_batched(tmp_path, strategy, options, devices=1)
     for a, b in zip(lone, batched):
         same_cell(a, b)
-        assert b.final["layout"] == a.final["layout"] and "1 device" in a.final["layout"]
+        assert b.final["layout"] == a.final["layout"] and "on 1 x CPU" in a.final["layout"]
 
 
 def test_a_cell_ends_with_the_same_bits_in_any_batch_it_is_trained_in(tmp_path):
