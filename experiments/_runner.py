@@ -22,10 +22,10 @@ import sys
 from typing import Callable
 
 from jaxsel.cli.common import HelpFormatter
-from jaxsel.cli.settings_file import apply_settings, explicit_dests
+from jaxsel.cli.settings_args import apply_settings, config_from_args, explicit_dests
 from jaxsel.cli.strategy_args import add_strategy_args, load_plugins
-from jaxsel.cli.task_args import add_task_args, config_from_args
-from jaxsel.core.options import parse_kv
+from jaxsel.cli.task_args import add_task_args
+from jaxsel.core.pairs import read_pairs
 from jaxsel.core.parallel import request_cpu_devices
 from jaxsel.data.injection import parse_injection
 
@@ -129,7 +129,7 @@ def _old_sets(exp: Experiment, cfg, pairs):
     """`--set FIELD=VALUE`, the last release's grammar: still applied, each noted."""
     fields = {f.name for f in dataclasses.fields(cfg)}
     changes = {}
-    for key, value in parse_kv(pairs, "--set").items():
+    for key, value in read_pairs(pairs, "--set").items():
         if key not in fields:
             raise SystemExit(f"{exp.name}: --set {key}: TrainConfig has no such field")
         print(f"{exp.name}: note: --set is deprecated and goes in the next release; write "

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,26 +16,29 @@ import pytest
 from run_hooks import trees_equal
 
 from jaxsel.cli import main as cli_main
-from jaxsel.cli.command import _apply_config_file, build_parser
-from jaxsel.cli.task_args import config_from_args
+from jaxsel.cli.command import build_parser
+from jaxsel.cli.settings_args import apply_config_file, config_from_args, explicit_dests
 from jaxsel.cli.train import TRAIN_DEFAULTS
 from jaxsel.training.checkpoint import Checkpointer
 from jaxsel.training.config import ConfigError, TrainConfig
-from jaxsel.cli.settings_file import explicit_dests
 from jaxsel.training.config_file import load_settings
 from jaxsel.training.train import build_run
 
 RUN_TOML = """
+[strategy]
 strategy = "selsync"
+[strategy.strategy_options]
+window = 3
+delta = 0.4
+[optim]
 steps = 30
 lr = 0.1
 lr_schedule = "milestones"
+[eval]
 progress = false
+[data]
 prefetch = 3
-[strategy_options]
-window = 3
-delta = 0.4
-[partition_options]
+[data.partition_options]
 classes_per_replica = 2
 """
 
@@ -43,12 +47,12 @@ def parsed(argv):
     """(args, TrainConfig) as `jaxsel` builds them, the config file applied."""
     args = build_parser().parse_args(argv)
     if args.config:
-        _apply_config_file(args, argv)
+        apply_config_file(args, argv, build_parser)
     return args, config_from_args(args, **({"strategy": "bsp"} if args.command == "compare" else {}))
 
 
 def test_flags_typed_win_over_the_file_whatever_their_value(tmp_path):
-    (tmp_path / "run.toml").write_text('partition = "label_skew"\n' + RUN_TOML)
+    (tmp_path / "run.toml").write_text(RUN_TOML.replace("[data]\n", '[data]\npartition = "label_skew"\n'))
     _, cfg = parsed(["train", "--config", str(tmp_path / "run.toml"), "--lr=0.05", "--opt", "window=5",
                      "--lr-sched", "constant"])   # 0.05 and constant are the defaults: typed, they still win
     assert (cfg.lr, cfg.lr_schedule, cfg.steps, cfg.strategy, cfg.progress, cfg.prefetch) == \
@@ -69,8 +73,8 @@ def test_explicit_flags_are_read_from_the_command_line_not_guessed_from_values()
 
 
 def test_a_compare_file_sets_the_strategies_and_the_target(tmp_path):
-    (tmp_path / "grid.toml").write_text('strategies = ["bsp", "localsgd"]\ntarget = "0.5"\nsteps = 40\n'
-                                        'dataset = "digits"\n')
+    (tmp_path / "grid.toml").write_text('strategies = ["bsp", "localsgd"]\ntarget = "0.5"\n[optim]\nsteps = 40\n'
+                                        '[data]\ndataset = "digits"\n')
     args, cfg = parsed(["compare", "--config", str(tmp_path / "grid.toml"), "--steps", "20"])
     assert (args.strategies, args.target, cfg.steps, cfg.dataset) == ("bsp,localsgd", "0.5", 20, "digits")
     (tmp_path / "bad.toml").write_text("strategy_list = ['bsp']\n")
@@ -94,8 +98,10 @@ def test_a_bad_file_is_one_line_and_nothing_is_created(text, message, tmp_path, 
 
 
 def test_yaml_and_json_files_hold_the_same_settings(tmp_path):
-    (tmp_path / "run.yaml").write_text("steps: 30\nstrategy_options:\n  window: 3\nclip_norm: null\n")
-    (tmp_path / "run.json").write_text('{"steps": 30, "strategy_options": {"window": 3}, "clip_norm": null}')
+    (tmp_path / "run.yaml").write_text("optim:\n  steps: 30\n  clip_norm: null\nstrategy:\n  strategy_options:\n"
+                                       "    window: 3\n")
+    (tmp_path / "run.json").write_text('{"optim": {"steps": 30, "clip_norm": null}, '
+                                       '"strategy": {"strategy_options": {"window": 3}}}')
     assert load_settings(tmp_path / "run.yaml") == load_settings(tmp_path / "run.json") == \
         {"steps": 30, "strategy_options": {"window": 3}, "clip_norm": None}
 
@@ -188,7 +194,7 @@ def test_a_yaml_alias_bomb_is_refused_at_once(command, key, tmp_path):
     ("train", 'no_checkpoint = "false"\n', "no_checkpoint", False),
     ("train", "no_checkpoint = true\n", "no_checkpoint", True),
     ("train", 'peer_timeout = "30"\n', "peer_timeout", 30.0),
-    ("train", 'augment = "on"\n', "augment", True),   # --augment's own spelling
+    ("train", '[data]\naugment = "on"\n', "augment", True),   # --augment's own spelling
 ])
 def test_config_values_are_read_by_their_flags_parser(command, text, dest, value, tmp_path):
     (tmp_path / "run.toml").write_text(text)
@@ -205,6 +211,9 @@ def test_config_values_are_read_by_their_flags_parser(command, text, dest, value
     ('num_processes = 2.5\n', r"num_processes must be an integer, got 2.5"),
     ('augment = "sometimes"\n', r"augment \(--augment\) invalid choice: 'sometimes'"),
     ('eval_replicas = "twice"\n', r"eval_replicas .*'twice'"),
+    ("[optim]\nprefetch = 3\n", r"\[optim\] has no setting 'prefetch'; it holds model, batch_size, steps"),   # sections
+    ("[data]\nlrr = 0.1\n", r"\[data\] has no setting 'lrr'; it holds dataset, partition"),
+    ("[optim]\nsteps = 0.5\n", r"steps must be an integer, got 0.5"),
 ])
 def test_a_config_value_its_flag_would_refuse_is_one_line(text, message, tmp_path, capsys):
     (tmp_path / "run.toml").write_text(text)
@@ -250,3 +259,49 @@ def test_config_that_is_not_a_regular_file_says_what_it_is(make, message, tmp_pa
     assert cli_main(["train", "--config", str(path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "no such file" not in err[0], err
+
+
+FLAT_TOML = """
+strategy = "selsync"
+steps = 30
+lr = 0.1
+prefetch = 3
+[strategy_options]
+window = 3
+"""
+
+
+def test_a_flat_file_of_last_release_reads_as_its_sections_with_one_note(tmp_path):
+    """Settings outside their sections are read as before, and one note names each with the
+    table it belongs in (compat/flat_settings.py, until its REMOVED_IN)."""
+    from jaxsel.compat.flat_settings import REMOVED_IN, FlatSettingsWarning
+
+    (tmp_path / "flat.toml").write_text(FLAT_TOML)
+    (tmp_path / "sections.toml").write_text('[strategy]\nstrategy = "selsync"\n[strategy.strategy_options]\n'
+                                            'window = 3\n[optim]\nsteps = 30\nlr = 0.1\n[data]\nprefetch = 3\n')
+    with pytest.warns(FlatSettingsWarning) as noted:
+        flat = load_settings(tmp_path / "flat.toml")
+    assert len(noted) == 1 and REMOVED_IN in str(noted[0].message)
+    assert "[strategy] strategy, [optim] steps, [optim] lr, [data] prefetch, [strategy] strategy_options" in \
+        str(noted[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_settings(tmp_path / "sections.toml") == flat
+
+
+@pytest.mark.slow
+def test_a_file_in_sections_runs_and_a_flat_one_runs_the_same_with_one_note(tmp_path, capsys):
+    (tmp_path / "sections.toml").write_text('[optim]\nsteps = 2\nbatch_size = 8\n[strategy]\nstrategy = "bsp"\n'
+                                            '[eval]\nprogress = false\n')
+    (tmp_path / "flat.toml").write_text('steps = 2\nbatch_size = 8\nstrategy = "bsp"\nprogress = false\n')
+    records = []
+    for name in ("sections", "flat"):
+        out = tmp_path / name
+        assert cli_main(["train", "--config", str(tmp_path / f"{name}.toml"), "--out", str(out)]) == 0
+        notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("jaxsel: note:")]
+        assert len(notes) == (1 if name == "flat" else 0), notes
+        final = json.loads((out / "final.json").read_text())
+        config = json.loads((out / "config.json").read_text())
+        records.append(({k: v for k, v in final.items() if "time" not in k and k != "projection"},
+                        {k: v for k, v in config.items() if k not in ("out_dir", "run_id", "checkpoint_root")}))
+    assert records[0] == records[1]

@@ -17,9 +17,9 @@ from jaxsel.cli import main as cli_main
 from jaxsel.data import DatasetNotPrepared, Loader, load_arrays, open_source, seldp
 from jaxsel.data.augment import make_device_transform, normalize_np, random_crop_flip
 from jaxsel.data.catalog import CATALOG
-from jaxsel.data.pipeline import build_input
 from jaxsel.data.prefetch import prefetch_to_device
 from jaxsel.data.text import TokenWindows
+from jaxsel.training.plan import run_input
 
 
 def _getitems(record_keys, generator, serialized=False):
@@ -57,7 +57,7 @@ def test_named_dataset_loads_through_the_pipeline(name, mock_tfds, mesh, tmp_pat
     key, shape, dtype, classes = EXPECTED[name]
     cfg = TrainConfig(dataset=name, replicas=8, batch_size=2, data_dir=str(tmp_path),
                       dataset_options={"seq_len": 32} if name == "lm1b" else {})
-    data = build_input(cfg, mesh)
+    data = run_input(cfg, mesh)
     assert data.input_shape == shape and data.num_classes == classes
     batch = data.loader.batch(5)
     label_key = data.spec.label_key
@@ -78,8 +78,8 @@ def test_named_dataset_loads_through_the_pipeline(name, mock_tfds, mesh, tmp_pat
 
 def test_random_access_path_matches_the_in_memory_one(mock_tfds, mesh, tmp_path):
     base = dict(dataset="cifar10", replicas=8, batch_size=3, data_dir=str(tmp_path))
-    in_mem = build_input(TrainConfig(**base), mesh)
-    per_batch = build_input(TrainConfig(**base, dataset_options={"in_memory": False}), mesh)
+    in_mem = run_input(TrainConfig(**base), mesh)
+    per_batch = run_input(TrainConfig(**base, dataset_options={"in_memory": False}), mesh)
     assert type(per_batch.loader.table).__name__ == "RecordTable"
     for step in (0, 7):
         a, b = in_mem.loader.batch(step), per_batch.loader.batch(step)
@@ -90,7 +90,7 @@ def test_random_access_path_matches_the_in_memory_one(mock_tfds, mesh, tmp_path)
 def test_label_aware_partition_on_a_big_set_reads_labels_once(mock_tfds, mesh, tmp_path):
     cfg = TrainConfig(dataset="cars196", replicas=8, batch_size=2, data_dir=str(tmp_path),
                       partition="label_skew", partition_options={"injection": (0.01, 0.5)})
-    data = build_input(cfg, mesh)
+    data = run_input(cfg, mesh)
     assert list(tmp_path.glob("jaxsel_cache/cars196-train-48-labels.npy"))
     assert data.loader.rows_per_replica == 2 + 1 * 1
     assert data.loader.batch(0)["image"].shape == (24, 224, 224, 3)
@@ -168,7 +168,7 @@ def test_mnist1d_size_is_configurable(data_dir, mesh):
     assert len(open_source("mnist1d", "test", data_dir, num_samples=200)) == 40
     cfg = TrainConfig(dataset="mnist1d", replicas=8, batch_size=4, data_dir=str(data_dir),
                       dataset_options={"num_samples": 200})
-    data = build_input(cfg, mesh)
+    data = run_input(cfg, mesh)
     assert data.input_shape == (40,) and data.num_classes == 10 and len(data.loader.table) == 160
     with pytest.raises(ValueError, match="multiple of 10"):
         load_arrays("mnist1d", "train", data_dir, num_samples=205)
@@ -183,7 +183,7 @@ def test_in_memory_splits_are_read_once_per_process(data_dir, mesh):
     cfg = TrainConfig(dataset="mnist1d", replicas=8, batch_size=4, data_dir=str(data_dir),
                       dataset_options={"num_samples": 300})
     with mock.patch.object(sources, "read_all", wraps=sources.read_all) as reads:
-        first, again = build_input(cfg, mesh), build_input(cfg, mesh)
+        first, again = run_input(cfg, mesh), run_input(cfg, mesh)
         assert reads.call_count == 2   # train and test, once each
         x = first.loader.table.column("x")
         assert again.loader.table.column("x") is x and not x.flags.writeable

@@ -17,7 +17,7 @@ from jaxsel.cli.common import HelpFormatter
 from jaxsel.cli.compare import DEFAULT_TASK
 from jaxsel.cli.deprecated import OLD_STRATEGY_FLAGS
 from jaxsel.cli.frontier import frontier_task
-from jaxsel.cli.task_args import config_from_args, config_values
+from jaxsel.cli.settings_args import config_from_args, config_values
 from jaxsel.cli.train import TRAIN_DEFAULTS
 from jaxsel.core.options import option_names
 from jaxsel.strategies import STRATEGIES, catalog

@@ -188,8 +188,10 @@ def test_adaptive_points_are_also_judged_against_their_same_order_schedule():
     assert rows[0]["same_order"]["lead"] == pytest.approx(0.01) and rows[0]["same_order"]["beyond_spread"] is False
     assert rows[1]["same_order"]["beyond_spread"] is True and rows[1]["same_order"]["lead"] == pytest.approx(-0.06)
     table = own_budget_lines(rows)
-    assert "| authors | before49 | 0.47 ± 0.01 | within the seed spread |" in table
-    assert "| model | after49 | 0.56 ± 0.01 | worse beyond the seed spread |" in table
+    assert "| authors | 1 | 0.48 ± 0.02 | before49 | 0.47 ± 0.01 | +0.01 | within the seed spread |" in table
+    assert "| model | 1 | 0.5 ± 0.02 | after49 | 0.56 ± 0.01 | -0.06 | worse beyond the seed spread |" in table
+    text = "\n".join(table)
+    assert text.index("| authors |") < text.index("| model |")   # the authors' order first
 
 
 def test_selsync_s_frontier_points_run_in_both_orders():
@@ -352,6 +354,8 @@ def test_a_frontier_derives_selsync_s_deltas_from_its_bsp_cells_and_a_resume_kee
             "--dataset", "digits", "--steps", "16", "--batch-size", "4", "--opt", "window=2", "--seeds", "1",
             "--eval-every", "16", "--no-progress", "--out", str(out)]
     assert main(argv) == 0
+    assert "3 points of 2 methods + 2 same-order baselines (at most) x 1 seeds = 5 cells" in capsys.readouterr().out
+    assert len(list(out.glob("same-order_syncs=*-matches-selsync_delta=fires_0.*/seed0/cell.json"))) == 2
     derived = json.loads((out / DERIVED_FILE).read_text())["points"]
     assert sorted(derived) == ["selsync:delta=fires:0.1", "selsync:delta=fires:0.5"]
     assert json.loads((out / "frontier.json").read_text())["derived"] == derived

@@ -21,8 +21,8 @@ from run_hooks import trees_equal
 from jaxsel import TrainConfig, train
 from jaxsel.core.parallel import data_mesh
 from jaxsel.data import sources
-from jaxsel.data.pipeline import build_input
 from jaxsel.training.config_file import load_settings
+from jaxsel.training.plan import run_input
 
 pytest.importorskip("grain")
 
@@ -56,27 +56,33 @@ if MARKER:
 '''
 
 RUN_TOML = """
+[strategy]
+strategy = "selsync"
+[strategy.strategy_options]
+window = 3
+delta = 0.2
+[data]
 dataset = "tiny_folder"
 data_dir = "{data_dir}"
+partition = "label_skew"
+loader_workers = 2
+[data.partition_options]
+injection = [0.2, 0.5]
+[optim]
 model = "mlp"
-strategy = "selsync"
-replicas = 8
 batch_size = 2
 steps = 12
 lr = 0.05
 lr_schedule = "constant"
-partition = "label_skew"
+seed = 5
+[replicas]
+replicas = 8
+[eval]
 log_every = 4
 eval_every = 8
-checkpoint_every = 4
 progress = false
-seed = 5
-loader_workers = 2
-[strategy_options]
-window = 3
-delta = 0.2
-[partition_options]
-injection = [0.2, 0.5]
+[checkpoints]
+checkpoint_every = 4
 """
 
 
@@ -116,8 +122,8 @@ def config(folder, tmp, **kw) -> TrainConfig:
 
 def test_grain_is_the_default_and_builds_the_threaded_loaders_batches(tiny_folder, tmp_path):
     mesh = data_mesh(8, devices=8)
-    grain_input = build_input(config(tiny_folder, tmp_path), mesh)
-    threads = build_input(config(tiny_folder, tmp_path, loader="threads"), mesh).loader
+    grain_input = run_input(config(tiny_folder, tmp_path), mesh)
+    threads = run_input(config(tiny_folder, tmp_path, loader="threads"), mesh).loader
     loader = grain_input.loader
     assert loader.processes and loader.describe() == "2 Grain worker processes"
     assert not threads.processes and loader.rows_per_replica == 2 + 2   # injection: 1 class x 2 samples

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxsel.data import Injection, Loader, dirichlet, disjoint, label_skew, make_partition, seldp
-from jaxsel.data.partition import PARTITIONERS
+from jaxsel.data.partition import PARTITIONERS, check_partition_options
 
 # digits-like labels: 10 classes of uneven size, shuffled
 LABELS = np.random.default_rng(0).permutation(np.repeat(np.arange(10), [140, 145, 150, 138, 142, 147, 139, 141, 150, 145]))
@@ -129,7 +129,7 @@ def test_make_partition_errors():
     with pytest.raises(ValueError, match="unknown partition 'iid'"):
         make_partition("iid", LABELS, 2)
     with pytest.raises(ValueError, match="no option .alpha.; it takes no options"):
-        make_partition("seldp", LABELS, 2, alpha=0.5)
+        check_partition_options("seldp", {"alpha": 0.5}, 2)   # a run's data section checks them, once
     with pytest.raises(ValueError, match="needs labels"):
         make_partition("label_skew", None, 2, num_examples=10)
     assert len(make_partition("seldp", None, 2, num_examples=10).pools[0]) == 10

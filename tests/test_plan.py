@@ -59,14 +59,58 @@ def test_a_library_train_builds_them_once_too(builds, tmp_path):
 
 
 def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path, monkeypatch):
-    """2 entries x 2 seeds: 4 runs, each planned once; the job itself adds its layout line,
-    one strategy per entry, built to check the entries before anything trains, and one per
-    row for its label and record (the order it averages in: issue 58), built once."""
+    """2 entries x 2 seeds: 4 runs, each planned once. The job asks the plan for the rest
+    (issue 59 item 2): one layout for the layout line and every cell (was one per cell and
+    one more for the line); one strategy per cell (its seed and its data's steps per epoch)
+    and one per entry, built to check the entries before anything trains, which the row's
+    label and record (the order it averages in: issue 58) reuse (were built again: 8)."""
     assert cli_main(["compare", "--strategies", "bsp,localsgd:period=2", "--seeds", "2", "--no-match-budget",
                      "--dataset", "digits", "--partition", "seldp", *TINY, "--out", str(tmp_path / "c")]) == 0
-    cells, rows = 4, 2
-    assert builds == {"layout": cells + 1, "strategy": cells + 2 + rows, "paths planned": cells, "dirs created": cells,
+    cells, entries = 4, 2
+    assert builds == {"layout": 1, "strategy": cells + entries, "paths planned": cells, "dirs created": cells,
                       "paths checked": 2 * cells, "config checked": cells, "resume resolved": cells}
+
+
+def test_a_frontier_plan_builds_each_point_s_strategy_once_per_job(builds):
+    """plan_frontier fits, derives and checks every point (frontier.py, frontier_points.py,
+    variants.py): each asks the plan, which builds a point's strategy once per job (22 builds
+    for its 22 points, where each ask built one: 49); a second plan in the same job builds
+    nothing, one outside a job builds them again."""
+    from jaxsel.analysis.frontier import plan_frontier
+    from jaxsel.analysis.frontier_points import stand_in
+    from jaxsel.analysis.variants import row_config
+    from jaxsel.training.job_builds import one_job
+
+    task = TrainConfig(dataset="mnist1d", partition="label_skew", steps=600)
+    with one_job():
+        plan = plan_frontier(task, "bsp,localsgd,selsync", None, 2)
+        once = builds["strategy"]
+        assert plan_frontier(task, "bsp,localsgd,selsync", None, 2) == plan and builds["strategy"] == once
+    points = {repr(run_module.strategy_inputs(row_config(task, stand_in(v)))) for v in plan.variants}
+    assert not plan.unfit and len(plan.variants) > 10 and once == len(points)
+    plan_frontier(task, "bsp,localsgd,selsync", None, 2)   # outside a job: each ask builds (49 for 22 points)
+    assert builds["strategy"] - once > once and builds["layout"] == 0
+
+
+def test_outside_a_job_each_ask_builds_and_a_failed_build_is_not_kept(builds):
+    """The plan's answers are kept for one job only (never across jobs, tests or a library
+    user's runs), and a refused strategy is refused again, not remembered as built."""
+    from jaxsel.training.config import ConfigError
+    from jaxsel.training.job_builds import one_job
+    from jaxsel.training.plan import layout_of, strategy_of
+
+    cfg = TrainConfig(strategy="localsgd", strategy_options={"period": 4})
+    assert strategy_of(cfg) == strategy_of(cfg) and builds["strategy"] == 2
+    with one_job():
+        first = strategy_of(cfg)
+        with one_job():   # a job inside a job shares its builds
+            assert strategy_of(cfg) is first and layout_of(cfg) is layout_of(cfg)
+        assert strategy_of(cfg, steps_per_epoch=5) is not first   # another build input, another build
+        bad = dataclasses.replace(cfg, strategy_options={"period": 0})
+        for _ in range(2):
+            with pytest.raises(ConfigError, match="period"):
+                strategy_of(bad)
+    assert builds["strategy"] == 2 + 2 + 2 and builds["layout"] == 1
 
 
 def test_train_of_a_built_run_still_works_and_warns():

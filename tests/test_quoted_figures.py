@@ -40,3 +40,43 @@ def test_a_quote_edited_by_hand_is_found_and_rewritten(quoted, tmp_path, monkeyp
     assert quoted.stale() == ["DOC.md quotes '0.46'; r.json (cmd) gives '0.493'"]
     assert quoted.main(["--check"]) == 1 and quoted.main([]) == 0
     assert (tmp_path / "DOC.md").read_text() == "the delta (here 0.493;\nmore" and quoted.stale() == []
+
+
+@pytest.mark.parametrize("task", ["label-skew", "paper"])
+def test_the_selection_tables_hold_every_point_of_the_recorded_frontier(quoted, task):
+    """BENCHMARKS.md's tables and the README's counts of issue 58's frontiers: one row per
+    SelSync point with a same-order schedule, its lead the record's, and the counts the
+    ones the frontier's own sentence (frontier.json's "selection") gives."""
+    import re
+
+    record = json.loads((quoted.RECORDED / f"frontier-{task}.json").read_text())
+    judged = [r for r in record["own_budget"] if r.get("same_order")]
+    rows = quoted.selection_table(record).splitlines()[2:]
+    assert len(rows) == len(judged) == 14
+    assert sorted(row.split(" | ")[5] for row in rows) == sorted(quoted._lead(r["same_order"]["lead"]) for r in judged)
+    better, tied, worse = map(int, re.fullmatch(r"(\d+) of 14 better, (\d+) tied, (\d+) worse",
+                                                quoted.selection_counts(record)).groups())
+    sentence = record["selection"]
+    assert better == 0 and sentence.startswith("Nowhere did selection beat its fixed schedule")
+    assert f"Within the spread at {tied}." in sentence if tied else "Within" not in sentence
+    assert f"lost to it beyond the spread at {worse}:" in sentence if worse else "lost" not in sentence
+
+
+def test_a_printed_table_is_checked_line_for_line(quoted, tmp_path, monkeypatch):
+    """README's and docs/COMPARE.md's compare tables are the record's as `jaxsel report`
+    prints them: a figure edited in the doc, or a column the table gained since, is stale."""
+    rows = json.loads((quoted.RECORDED / "compare-default.json").read_text())
+    printed = quoted._table(legend_and_notes=False)(rows)
+    assert printed.splitlines()[0].startswith("strategy") and "vs" in printed.splitlines()[0]
+    edited = printed.replace("0.599 ± 0.009", "0.601 ± 0.009", 1)
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "recorded" / "r.json").write_text(json.dumps(rows))
+    (tmp_path / "DOC.md").write_text(f"ends with:\n\n```\n{edited}\n```\nafter")
+    monkeypatch.setattr(quoted, "DOCS", tmp_path)
+    monkeypatch.setattr(quoted, "RECORDED", tmp_path / "recorded")
+    monkeypatch.setattr(quoted, "QUOTES", (quoted.Quote("DOC.md", r"(?s)ends with:\n\n```\n(?P<figures>.*?)\n```",
+                                                        "r.json", "cmd", quoted._table(legend_and_notes=False)),))
+    (line,) = quoted.stale()
+    assert line.startswith("DOC.md's table from r.json (cmd) differs: 'bsp") and "0.601 ± 0.009" in line
+    assert quoted.main([]) == 0 and quoted.stale() == []
+    assert (tmp_path / "DOC.md").read_text() == f"ends with:\n\n```\n{printed}\n```\nafter"

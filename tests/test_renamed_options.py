@@ -84,7 +84,7 @@ def test_a_config_file_and_the_command_line_options_read_the_old_name_as_period(
     from jaxsel.training.config_file import load_settings
     from jaxsel.training.run import named_now
 
-    (tmp_path / "run.toml").write_text('strategy = "diloco"\n[strategy_options]\ninner_steps = 8\n')
+    (tmp_path / "run.toml").write_text('[strategy]\nstrategy = "diloco"\n[strategy.strategy_options]\ninner_steps = 8\n')
     cfg = TrainConfig(**load_settings(tmp_path / "run.toml"))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

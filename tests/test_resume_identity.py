@@ -73,3 +73,31 @@ def test_a_resume_to_more_steps_says_its_fractional_milestones_stay_where_they_w
         "the run a fresh --steps 8 trains"), header
     assert cli_main(["train", "--out", out, "--resume", "--no-progress"]) == 0
     assert "its LR milestones 0.5, 0.75 stay fractions of the first run's 4 steps" in capsys.readouterr().out
+
+
+def test_what_a_field_declares_it_does_to_a_run_decides_the_checkpoint_and_the_resume():
+    """Each field's `effect` (training/sections/), and no list kept by hand, says whether a
+    checkpoint of another value is another run, another trajectory, or the same one, and
+    what a resume may change."""
+    from jaxsel.training import checkpoint, recorded
+    from jaxsel.training.declare import EFFECTS, FREE, IDENTITY, RESULTS, with_effect
+
+    fields = {f.name: f.metadata["effect"] for f in dataclasses.fields(TrainConfig)}
+    assert set(fields.values()) <= set(EFFECTS)
+    assert set(checkpoint.IDENTITY) == with_effect(TrainConfig, IDENTITY) == {"replicas", "model", "strategy",
+                                                                              "dataset"}
+    assert checkpoint.NOT_TRAJECTORY == set(fields) - with_effect(TrainConfig, IDENTITY, RESULTS)
+    base = TrainConfig(strategy="bsp")
+    for name, value in (("model", "cnn"), ("replicas", 4), ("dataset", "mnist1d")):
+        with pytest.raises(CheckpointMismatch, match=f"run with {name}="):
+            check_identity(run_identity(base), run_identity(dataclasses.replace(base, **{name: value})), "ck/4")
+    with pytest.raises(CheckpointMismatch, match=r"other settings \(lr 0.05 -> 0.1\)"):
+        check_identity(run_identity(base), run_identity(dataclasses.replace(base, lr=0.1)), "ck/4")
+    for name, value in (("steps", 900), ("eval_every", 7), ("eval_examples", 50), ("out_dir", "elsewhere")):
+        check_identity(run_identity(base), run_identity(dataclasses.replace(base, **{name: value})), "ck/4")
+    changed = dataclasses.replace(base, steps=900, log_every=5, eval_examples=50, lr=0.1, out_dir="x",
+                                  lr_schedule_steps=300)
+    allowed, refused = recorded.resume_changes(dataclasses.asdict(base), changed)
+    assert [line.split()[0] for line in allowed] == ["steps", "log_every"]
+    assert sorted(line.split()[0] for line in refused) == ["eval_examples", "lr"]
+    assert with_effect(TrainConfig, FREE) >= {"steps", "log_every"}

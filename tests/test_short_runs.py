@@ -55,3 +55,27 @@ def test_an_adaptive_method_that_never_synced_after_its_warm_up_says_so():
     assert no_sync_after_warmup_warning(strategy, _records(set(range(20)), 20), 20) is None   # all warm-up: above
     periodic = build_strategy("localsgd", {"period": 100})   # not adaptive: the never-syncs line judges it
     assert no_sync_after_warmup_warning(periodic, _records(set()), 60) is None
+
+
+def test_a_job_notes_the_seeds_that_never_synced_after_the_warm_up_once():
+    """compare's cells keep the after-run warning for the table (one note per row, naming
+    the seeds), instead of one stderr line per seed before it."""
+    from jaxsel.training.sync_horizon import late_note
+    strategy = build_strategy("selsync", {"delta": 50})
+    quiet, synced = _records(set(range(24))), _records({*range(24), 40})
+    assert late_note("selsync", strategy, {0: quiet, 1: synced, 2: quiet}, 60) == (
+        "selsync: no sync after its 24-step warm-up in seeds 0, 2 of 3: there the replicas never averaged after it, "
+        "so the result is local training's, not the method's")
+    assert "in every seed:" in late_note("selsync", strategy, {0: quiet, 1: quiet}, 60)
+    assert late_note("selsync", strategy, {0: synced}, 60) is None
+
+
+@pytest.mark.parametrize("late_warning", [True, False])
+def test_the_after_run_warning_is_printed_unless_the_plan_leaves_it_to_its_job(late_warning, capfd):
+    import dataclasses
+    from jaxsel.training.train import plan_run, train
+    cfg = TrainConfig(strategy="selsync", strategy_options={"delta": 50}, steps=30, eval_every=30, log_every=10, progress=False,
+                      replicas=2, devices=2)
+    train(dataclasses.replace(plan_run(cfg), late_warning=late_warning))
+    printed = "no sync after its 24-step warm-up" in capfd.readouterr().err
+    assert printed == late_warning

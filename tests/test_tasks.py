@@ -10,7 +10,7 @@ from jaxsel.cli import calibrate as cli_calibrate
 from jaxsel.cli import compare as cli_compare
 from jaxsel.cli import frontier as cli_frontier
 from jaxsel.cli import train as cli_train
-from jaxsel.cli.task_args import config_from_args
+from jaxsel.cli.settings_args import config_from_args
 from jaxsel.cli import main
 from jaxsel.training.config import TrainConfig
 from jaxsel.training.tasks import DEFAULT_TASK_NAME, LABEL_SKEW, PAPER, TASKS, describe, task_named, task_of

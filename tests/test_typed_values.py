@@ -4,7 +4,8 @@ holding a line break; each one line, exit 2, before anything is created."""
 import pytest
 
 from jaxsel.cli import main as cli_main
-from jaxsel.core.options import OptionError, parse_value
+from jaxsel.core.options import OptionError
+from jaxsel.core.pairs import parse_value
 from jaxsel.strategies import build_strategy
 from jaxsel.training.lr_schedule import read_lr_schedule
 

@@ -26,9 +26,10 @@ import numpy as np
 from ..core.triggers import STATISTICS
 from ..training.config import TrainConfig
 from ..training.lr_schedule import describe_lr_schedule
-from ..training.rundir import METRICS_FILE
+from ..training.job_builds import one_job
+from ..training.rundir import CALIBRATION_PICTURE, METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
-from ..training.rundir.write import write_record
+from ..training.rundir.job_files import CALIBRATION, write_job_file
 from . import job
 from .cells import Cells
 from .progress import Progress
@@ -38,7 +39,7 @@ from .variants import parse_entry, row_config
 
 #: the probe's method (its runs are compare's cells of it)
 PROBE = "bsp"
-FILES = ("calibration.json", "calibration.png")
+FILES = (CALIBRATION.name, CALIBRATION_PICTURE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,16 +78,17 @@ def calibration(traces: list[np.ndarray], seeds: list[int], sig: Significance) -
 
 
 def setting_line(base: TrainConfig, seeds: list[int]) -> str:
-    part = base.partition + (" + injection" if base.partition_options.get("injection") else "")
+    data, optim = base.data, base.optim
+    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
     over = f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    return (f"{base.dataset} / {base.model}, {base.replicas} replicas x batch {base.batch_size}, {part}, "
-            f"{base.steps} steps of BSP, {describe_lr_schedule(base.lr_schedule, base.steps)}, {over}")
+    return (f"{data.dataset} / {optim.model}, {base.placement.replicas} replicas x batch {optim.batch_size}, {part}, "
+            f"{optim.steps} steps of BSP, {describe_lr_schedule(optim.lr_schedule, optim.steps)}, {over}")
 
 
 def probe_configs(base: TrainConfig, out: Path, seeds: int) -> list[TrainConfig]:
     variant = parse_entry(PROBE)
     return [row_config(dataclasses.replace(base, strategy_options={}), variant, str(out / PROBE / f"seed{s}"), s)
-            for s in range(base.seed, base.seed + seeds)]
+            for s in range(base.optim.seed, base.optim.seed + seeds)]
 
 
 def held(out: Path) -> list[str]:
@@ -94,6 +96,7 @@ def held(out: Path) -> list[str]:
     return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob(f"*/seed*/{METRICS_FILE}"))] if p.is_file()]
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *, seeds: int = 1,
                     resume: bool = False, announce=None, on_start=None) -> dict:
     """Run (or, `resume`, finish) the probe in `out_dir` and write its files; returns
@@ -107,12 +110,12 @@ def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *
         if on_start is not None:
             on_start()
         cells = Cells(out, Progress(seeds, announce))
-        runs = [cells.get(cfg, f"{PROBE}, seed {cfg.seed}") for cfg in configs]
-        seed_list = [cfg.seed for cfg in configs]
+        runs = [cells.get(cfg, f"{PROBE}, seed {cfg.optim.seed}") for cfg in configs]
+        seed_list = [cfg.optim.seed for cfg in configs]
         result = {"setting": setting_line(base, seed_list),
                   **calibration([recorded_grad_norms(r.records) for r in runs], seed_list, sig)}
-        write_record(out / FILES[0], result)
-        plot_calibration(result, out / FILES[1])
+        write_job_file(out, CALIBRATION, result)
+        plot_calibration(result, out / CALIBRATION_PICTURE)
     finally:
         lock.release()
     return result

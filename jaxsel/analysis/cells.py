@@ -39,11 +39,12 @@ from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, R
     RunDir
 from ..training.plan import plan_run
 from ..training.rundir.lock import DirectoryLock
+from ..training.rundir.job_files import read_strict
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
 from ..training.cell_batch import NotOneProgram, share_program, train_cells, why_alone
 from ..training.train import RunResult, train
-from .job import code_identity, describe_code, first_difference, read_json, same_code, settings_of
+from .job import code_identity, describe_code, first_difference, same_code, settings_of
 from .progress import Progress
 
 #: the run's files a cell's figures are read from, each digested in cell.json
@@ -97,7 +98,7 @@ def state_digest(state) -> str:
 def read_cell(directory: Path) -> dict | None:
     """A cell's record, or None when its run has not finished."""
     path = directory / CELL_FILE
-    read = read_json(path, "remove that cell's directory and resume")
+    read = read_strict(path, "remove that cell's directory and resume")
     if not read.ok:
         return None
     record = read.value
@@ -178,7 +179,8 @@ def cell_result(cfg: TrainConfig, directory: Path) -> RunResult:
     final = _strict(run.final)
     _entries([final], FINAL_FILE, FINAL_FIELDS)
     timing = _strict(run.strategy).get("timing", {})
-    return RunResult(cfg, records, evals, final, None, cfg.strategy, dict(timing) if isinstance(timing, dict) else {})
+    return RunResult(cfg, records, evals, final, None, cfg.method.strategy,
+                     dict(timing) if isinstance(timing, dict) else {})
 
 
 class Cells:
@@ -189,13 +191,15 @@ class Cells:
     reads records, whatever code reads them, but never mixes records of two codes)."""
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
-                 load_only: bool = False, code: dict | None = None, shard=None, batch_cells: bool = True):
+                 load_only: bool = False, code: dict | None = None, shard=None, late_warnings: bool = True,
+                 batch_cells: bool = True):
         self.out, self.progress, self.code = out, progress, code or code_identity()
         self.shard, self.ordinal = shard, 0   # this process's Shard (None: every cell), the next cell's number
         progress.shard = shard
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
         self.batch_cells = batch_cells   # `get_all` trains cells that share a program as one batch
         self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
+        self.late_warnings = late_warnings   # False: the job's table notes a cell that never synced after warm-up
 
     def name(self, directory: Path) -> str:
         return directory.relative_to(self.out).as_posix()
@@ -217,7 +221,7 @@ class Cells:
         todo = [i for i, f in enumerate(found) if f is None]
         if not self.batch_cells or not todo:
             return [f if f is not None else self.train_alone(*wanted[i]) for i, f in enumerate(found)]
-        plans = [plan_run(self.pinned(wanted[i][0]), job_cell=True) for i in todo]
+        plans = [self.plan(wanted[i][0]) for i in todo]
         for group in share_program(plans):
             cells = [(todo[g], plans[g]) for g in group]
             if why_alone(cells[0][1].cfg) is not None:
@@ -230,7 +234,7 @@ class Cells:
     def ready(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell | PendingCell | None:
         """Cell `cfg` loaded (or pending: another shard's), or None when this process must
         train it, its stopped run's leftovers cleared."""
-        directory, ordinal = Path(cfg.out_dir), self.ordinal
+        directory, ordinal = Path(cfg.evaluation.out_dir), self.ordinal
         self.ordinal += 1
         if self.shard is not None and not self.shard.owns(ordinal):   # another shard's: loaded when in
             return self.finished(cfg, what, quiet=True) or PendingCell(cfg, ordinal, what)
@@ -245,13 +249,19 @@ class Cells:
             shutil.rmtree(directory)
         return None
 
+    def plan(self, cfg: TrainConfig):
+        """The cell's one plan: the job's packing loop, and its after-run warning where the
+        job does not note it in its table."""
+        plan = plan_run(self.pinned(cfg), job_cell=True)
+        return plan if self.late_warnings else dataclasses.replace(plan, late_warning=False)
+
     def train_alone(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell:
         """Train cell `cfg` by itself (its directory cleared by `ready`) and record it."""
-        directory = Path(cfg.out_dir)
+        directory = Path(cfg.evaluation.out_dir)
         self.progress.started(what)
         started = time.perf_counter()
         try:
-            run = train(plan_run(self.pinned(cfg), job_cell=True))   # the cell's one plan
+            run = train(self.plan(cfg))
         except TrainingInterrupted as stop:
             raise self.interrupted(stop, cfg, [what]) from None
         except Exception as err:
@@ -277,14 +287,14 @@ class Cells:
         for (cfg, _), run in zip(wanted, runs):
             if isinstance(run, Exception):
                 self.progress.finished(share)
-                out.append(self.record_failure(cfg, Path(cfg.out_dir), run))
+                out.append(self.record_failure(cfg, Path(cfg.evaluation.out_dir), run))
             else:
                 out.append(self.recorded(cfg, run, share, batched=len(wanted)))
         return out
 
     def recorded(self, cfg: TrainConfig, run: RunResult, seconds: float, batched: int = 1) -> RunResult:
         """A cell just trained, sealed with cell.json and read back from its files."""
-        directory = Path(cfg.out_dir)
+        directory = Path(cfg.evaluation.out_dir)
         write_record(directory / CELL_FILE, self.record(cfg, run, seconds, batched))
         self.progress.finished(seconds)
         self.check_packing(directory)
@@ -293,7 +303,7 @@ class Cells:
 
     def finished(self, cfg: TrainConfig, what: str, quiet: bool = False) -> RunResult | FailedCell | None:
         """Cell `cfg` loaded from its record when it has one that agrees (None: not finished)."""
-        directory = Path(cfg.out_dir)
+        directory = Path(cfg.evaluation.out_dir)
         try:
             record = read_cell(directory)
             if record is None:
@@ -324,7 +334,8 @@ class Cells:
             owner = self.shard.owner(missing[0].ordinal)
             state = shard_state(self.out, owner, self.shard.count)
             if state == "stopped":
-                raise ConfigError(f"shard {self.shard.name} needs cell {self.name(Path(missing[0].config.out_dir))} "
+                cell = self.name(Path(missing[0].config.evaluation.out_dir))
+                raise ConfigError(f"shard {self.shard.name} needs cell {cell} "
                                   f"of shard {owner}/{self.shard.count} to plan the cells after it, and that shard "
                                   f"stopped without it: run shard {owner}/{self.shard.count} again, then this one")
             if not said:
@@ -338,7 +349,7 @@ class Cells:
     def pinned(self, cfg: TrainConfig) -> TrainConfig:
         """`cfg` running the job's packing loop (`local_replicas="auto"` chooses it in the
         job's first cell only: see the module docstring)."""
-        if self.packing is None or cfg.local_replicas != "auto" or self.packing[0] == "single":
+        if self.packing is None or cfg.placement.local_replicas != "auto" or self.packing[0] == "single":
             return cfg
         return dataclasses.replace(cfg, local_replicas=self.packing[0])
 
@@ -363,8 +374,8 @@ class Cells:
 
         done, many = self.progress.done, len(whats) > 1
         where = (f"cells {done + 1}-{done + len(whats)} of {self.progress.total}, trained as one batch "
-                 f"({'; '.join(whats)}), at step {stop.step} of {cfg.steps}, which run" if many else
-                 f"cell {done + 1} of {self.progress.total} ({whats[0]}) at step {stop.step} of {cfg.steps}, which runs")
+                 f"({'; '.join(whats)}), at step {stop.step} of {cfg.optim.steps}, which run" if many else
+                 f"cell {done + 1} of {self.progress.total} ({whats[0]}) at step {stop.step} of {cfg.optim.steps}, which runs")
         return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in {where} again from "
                                     f"{'their' if many else 'its'} start on resume; the {done} finished "
                                     f"cell{'s' * (done != 1)} {'are' if done != 1 else 'is'} kept in {self.out}",
@@ -373,16 +384,17 @@ class Cells:
     def record(self, cfg: TrainConfig, run: RunResult, seconds: float, batched: int = 1) -> dict:
         """cell.json of a trained cell; `batched`: the cells of its batch (1: trained alone),
         `seconds` then its share of the batch's time."""
-        directory = Path(cfg.out_dir)
-        return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed, "strategy": cfg.strategy,
-                "options": cfg.strategy_options, "state_sha256": state_digest(run.state), "seconds": seconds,
-                "batched": batched, "files": file_digests(directory), "failed": None}
+        directory = Path(cfg.evaluation.out_dir)
+        return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.optim.seed,
+                "strategy": cfg.method.strategy, "options": cfg.method.strategy_options,
+                "state_sha256": state_digest(run.state), "seconds": seconds, "batched": batched,
+                "files": file_digests(directory), "failed": None}
 
     def record_failure(self, cfg: TrainConfig, directory: Path, err: Exception) -> FailedCell:
         step = getattr(err, "step", None)
         directory.mkdir(parents=True, exist_ok=True)
-        write_record(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.seed,
-                                           "strategy": cfg.strategy, "options": cfg.strategy_options,
+        write_record(directory / CELL_FILE, {"settings": settings_of(cfg), "code": self.code, "seed": cfg.optim.seed,
+                                           "strategy": cfg.method.strategy, "options": cfg.method.strategy_options,
                                            "state_sha256": None, "failed": str(err), "failed_step": step})
         self.check_packing(directory)
         return FailedCell(cfg, str(err), step)

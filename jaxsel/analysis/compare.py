@@ -24,10 +24,12 @@ import json
 from pathlib import Path
 
 from ..training.config import TrainConfig
+from ..training.job_builds import one_job
 from ..training.run_kinds import refuse_run
 from ..training.rundir import RESULTS_FILE, run_metrics_below
 from ..training.rundir.write import write_record
 from ..training.runlog import projected_cluster
+from ..training.sync_horizon import late_note
 from . import job
 from .attribution import attribute
 from .cells import Cells, PendingCell
@@ -62,6 +64,7 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                           resume=resume).rows
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
                    keep_states: bool = False, on_start=None, announce=None, plan=None,
@@ -76,7 +79,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
     seeds train as one batch (`Cells.get_all`), else one by one."""
     plan = plan if plan is not None else plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
-    base = dataclasses.replace(base, run_group=base.run_group or out.name)   # one dashboard group
+    base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)   # one dashboard group
 
     def begin(joining: bool):
         refuse_run(out)   # a `jaxsel train` run's directory (training/run_kinds.py)
@@ -87,7 +90,8 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        cells = Cells(out, progress, keep_states=keep_states, shard=shard, batch_cells=batch_cells)
+        cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False,   # noted in the table
+                      batch_cells=batch_cells)
         row_runs = run_rows(base, plan, seeds, out, cells)
         done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
                       lambda: write_results(row_runs, base, target, out))
@@ -160,12 +164,12 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
     matched row with the configuration of a row already trained (two adaptive rows with
     as many syncs, or an explicit local SGD row) shares that row's runs: the same
     configuration and seeds give the same runs, bit for bit."""
-    seed_list = list(range(base.seed, base.seed + seeds))
+    seed_list = list(range(base.optim.seed, base.optim.seed + seeds))
     trained: dict[str, RowRuns] = {}
 
     def train_row(variant, slug, where: str, optional: bool = False):
         """The row's runs, trained or loaded (None: an `optional` row a report finds unrecorded)."""
-        key = json.dumps([variant.name, variant.effective(base.strategy_options)], sort_keys=True, default=str)
+        key = json.dumps([variant.name, variant.effective(base.method.strategy_options)], sort_keys=True, default=str)
         if optional and cells.load_only and key not in trained and not (out / slug).exists():
             return None
         if key in trained:
@@ -206,16 +210,9 @@ def settle_rows(base, rows: list[RowRuns], cells: Cells) -> list:
     return missing
 
 
-def built_once(base, row: RowRuns):
-    """The strategy `row`'s runs train with, built once for the row's label and record."""
-    if row.strategy is None:
-        row.strategy = built(base, row.variant)
-    return row.strategy
-
-
 def label(base, row: RowRuns) -> None:
     """A row's label, from how its first run built the strategy."""
-    facts = order_facts(built_once(base, row))
+    facts = order_facts(built(base, row.variant))   # as the plan built it for the job (job_builds.py)
     row.label = row.variant.label(row.runs[0].final["strategy"], facts.get("sync_order", ""))
 
 
@@ -235,12 +232,13 @@ def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> 
         if runs is None:
             skip()
         else:
-            out.append(dataclasses.replace(runs, label=same_order_label(same, base.steps, row.variant.entry),
+            out.append(dataclasses.replace(runs, label=same_order_label(same, base.optim.steps, row.variant.entry),
                                            matched_to=row))
     twin = matched_variant(row.variant, mean_syncs(row))
     syncs = twin.options["syncs"]
     runs = train_row(twin, matched_slug(syncs, slug), f"{where}, matched baseline]")
-    out.append(dataclasses.replace(runs, label=matched_label(syncs, base.steps, row.variant.entry), matched_to=row))
+    out.append(dataclasses.replace(runs, label=matched_label(syncs, base.optim.steps, row.variant.entry),
+                                   matched_to=row))
     return out
 
 
@@ -263,6 +261,9 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
+        if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
+            row["late_note"] = late_note(run.label, built(base, run.variant),
+                                         {x.config.optim.seed: x.records for x in run.runs}, base.optim.steps)
         row.update(order_row(base, run))
     attribute(base, row_runs, rows)
     return rows
@@ -271,7 +272,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
 def order_row(base: TrainConfig, row: RowRuns) -> dict:
     """Which order the row's syncs ran in; for a budget-matched row, its schedule and
     which baseline it is (the same method, or local SGD averaging after the update)."""
-    strategy = built_once(base, row)
+    strategy = built(base, row.variant)
     facts = order_facts(strategy)
     if row.matched_to is not None:
         facts.update(baseline_trigger=baseline_trigger(strategy),
@@ -283,7 +284,7 @@ def network_label(cfg: TrainConfig) -> str:
     """What the projection ran on, for tables and plots: the --project-network as given,
     or both networks of a two-level cluster."""
     cluster = projected_cluster(cfg)
-    return cluster.label(cfg.replicas) if cluster.two_level else cfg.project_network
+    return cluster.label(cfg.placement.replicas) if cluster.two_level else cfg.projection.project_network
 
 
 def significance_row(row: RowRuns, result: dict) -> dict:

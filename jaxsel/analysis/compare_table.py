@@ -80,14 +80,18 @@ def has_bsp(rows: list[dict]) -> bool:
     return any(r.get("entry", r["strategy"]) == "bsp" for r in rows)
 
 
-def format_table(rows: list[dict]) -> str:
-    """The comparison as text: the table, its legend, the notes, the verdicts."""
+def format_table(rows: list[dict], legend_and_notes: bool = True) -> str:
+    """The comparison as text: the table, its legend, the notes, the verdicts (without the
+    legend, the notes and the verdicts' footnote: the samples README and docs/COMPARE.md
+    quote, docs/quoted_figures.py)."""
     lines = table(rows)
-    lines += _wrap(legend(rows))
-    lines += [line for note in notes(rows) for line in _wrap(f"note: {note}", indent="      ")]
+    if legend_and_notes:
+        lines += _wrap(legend(rows))
+        lines += [line for note in notes(rows) for line in _wrap(f"note: {note}", indent="      ")]
     pairs = matched_pairs(rows)
     if pairs:
-        lines += ["", *[line for a, m in pairs for line in _wrap(verdict(a, m))], *_wrap(f"({BEYOND_SPREAD})")]
+        lines += ["", *[line for a, m in pairs for line in _wrap(verdict(a, m))],
+                  *(_wrap(f"({BEYOND_SPREAD})") if legend_and_notes else [])]
     lines += [line for text in attribution_lines(rows) for line in ["", *_wrap(text)]]
     return "\n".join(lines)
 
@@ -133,7 +137,7 @@ def legend(rows: list[dict]) -> str:
 
 def notes(rows: list[dict]) -> list[str]:
     """The notes under the table, one sentence each (printed after "note: ", wrapped)."""
-    out = [r[key] for key in ("warmup_note", "quiet_note") for r in rows if r.get(key)]
+    out = [r[key] for key in ("warmup_note", "quiet_note", "late_note") for r in rows if r.get(key)]
     measured = measured_note(rows)
     return [*correlation_note(rows), *out, *(sync_note(m, a) for a, m in matched_pairs(rows)),
             *([measured] if measured else [])]

@@ -10,6 +10,12 @@ derived_points.json before such a point runs). `frontier_report.py` turns the ce
 method's accuracy-against-MB curve and Pareto front, the verdict table at the budget
 levels, and frontier.json, frontier.md and frontier.png.
 
+Each adaptive, trigger-based point (SelSync at any delta, in either order, with or without
+`max_local`) is followed by its same-order baseline (`matched_budget.same_order_variant`):
+the same method with only its trigger replaced by a spread schedule of exactly as many
+syncs (the point's mean over seeds, rounded), run on the same seeds, as `jaxsel compare`
+runs it; the report says per budget whether the selection beat that schedule (issue 58).
+
 The job is the comparison's kind of long job: locked while it runs, recorded in job.json,
 resumable (`resume`) without running a finished cell again, and `report_frontier` makes
 its files again from the records. A cell that stops on a non-finite loss is recorded as
@@ -25,15 +31,17 @@ from pathlib import Path
 from ..core.options import OptionError
 from ..strategies.traits import traits_of
 from ..training.config import ConfigError, TrainConfig
-from ..training.rundir import METRICS_FILE
-from ..training.rundir.write import write_record as write_json
+from ..training.job_builds import one_job
+from ..training.rundir import DERIVED_FILE, FRONTIER_FILE, FRONTIER_TABLE, METRICS_FILE, TASK_FILE
+from ..training.rundir.job_files import TASK, write_job_file
 from . import job
 from .cells import Cells, FailedCell
 from .compare import config_from_settings, unique_slugs
-from .frontier_points import DERIVED_FILE, fired, points_for, significance_of, stand_in
-from .frontier_report import REFERENCE, TASK_FILE, write_frontier
+from .frontier_points import fired, points_for, significance_of, stand_in
+from .frontier_report import REFERENCE, write_frontier
+from .matched_budget import built, is_adaptive, same_order_label, same_order_slug, same_order_variant
 from .progress import Progress
-from .seed_grid import check_seeds
+from .seed_grid import check_seeds, synced_steps
 from .shard import Shard, finish, job_held
 from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
 
@@ -53,6 +61,7 @@ class FrontierPlan:
     left_out: list[str]
     given: list[str] = dataclasses.field(default_factory=list)   # methods whose points --grid gave
     unfit: list[str] = dataclasses.field(default_factory=list)
+    same_order: bool = True   # each adaptive point followed by its same-order baseline (off: jobs before it)
 
     @property
     def variants(self) -> list[Variant]:
@@ -113,14 +122,14 @@ def _fitting(base: TrainConfig, declared: list[Variant], unfit: list[str]) -> li
     plan's full check (`check_variants`) judges; points given with --grid are the user's and
     stay errors."""
     from ..training.config import check_config
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     task = dataclasses.replace(base, strategy_options={})
     kept = []
     for v in declared:
         try:
             check_config(row_config(task, stand_in(v)))
-            configured_strategy(row_config(task, stand_in(v)))
+            strategy_of(row_config(task, stand_in(v)))
         except (ConfigError, OptionError, ValueError) as err:
             unfit.append(f"{v.entry} ({err})")
             continue
@@ -151,12 +160,13 @@ def check_levels(levels) -> tuple[float, ...]:
 def job_settings(base: TrainConfig, plan: FrontierPlan, seeds: int, levels) -> dict:
     return {"base": job.settings_of(base), "points": [[m, [v.entry for v in vs]] for m, vs in plan.methods.items()],
             "left_out": plan.left_out, "given": plan.given, "seeds": seeds, "levels": list(levels),
-            **({"unfit": plan.unfit} if plan.unfit else {})}   # absent when empty: older jobs resume
+            **({"unfit": plan.unfit} if plan.unfit else {}),   # absent when empty: older jobs resume
+            **({"same_order": True} if plan.same_order else {})}
 
 
 def held(out: Path) -> list[str]:
     """What of a frontier `out` holds: its files and runs (relative paths)."""
-    files = [out / n for n in ("frontier.json", "frontier.md", TASK_FILE, DERIVED_FILE)]
+    files = [out / n for n in (FRONTIER_FILE, FRONTIER_TABLE, TASK_FILE, DERIVED_FILE)]
     return [str(p.relative_to(out)) for p in [*files, *sorted(out.glob(f"*/seed*/{METRICS_FILE}"))] if p.is_file()]
 
 
@@ -169,6 +179,7 @@ def task_file(base: TrainConfig) -> dict:
     return {k: v for k, v in job.settings_of(base).items() if k not in PER_CELL}
 
 
+@one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
                  levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None,
                  shard: Shard | None = None, batch_cells: bool = True) -> dict | None:
@@ -177,17 +188,17 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
     `batch_cells`: a point's seeds train as one batch, else one by one)."""
     levels = check_levels(levels)
     out = Path(out_dir)
-    base = dataclasses.replace(base, run_group=base.run_group or out.name)
+    base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)
 
     def begin(joining: bool):
         job.begin(out, "frontier", job_settings(base, plan, seeds, levels), resume=resume or joining,
                   held=held(out))
-        write_json(out / TASK_FILE, task_file(base))
+        write_job_file(out, TASK, task_file(base))
 
     with job_held(out, "frontier directory", shard, begin):
         if on_start is not None:
             on_start()
-        progress = Progress(len(plan.variants) * seeds, announce)
+        progress = Progress(planned_cells(base, plan, seeds), announce)
         cells = Cells(out, progress, tolerate_faults=True, shard=shard, batch_cells=batch_cells)
         points = run_points(base, plan, seeds, out, cells)
         missing = []
@@ -208,8 +219,9 @@ def report_frontier(out: Path) -> dict:
     settings = recorded["settings"]
     base = config_from_settings(settings["base"])
     plan = FrontierPlan({m: [parse_entry(e) for e in entries] for m, entries in settings["points"]},
-                        settings["left_out"], settings["given"], settings.get("unfit", []))
-    progress = Progress(len(plan.variants) * settings["seeds"])
+                        settings["left_out"], settings["given"], settings.get("unfit", []),
+                        settings.get("same_order", False))
+    progress = Progress(planned_cells(base, plan, settings["seeds"]))
     cells = run_points(base, plan, settings["seeds"], out, Cells(out, progress, load_only=True,
                                                                  code=recorded["code"]))
     return write_frontier(out, base, plan, cells, settings["seeds"], settings["levels"])
@@ -223,6 +235,8 @@ class Point:
     variant: Variant
     slug: str
     runs: list   # RunResult or FailedCell, seed order
+    label: str | None = None     # a same-order baseline's row name (else the variant's)
+    matches: str | None = None   # a same-order baseline's adaptive point (its entry)
 
     @property
     def failed(self) -> list[FailedCell]:
@@ -232,23 +246,71 @@ class Point:
 def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cells: Cells) -> list[Point]:
     """Every point's cells, method by method (plain BSP first), each point over the seeds; a
     derived point (`frontier_points`) runs as derived from plain BSP's runs, and one that
-    trains another point's configuration is not run again."""
+    trains another point's configuration is not run again. An adaptive point's same-order
+    baseline (`plan.same_order`) runs right after it."""
     slugs = unique_slugs(plan.variants)
     points: list[Point] = []
     derived = None
     planned = [(method, v) for method, vs in plan.methods.items() for v in vs]
     for i, ((method, variant), slug) in enumerate(zip(planned, slugs), 1):
+        where = f"[point {i} of {len(planned)}]"
+        baselined = plan.same_order and gets_baseline(base, variant)
         if fired(variant):
             derived = derived if derived is not None else points_for(out, base, plan.variants, _plain(points, cells))
             if derived[variant.entry]["same_as"] is not None:
-                cells.progress.skip(seeds)
+                cells.progress.skip(seeds * (1 + baselined))
                 continue
             variant = parse_entry(derived[variant.entry]["entry"])
-        runs = cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s),
-                               f"[point {i} of {len(planned)}] {variant.entry}, seed {s}")
-                              for s in range(base.seed, base.seed + seeds)])
-        points.append(Point(method, variant, slug, runs))
+        point = Point(method, variant, slug, point_runs(base, variant, slug, seeds, out, cells, where))
+        points.append(point)
+        if baselined:
+            baseline = same_order_point(base, point, seeds, out, cells, where, points)
+            if baseline is None:
+                cells.progress.skip(seeds)
+            else:
+                points.append(baseline)
     return points
+
+
+def point_runs(base: TrainConfig, variant: Variant, slug: str, seeds: int, out: Path, cells: Cells,
+               where: str) -> list:
+    """The point's cells, seed by seed, in `out`/`slug`/seed<s>."""
+    return cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}")
+                          for s in range(base.optim.seed, base.optim.seed + seeds)])
+
+
+def gets_baseline(base: TrainConfig, variant: Variant) -> bool:
+    """Whether the point is adaptive and trigger-based: one whose trigger a spread schedule
+    of as many syncs can replace (`same_order_variant`)."""
+    from ..strategies.triggered import Triggered
+
+    strategy = built(base, stand_in(variant))
+    return is_adaptive(strategy) and isinstance(strategy, Triggered)
+
+
+def planned_cells(base: TrainConfig, plan: FrontierPlan, seeds: int) -> int:
+    """The job's cells: every point's, and its same-order baseline's where it gets one."""
+    baselines = sum(gets_baseline(base, v) for v in plan.variants) if plan.same_order else 0
+    return (len(plan.variants) + baselines) * seeds
+
+
+def same_order_point(base: TrainConfig, point: Point, seeds: int, out: Path, cells: Cells, where: str,
+                     points: list[Point]) -> Point | None:
+    """Adaptive `point`'s same-order baseline, on the same seeds: its method with only the
+    trigger replaced by a spread schedule of its mean sync count over seeds, rounded
+    (`same_order_variant`, as `jaxsel compare` builds it). None where a seed of the point
+    failed (no count to match) or an earlier point already trains that configuration."""
+    point.runs = cells.need(point.runs)
+    if point.failed:
+        return None
+    mean = sum(synced_steps(r) for r in point.runs) / len(point.runs)
+    variant = same_order_variant(base, point.variant, mean)
+    if any(p.variant.entry == variant.entry for p in points):
+        return None
+    slug = same_order_slug(variant.options["trigger.syncs"], point.slug)
+    runs = point_runs(base, variant, slug, seeds, out, cells, f"{where} same-order baseline:")
+    return Point(variant.name, variant, slug, runs, same_order_label(variant, base.optim.steps, point.variant.entry),
+                 point.variant.entry)
 
 
 def _plain(points: list[Point], cells: Cells) -> list | None:

@@ -27,11 +27,11 @@ from ..core.budget import FIRES, fires_share
 from ..core.options import OptionError
 from ..core.triggers import Capped, Significance
 from ..training.config import ConfigError
-from ..training.rundir.write import write_record as write_json
+from ..training.rundir import DERIVED_FILE
+from ..training.rundir.job_files import DERIVED, read_job_file, write_job_file
 from .significance_stats import decisions, fraction_deltas, recorded_grad_norms, sync_fraction
 from .variants import Variant, entry_of, parse_entry, row_config
 
-DERIVED_FILE = "derived_points.json"
 #: a derived option's stand-in while the plan is checked: far from any delta a user sets
 PLACEHOLDER = 1e6
 
@@ -62,7 +62,7 @@ def stand_in(variant: Variant) -> Variant:
 def significance_of(base, variant: Variant) -> Significance:
     """The significance test a derived point's strategy runs (its delta a stand-in); a
     "fires:F" value anywhere but the delta of such a test is a one-line error."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     keys = set(fired(variant))
     refusal = OptionError(f"--strategies entry {variant.entry!r}: {FIRES}F gives the delta of SelSync's significance "
@@ -70,7 +70,7 @@ def significance_of(base, variant: Variant) -> Significance:
     if keys != {"delta"}:
         raise refusal
     try:
-        strategy = configured_strategy(row_config(base, stand_in(variant)))
+        strategy = strategy_of(row_config(base, stand_in(variant)))
     except ValueError as err:   # another option's: as check_variants says it
         raise OptionError(f"--strategies entry {variant.entry!r}: {err}") from None
     trigger = strategy.trigger.inner if isinstance(strategy.trigger, Capped) else strategy.trigger
@@ -87,7 +87,7 @@ def derive(base, variant: Variant, reference_runs: list) -> dict:
     values = np.concatenate([decisions(recorded_grad_norms(r.records), sig.window, sig.alpha, sig.statistic,
                                        sig.warmup).decided for r in reference_runs])
     if not len(values):
-        raise ConfigError(f"{variant.entry}: plain BSP's runs of {base.steps} steps end within the warm-up of "
+        raise ConfigError(f"{variant.entry}: plain BSP's runs of {base.optim.steps} steps end within the warm-up of "
                           f"{sig.warmup_steps} steps: no step to derive delta from; give the points with --grid")
     delta = float(f"{fraction_deltas(values, [share])[share]:.4g}")
     options = {k: delta if k == "delta" else v for k, v in variant.options.items()}
@@ -98,15 +98,15 @@ def derive(base, variant: Variant, reference_runs: list) -> dict:
 def derive_points(base, variants: list[Variant], reference_runs: list) -> dict[str, dict]:
     """Every derived variant's point, by its "fires:F" entry; one that trains what an
     earlier point of the list trains is marked `same_as` that point's entry."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
     out: dict[str, dict] = {}
-    built = [(v.entry, configured_strategy(row_config(base, v))) for v in variants if not fired(v)]
+    built = [(v.entry, strategy_of(row_config(base, v))) for v in variants if not fired(v)]
     for v in variants:
         if not fired(v):
             continue
         point = derive(base, v, reference_runs)
-        strategy = configured_strategy(row_config(base, parse_entry(point["entry"])))
+        strategy = strategy_of(row_config(base, parse_entry(point["entry"])))
         point["same_as"] = next((entry for entry, other in built if other == strategy), None)
         built.append((v.entry, strategy))
         out[v.entry] = point
@@ -116,18 +116,14 @@ def derive_points(base, variants: list[Variant], reference_runs: list) -> dict[s
 def recorded_points(out: Path, variants: list[Variant]) -> dict[str, dict] | None:
     """derived_points.json's points (None when it is not there yet); a file that does not
     hold exactly the plan's derived entries is refused."""
-    path = out / DERIVED_FILE
-    if not path.is_file():
+    record = read_job_file(out, DERIVED, "remove it to derive them again")
+    if record is None:
         return None
-    try:
-        points = json.loads(path.read_text())["points"]
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path} is not a record of derived points ({err}); remove it to derive them again") \
-            from None
+    points = record["points"]
     wanted = sorted(v.entry for v in variants if fired(v))
     if sorted(points) != wanted:
-        raise ConfigError(f"{path} records the points {sorted(points)}, the frontier derives {wanted}; remove it to "
-                          f"derive them again")
+        raise ConfigError(f"{DERIVED.path(out)} records the points {sorted(points)}, the frontier derives {wanted}; "
+                          f"remove it to derive them again")
     return points
 
 
@@ -151,8 +147,8 @@ def points_for(out: Path, base, variants: list[Variant], reference_runs: list | 
                               f"but plain BSP's runs derive delta {points[differs]['delta']}; it was edited or made by "
                               f"other runs: remove it to derive the points again")
         return recorded
-    write_json(out / DERIVED_FILE, {"about": "each fires:F point's delta: the one that fires on a share F of the "
-                                             "post-warm-up steps of plain BSP's runs (their seeds pooled), with "
-                                             "the point's own statistic, window, alpha and warm-up",
-                                    "points": points})
+    write_job_file(out, DERIVED, {"about": "each fires:F point's delta: the one that fires on a share F of the "
+                                           "post-warm-up steps of plain BSP's runs (their seeds pooled), with "
+                                           "the point's own statistic, window, alpha and warm-up",
+                                  "points": points})
     return points

@@ -17,7 +17,11 @@ local SGD point that syncs exactly as often (`localsgd:syncs=K`, `jaxsel compare
 budget-matched baseline) where the frontier has one, else against local SGD's most
 accurate point within the adaptive point's MB. The verdict table answers "which method is
 best at this budget"; this table answers "did the adaptive choice of steps beat periodic
-averaging at its own budget", SelSync's paper's claim.
+averaging at its own budget", SelSync's paper's claim. Its same-order baseline (the
+frontier runs one after each adaptive, trigger-based point: `frontier.same_order_point`)
+asks the question without the averaging order in it: per budget (each point's sync share),
+did the selection beat the same method on a fixed schedule of as many syncs beyond the
+seed spread (`selection_sentence`, which says so plainly where it did nowhere)?
 """
 from __future__ import annotations
 
@@ -25,9 +29,11 @@ import shlex
 from pathlib import Path
 
 from ..strategies.traits import traits_of
-from ..strategies.triggered import TriggeredStrategy
+from ..strategies.triggered import ORDERS, TriggeredStrategy
 from ..training.numbers import significant
-from ..training.rundir.write import write_record as write_json, write_text
+from ..training.rundir import FRONTIER_PICTURE, FRONTIER_TABLE, TASK_FILE
+from ..training.rundir.job_files import FRONTIER, write_job_file
+from ..training.rundir.write import write_text
 from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front
@@ -38,26 +44,28 @@ from .variants import entry_of
 #: the method whose bytes the budget levels are shares of (its plain configuration always runs)
 REFERENCE = "bsp"
 #: the frontier's task as `jaxsel compare --config` reads it, beside frontier.json
-TASK_FILE = "task.json"
 #: the periodic method an adaptive point is judged against at its own budget
 BASELINE = "localsgd"
+#: the knob of the frontier's same-order baselines, as the picture's legend names it
+SAME_ORDER_KNOB = "same-order baselines: spread schedules matched to the adaptive points"
 
 
 def point_figures(point, base_options: dict) -> dict:
     """A point's seed means and each seed's figures (no figures where a seed failed)."""
     v = point.variant
     out = {"method": point.method, "entry": v.entry, "options": dict(v.options), "dir": point.slug,
-           "command_entry": entry_of(v.name, v.effective(base_options))}
+           "command_entry": entry_of(v.name, v.effective(base_options)),
+           **({"matches": point.matches} if point.matches else {})}
     if point.failed:
         f = point.failed[0]
-        return {**out, "label": v.label(v.name), "failed": f"seed {f.config.seed}: {f.error}"}
+        return {**out, "label": point.label or v.label(v.name), "failed": f"seed {f.config.optim.seed}: {f.error}"}
     runs = point.runs
     acc, acc_std = mean_std([r.final["final_test_accuracy"] for r in runs])
     mb, mb_std = mean_std([r.final["bytes_allreduced"] / 1e6 for r in runs])
-    return {**out, "label": v.label(runs[0].final["strategy"]), "failed": None,
+    return {**out, "label": point.label or v.label(runs[0].final["strategy"]), "failed": None,
             "mb": mb, "mb_std": mb_std, "accuracy": acc, "accuracy_std": acc_std,
             "sync_fraction": mean_std([r.final["sync_fraction"] for r in runs])[0],
-            "per_seed": [{"seed": r.config.seed, "accuracy": r.final["final_test_accuracy"],
+            "per_seed": [{"seed": r.config.optim.seed, "accuracy": r.final["final_test_accuracy"],
                           "mb": r.final["bytes_allreduced"] / 1e6, "syncs": synced_steps(r),
                           "sync_fraction": r.final["sync_fraction"], "wall_time_s": r.final["wall_time_s"]}
                          for r in runs]}
@@ -113,7 +121,8 @@ def own_budget(figures: list[dict], adaptive: set[str]) -> list[dict]:
         against = matched[0] if matched else max(within, key=lambda b: (b["accuracy"], -b["mb"]), default=None)
         row = {"point": f, "syncs": syncs, "baseline": against, "how": "matched" if matched else "within its MB",
                **lead(f, against)}
-        same = next((s for s in ok if is_same_order(s, f, syncs)), None)
+        same = next((s for s in ok if s.get("matches") == f["entry"]), None) or \
+            next((s for s in ok if is_same_order(s, f, syncs)), None)
         row["same_order"] = None if same is None else {"baseline": same, **lead(f, same)}
         rows.append(row)
     return rows
@@ -133,9 +142,35 @@ def is_same_order(s: dict, f: dict, syncs: int) -> bool:
     """Whether point `s` is adaptive point `f`'s same-order baseline: `triggered` on a
     spread of exactly its `syncs`, averaging in its order (`matched_budget.same_order_variant`,
     given with --grid)."""
-    o, order = s.get("options") or {}, (f.get("options") or {}).get("sync", TriggeredStrategy.sync)
+    o, mine = s.get("options") or {}, f.get("options") or {}
     return (s["method"] == TriggeredStrategy.name and o.get("trigger") == "spread" and o.get("trigger.syncs") == syncs
-            and o.get("sync", TriggeredStrategy.sync) == order)
+            and o.get("sync", TriggeredStrategy.sync) == mine.get("sync", TriggeredStrategy.sync)
+            and bool(o.get("sync_opt_state")) == bool(mine.get("sync_opt_state")))
+
+
+def selection_sentence(rows: list[dict]) -> str | None:
+    """Per budget (each adaptive point with a same-order baseline), whether the selection
+    beat its fixed schedule beyond the seed spread, in plain words; where it did nowhere,
+    that first. None where no point has such a baseline."""
+    judged = [r for r in rows if r.get("same_order")]
+    if not judged:
+        return None
+    standings = [standing(r["same_order"]) for r in judged]
+    better = [r for r, s in zip(judged, standings) if s == "better beyond the seed spread"]
+    worse = [r for r, s in zip(judged, standings) if s == "worse beyond the seed spread"]
+    one_seed = sum(s.startswith("one seed") for s in standings)
+    n = len(judged)
+    if one_seed == n:
+        return (f"Selection against its fixed schedule of as many syncs: one seed at all {n} budgets, no spread to "
+                f"judge by.")
+    head = (f"Selection beat its fixed schedule of as many syncs (same method, same order) beyond the seed spread at "
+            f"{len(better)} of {n} budgets: {_budgets(better)}." if better else
+            f"Nowhere did selection beat its fixed schedule of as many syncs (same method, same order) beyond the seed "
+            f"spread: at none of {n} budgets.")
+    rest = f" It lost to it beyond the spread at {len(worse)}: {_budgets(worse)}." if worse else ""
+    within = n - len(better) - len(worse) - one_seed
+    return head + rest + (f" Within the spread at {within}." if within else "") + \
+        (f" One seed at {one_seed}." if one_seed else "")
 
 
 def standing(row: dict) -> str:
@@ -152,6 +187,11 @@ def standing(row: dict) -> str:
 def _pm(f: dict) -> str:
     std = f["accuracy_std"]
     return significant(f["accuracy"]) + ("" if std is None else f" ± {significant(std, 2)}")
+
+
+def _signed(x: float) -> str:
+    """A lead with its sign, to 2 significant digits ("+0.012", "-0.3")."""
+    return ("+" if x > 0 else "") + significant(x, 2)
 
 
 def _share(level: float) -> str:
@@ -178,19 +218,22 @@ def task_line(cfg) -> str:
     """The task in one line, for titles."""
     from ..training.lr_schedule import describe_lr_schedule
 
-    part = cfg.partition + (" + injection" if cfg.partition_options.get("injection") else "")
-    return (f"{cfg.dataset} / {cfg.model}, {cfg.replicas} replicas x batch {cfg.batch_size}, {cfg.steps} steps, "
-            f"partition {part}, {cfg.optimizer} lr {cfg.lr:g} ({describe_lr_schedule(cfg.lr_schedule, cfg.steps)})")
+    data, optim = cfg.data, cfg.optim
+    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
+    return (f"{data.dataset} / {optim.model}, {cfg.placement.replicas} replicas x batch {optim.batch_size}, "
+            f"{optim.steps} steps, partition {part}, {optim.optimizer} lr {optim.lr:g} "
+            f"({describe_lr_schedule(optim.lr_schedule, optim.steps)})")
 
 
 def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> dict:
     """frontier.json, frontier.md and frontier.png in `out`; returns frontier.json's value."""
     from ..strategies import STRATEGIES
 
-    figures = [point_figures(p, base.strategy_options) for p in points]
+    figures = [point_figures(p, base.method.strategy_options) for p in points]
     knobs = {m: ("given with --grid" if m in plan.given or traits_of(STRATEGIES[m]).budget is None
                  else traits_of(STRATEGIES[m]).budget.knob)
              for m in plan.methods}
+    knobs.update({p.method: SAME_ORDER_KNOB for p in points if p.matches and p.method not in plan.methods})
     curves = method_curves(figures, knobs)
     adaptive = {f["entry"] for p, f in zip(points, figures) if _adaptive(base, p.variant)}
     reference = next(f for f in figures if f["method"] == REFERENCE and not f["options"])
@@ -198,25 +241,26 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
         raise ValueError(f"plain BSP, the reference of the budget levels, failed ({reference['failed']}); "
                          f"lower --lr or set --clip-norm")
     result = {"setting": task_line(base),
-              "seeds": list(range(base.seed, base.seed + seeds)), "levels": list(levels),
+              "seeds": list(range(base.optim.seed, base.optim.seed + seeds)), "levels": list(levels),
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
               "own_budget": own_budget(figures, adaptive),
               "left_out": plan.left_out, "unfit": plan.unfit, "failed": [f for f in figures if f["failed"]],
               "derived": recorded_points(out, plan.variants) or {},
               "beyond_spread": BEYOND_SPREAD, "task_file": TASK_FILE}
-    write_json(out / "frontier.json", result)
-    plot_frontier(result, out / "frontier.png")
-    write_text(out / "frontier.md", markdown(result, out))
+    result["selection"] = selection_sentence(result["own_budget"])
+    write_job_file(out, FRONTIER, result)
+    plot_frontier(result, out / FRONTIER_PICTURE)
+    write_text(out / FRONTIER_TABLE, markdown(result, out))
     return result
 
 
 def _adaptive(base, variant) -> bool:
     """Whether the point's strategy decides during the run which steps sync."""
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
     from .variants import row_config
 
-    return is_adaptive(configured_strategy(row_config(base, variant)))
+    return is_adaptive(strategy_of(row_config(base, variant)))
 
 
 MARKERS = "osD^vPX*<>"
@@ -344,14 +388,32 @@ def own_budget_lines(rows: list[dict]) -> list[str]:
         theirs = ["-", "-", "-", "-"] if b is None else [b["label"], row["how"], significant(b["mb"]), _pm(b)]
         lines.append("| " + " | ".join([f["label"], significant(f["mb"]), significant(f["sync_fraction"]), _pm(f),
                                         *theirs, standing(row)]) + " |")
-    same = [(row["point"], row["same_order"]) for row in rows if row.get("same_order")]
+    same = sorted((row for row in rows if row.get("same_order")), key=same_order_key)
     if same:
-        lines += ["", "The same points against the same method on a fixed schedule of as many syncs, averaging in "
-                      "its own order (what the selection itself does):", "",
-                  "| point | same-order schedule | test acc | the point is |", "|---|---|---|---|"]
-        lines += [f"| {f['label']} | {m['baseline']['label']} | {_pm(m['baseline'])} | {standing(m)} |"
-                  for f, m in same]
+        lines += ["", "## Does selection beat a fixed schedule?", "",
+                  "Each adaptive point against the same method on a fixed schedule of as many syncs (evenly spread, "
+                  "its forced warm-up first), averaging in its own order: what the selection itself does, per budget "
+                  "(the point's sync fraction), grouped by order.", "",
+                  "| point | sync fraction | test acc | same-order schedule | test acc | lead | the selection is |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['point']['label']} | {significant(r['point']['sync_fraction'])} | {_pm(r['point'])} | "
+                  f"{r['same_order']['baseline']['label']} | {_pm(r['same_order']['baseline'])} | "
+                  f"{_signed(r['same_order']['lead'])} | {standing(r['same_order'])} |" for r in same]
+        lines += ["", selection_sentence(rows)]
     return lines
+
+
+def _budgets(rows: list[dict]) -> str:
+    """The rows' points, each with its budget (sync share) and its lead over its schedule."""
+    return "; ".join(f"{r['point']['label']} ({significant(100 * r['point']['sync_fraction'], 3)} % of steps, "
+                     f"{_signed(r['same_order']['lead'])})" for r in rows)
+
+
+def same_order_key(row: dict) -> tuple:
+    """Same-order rows by the baseline's order (its sync mode, optimizer state), then budget."""
+    o = row["same_order"]["baseline"].get("options") or {}
+    return (list(ORDERS).index(o.get("sync", TriggeredStrategy.sync)), bool(o.get("sync_opt_state")),
+            row["point"]["sync_fraction"])
 
 
 def derived_lines(derived: dict) -> list[str]:
@@ -384,5 +446,6 @@ def format_verdict(result: dict) -> str:
               f"{r['baseline']['label']} ({r['how']}) {_pm(r['baseline'])} on {significant(r['baseline']['mb'])} MB: "
               f"{standing(r)}") for r in result.get("own_budget") or []]
     own = ["", f"Adaptive points against {BASELINE} at their own budget:", *own] if own else []
+    selection = ["", result["selection"]] if result.get("selection") else []
     return "\n".join([*lines, "", *[row["sentence"] for row in result["verdict"]], f"({result['beyond_spread']}.)",
-                      *own])
+                      *own, *selection])

@@ -28,7 +28,8 @@ from pathlib import Path
 from ..training.config import PROCESS_LOCAL, ConfigError
 from ..training.rundir import CACHE_DIR, CACHE_SEAL, JOB_FILE
 from ..training.rundir.links import refuse_links
-from ..training.rundir.records import Found, Record, read_record
+from ..training.rundir.job_files import JOB, read_job_file, write_job_file
+from ..training.rundir.records import read_record
 from ..training.rundir.write import jsonable, write_record
 
 #: a run's settings that change neither its trajectory nor its figures: where and how it
@@ -87,26 +88,8 @@ def first_difference(recorded, current, where: str = "") -> str | None:
     return None
 
 
-def read_json(path: Path, remedy: str) -> Record:
-    """A job's or a cell's JSON record as the home reads it: a value, or missing; one that is
-    not JSON is a ConfigError saying `remedy`, one the OS cannot read its OSError."""
-    read = read_record(path, object)
-    if read.found is Found.UNREADABLE:
-        raise read.error
-    if read.found in (Found.NOT_TEXT, Found.NOT_JSON):
-        raise ConfigError(f"{path} is not valid JSON ({read.error}); {remedy}")
-    return read
-
-
 def read_job(out: Path) -> dict | None:
-    path = out / JOB_FILE
-    read = read_json(path, "it cannot be resumed or reported")
-    if not read.ok:
-        return None
-    job = read.value
-    if not isinstance(job, dict) or not {"kind", "settings", "code"} <= set(job):
-        raise ConfigError(f"{path} is not a job record (kind, settings, code); it cannot be resumed or reported")
-    return job
+    return read_job_file(out, JOB, "it cannot be resumed or reported")
 
 
 #: what a job's directory is called in messages
@@ -140,8 +123,8 @@ def begin(out: Path, kind: str, settings: dict, *, resume: bool, held: list[str]
     settings = json.loads(json.dumps(jsonable(settings), sort_keys=True))
     recorded = check_start(out, kind, resume=resume, held=held)
     if recorded is None:
-        write_record(out / JOB_FILE, {"kind": kind, "settings": settings, "code": code_identity(),
-                                    "command": shlex.join(sys.argv)})
+        write_job_file(out, JOB, {"kind": kind, "settings": settings, "code": code_identity(),
+                                  "command": shlex.join(sys.argv)})
     else:
         check_job(recorded, out, kind, settings)
 

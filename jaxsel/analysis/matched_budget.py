@@ -61,7 +61,7 @@ def same_order_variant(base, adaptive: Variant, target_syncs: float) -> Variant 
     trigger-based strategy (a composition's levels each have their own)."""
     k = matched_syncs(target_syncs)
     return with_trigger(base, adaptive, lambda strategy: {
-        "trigger": "spread", "trigger.syncs": k, "trigger.steps": base.steps,
+        "trigger": "spread", "trigger.syncs": k, "trigger.steps": base.optim.steps,
         "trigger.warmup": min(k, forced_warmup(strategy.trigger))})
 
 
@@ -74,16 +74,16 @@ def with_trigger(base, adaptive: Variant, trigger, **changes) -> Variant | None:
     if not isinstance(strategy, Triggered):
         return None
     defaults = {f.name: f.default for f in dataclasses.fields(TriggeredStrategy)}
-    kept = {**same_sync(strategy, adaptive.effective(base.strategy_options)), **changes}
+    kept = {**same_sync(strategy, adaptive.effective(base.method.strategy_options)), **changes}
     options = {**trigger(strategy), **{k: v for k, v in kept.items() if v != defaults.get(k)}}
     return Variant(TriggeredStrategy.name, options, entry_of(TriggeredStrategy.name, options))
 
 
 def built(base, variant: Variant):
-    """The strategy one run of `variant` trains with."""
-    from ..training.run import configured_strategy
+    """The strategy one run of `variant` trains with, as the plan builds it."""
+    from ..training.plan import strategy_of
 
-    return configured_strategy(row_config(base, variant))
+    return strategy_of(row_config(base, variant))
 
 
 def forced_warmup(trigger) -> int:

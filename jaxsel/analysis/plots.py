@@ -118,17 +118,18 @@ def label(row) -> str:
 def setting(row) -> str:
     """One line naming the task, for figure titles."""
     c = row.runs[0].config
-    part = c.partition + (" + injection" if c.partition_options.get("injection") else "")
-    seeds = [r.config.seed for r in row.runs]
+    data, optim = c.data, c.optim
+    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
+    seeds = [r.config.optim.seed for r in row.runs]
     over = f", seeds {seeds[0]}-{seeds[-1]} (mean, band: min-max)" if len(seeds) > 1 else f", seed {seeds[0]}"
-    return (f"{c.dataset} / {c.model}, {c.replicas} replicas x batch {c.batch_size}, {part}, "
-            f"{describe_lr_schedule(c.lr_schedule, c.steps)}{over}")
+    return (f"{data.dataset} / {optim.model}, {c.placement.replicas} replicas x batch {optim.batch_size}, {part}, "
+            f"{describe_lr_schedule(optim.lr_schedule, optim.steps)}{over}")
 
 
 def lr_milestones(row) -> list[int]:
     cfg = row.runs[0].config
-    kind, milestones, _ = parse_lr_schedule(cfg.lr_schedule)
-    return milestone_steps(milestones, cfg.steps) if kind == "milestones" else []
+    kind, milestones, _ = parse_lr_schedule(cfg.optim.lr_schedule)
+    return milestone_steps(milestones, cfg.optim.steps) if kind == "milestones" else []
 
 
 def mark_milestones(ax, row) -> None:

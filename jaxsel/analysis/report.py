@@ -8,7 +8,6 @@ method that wins on a laptop but loses on 10 GbE (or the reverse) is visible at 
 from __future__ import annotations
 
 import inspect
-import json
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,8 @@ import numpy as np
 from ..costmodel import Cluster, get_network, project_run
 from ..data.paths import writable_dir
 from ..training.numbers import significant
-from ..training.rundir import METRICS_FILE, RESULTS_FILE
-from ..training.rundir.write import write_text
+from ..training.rundir import METRICS_FILE, REPORT_PICTURE, RESULTS_FILE
+from ..training.rundir.job_files import REPORT, write_job_file
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from .significance_reach import CALIBRATION_CAVEAT, CALIBRATION_HEAD, calibration_line
 
@@ -167,15 +166,14 @@ def report(run_dir, networks=("10gbe",), stragglers=None, compute_s: float | Non
     base = Path(run_dir)
     png = picture_path(out, base)
     _plot(runs, networks, stragglers, png, base)
-    write_text(base / "report.json", json.dumps({"networks": networks, "stragglers": stragglers,
-                                                  "compute_s": compute_s, "gpus_per_host": gpus_per_host,
-                                                  "intra_network": intra_network, "target": target,
-                                                  "runs": rows}, indent=2))
+    written = write_job_file(base, REPORT, {"networks": networks, "stragglers": stragglers, "compute_s": compute_s,
+                                            "gpus_per_host": gpus_per_host, "intra_network": intra_network,
+                                            "target": target, "runs": rows})
     where = "" if gpus_per_host == 1 else \
         f"\nprojected on hosts of {gpus_per_host} replicas ({clusters[networks[0]].intra.name} inside, the network between)"
     lines = [n for n in (calibration_line(r["name"], r["records"]) for r in runs) if n]
     calibration = "\n".join(["", CALIBRATION_HEAD, *lines, CALIBRATION_CAVEAT]) if lines else ""
-    return _table(rows, networks, target) + where + calibration + f"\n\nwrote {png} and {base / 'report.json'}"
+    return _table(rows, networks, target) + where + calibration + f"\n\nwrote {png} and {written}"
 
 
 def picture_path(out, run_dir: Path) -> Path:
@@ -183,10 +181,10 @@ def picture_path(out, run_dir: Path) -> Path:
     DIR/report.png for an existing directory, OUT.png for a name without a suffix (the
     format matplotlib would pick, and the name it would write, unasked)."""
     if not out:
-        return run_dir / "report.png"
+        return run_dir / REPORT_PICTURE
     path = Path(out)
     if path.is_dir():
-        return path / "report.png"
+        return path / REPORT_PICTURE
     return path if path.suffix else path.with_name(path.name + ".png")
 
 

@@ -17,7 +17,6 @@ import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -34,7 +33,6 @@ class RowRuns:
     runs: list[RunResult]
     label: str = ""                    # set once the first run says how it built the strategy
     matched_to: "RowRuns | None" = None   # a budget-matched row: the adaptive row it matches
-    strategy: Any = None               # the strategy its runs train with, once a label or record asked (`built_once`)
 
 
 def check_seeds(base, seeds: int) -> None:
@@ -43,8 +41,8 @@ def check_seeds(base, seeds: int) -> None:
 
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
-    if base.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
-        raise ConfigError(f"seeds {seeds} from seed {base.seed} pass the largest seed {MAX_SEED}")
+    if base.optim.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
+        raise ConfigError(f"seeds {seeds} from seed {base.optim.seed} pass the largest seed {MAX_SEED}")
 
 
 def mean_std(values) -> tuple[float | None, float | None]:
@@ -88,12 +86,12 @@ def per_seed(run: RunResult, goal) -> dict:
     from .time_to_accuracy import time_to_target
 
     f = run.final
-    return {"seed": run.config.seed, "final_test_accuracy": f["final_test_accuracy"],
+    return {"seed": run.config.optim.seed, "final_test_accuracy": f["final_test_accuracy"],
             "final_test_loss": f["final_test_loss"], "sync_fraction": f["sync_fraction"],
             "syncs": synced_steps(run), "bytes_allreduced": f["bytes_allreduced"],
             "replica_accuracy": f.get("replica_accuracy"), "mean_correlation": f.get("mean_correlation"),
             "wall_time_s": f["wall_time_s"],
-            "projected_time_s": f["projected_time_s"], "run_dir": run.config.out_dir,
+            "projected_time_s": f["projected_time_s"], "run_dir": run.config.evaluation.out_dir,
             **time_to_target(run.evals, goal.accuracy)}
 
 
@@ -107,7 +105,7 @@ def row_result(row: RowRuns, goal, network: str) -> dict:
     mean = lambda key: mean_std([s[key] for s in seeds])[0]
     acc, acc_std = mean_std([s["final_test_accuracy"] for s in seeds])
     out = {"strategy": row.label, "name": row.variant.name, "entry": row.variant.entry,
-           "options": dict(first.config.strategy_options), "seeds": [s["seed"] for s in seeds],
+           "options": dict(first.config.method.strategy_options), "seeds": [s["seed"] for s in seeds],
            "final_test_accuracy": acc, "final_test_accuracy_std": acc_std,
            "final_test_loss": mean("final_test_loss"), "replica_accuracy": replica_spread(row.runs),
            **{k: mean(k) for k in ("sync_fraction", "syncs", "bytes_allreduced", "wall_time_s", "projected_time_s",

@@ -41,8 +41,8 @@ def window_step_times(records: list[dict]) -> np.ndarray:
 def common_step_time(row_runs, cfg) -> float:
     """The compute seconds per step the cost model gives every row: --project compute_s, or
     the median measured step time over every window of every run of the comparison."""
-    if cfg.project_compute_s is not None:
-        return float(cfg.project_compute_s)
+    if cfg.projection.project_compute_s is not None:
+        return float(cfg.projection.project_compute_s)
     pooled = np.concatenate([window_step_times(run.records) for row in row_runs for run in row.runs])
     return float(np.median(pooled)) if pooled.size else 0.0
 
@@ -54,8 +54,8 @@ def model_time_to_target(row, steps: int | None, compute_s: float) -> float | No
     times = []
     for run in row.runs:
         cfg = run.config
-        projected, _ = project_run(run.records, projected_cluster(cfg), cfg.replicas, compute_s,
-                                   cfg.project_stragglers, cfg.seed, **dict(run.timing or {}))
+        projected, _ = project_run(run.records, projected_cluster(cfg), cfg.placement.replicas, compute_s,
+                                   cfg.projection.project_stragglers, cfg.optim.seed, **dict(run.timing or {}))
         times.append(float(projected[steps - 1]) if steps > 0 else 0.0)
     return float(np.mean(times))
 

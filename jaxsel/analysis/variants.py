@@ -4,7 +4,7 @@ A comparison puts variants of one strategy side by side (`selsync,selsync:delta=
 so an entry carries its own options. Values may themselves hold ':' and ','
 (`aggregator=trimmed:2`): a ','-piece that does not start with a registered strategy name
 (followed by ':' or nothing) continues the value before it, and so does a ':'-segment
-without '='. Values are read like `--opt` values (`options.parse_value`). The global
+without '='. Pairs are read by the one KEY=VALUE grammar (`core/pairs.py`), as `--opt`'s are. The global
 options (`--opt KEY=VALUE`) are defaults for every entry that takes them; an entry's own
 options win.
 """
@@ -14,7 +14,8 @@ import dataclasses
 import re
 from typing import Any
 
-from ..core.options import OptionError, parse_value, split_entry
+from ..core.options import OptionError, option_names
+from ..core.pairs import read_entry
 from ..strategies.build import options_for, takes
 
 
@@ -97,21 +98,15 @@ def split_entries(text: str) -> list[str]:
 def parse_entry(entry: str) -> Variant:
     """`NAME` or `NAME:KEY=VALUE[:KEY=VALUE...]` -> Variant; a bad name or key is an
     OptionError naming the entry and what is allowed."""
-    name, pairs = split_entry(entry)
+    name, options = read_entry(entry)
     strategies = registered()
     if name not in strategies:
         raise OptionError(f"--strategies entry {entry!r}: unknown strategy {name!r}; choose from "
                           f"{', '.join(strategies)}")
-    options: dict = {}
-    for key, raw in pairs:
+    for key in options:
         if not takes(strategies[name], key):
-            from ..core.options import option_names
-
             raise OptionError(f"--strategies entry {entry!r}: strategy {name!r} has no option {key!r}; its "
                               f"options: {', '.join(option_names(strategies[name])) or 'none'}")
-        if key in options:
-            raise OptionError(f"--strategies entry {entry!r} sets {key!r} twice; set it once")
-        options[key] = parse_value(raw)
     return Variant(name, options, entry.strip())
 
 
@@ -125,8 +120,9 @@ def parse_strategies(strategies: str | list[str]) -> list[Variant]:
 
 def row_config(base, variant: Variant, out_dir: str | None = None, seed: int | None = None):
     """The TrainConfig of one run of `variant` (`base`: the comparison's settings)."""
-    return dataclasses.replace(base, strategy=variant.name, strategy_options=variant.effective(base.strategy_options),
-                               out_dir=out_dir, seed=base.seed if seed is None else seed)
+    return dataclasses.replace(base, strategy=variant.name,
+                               strategy_options=variant.effective(base.method.strategy_options),
+                               out_dir=out_dir, seed=base.optim.seed if seed is None else seed)
 
 
 def check_variants(base, variants: list[Variant]) -> list:
@@ -135,14 +131,14 @@ def check_variants(base, variants: list[Variant]) -> list:
     every global option reaches a row, and no two entries train the same configuration.
     Returns the strategies as built."""
     from ..training.config import check_config
-    from ..training.run import configured_strategy
+    from ..training.plan import strategy_of
 
-    check_globals_reach(variants, base.strategy_options)
+    check_globals_reach(variants, base.method.strategy_options)
     built: list[tuple[Variant, Any]] = []
     for v in variants:
         check_config(row_config(base, v))
         try:
-            strategy = configured_strategy(row_config(base, v))
+            strategy = strategy_of(row_config(base, v))
         except ValueError as err:
             raise OptionError(f"--strategies entry {v.entry!r}: {err}") from None
         for other, same in built:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..training.job_builds import one_job
 from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 JOB = Job("calibration directory", "runs/calibrate-<time>",
@@ -41,6 +43,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=cmd_calibrate)
 
 
+@one_job()   # each cell's strategy and layout built once, from its checks to its tables
 def cmd_calibrate(args) -> int:
     from ..analysis.job import kept_compilations
 

@@ -20,7 +20,7 @@ from .next_command import stop_line
 #: errors about the user's input found while running: one line, exit code 2 ("module:Class")
 USER_ERRORS = ("data.formats:FormatError", "data.paths:UnusablePath", "data.prepare:CannotPrepare",
                "data.sources:DatasetNotPrepared", "training.checkpoint:CheckpointError",
-               "training.checkpoint:CheckpointMismatch", "training.config:ConfigError",
+               "training.checkpoint:CheckpointMismatch", "training.declare:ConfigError",
                "training.distributed:SettingsMismatch", "training.rundir.lock:RunLocked",
                "cli.backend:JaxEnvironmentError")
 #: training faults reported as one line with exit code 1: NaN/inf, a lost peer, and an
@@ -163,11 +163,9 @@ def run(argv: list[str] | None, startup) -> int:
 def _command(args, argv: list[str]) -> int:
     """The parsed command: its config file, the resumed run's record and the task applied,
     then its function (a multi-host train under its supervisor)."""
-    if getattr(args, "config", None):
-        _apply_config_file(args, argv)
-    if args.command == "train" and args.resume:
-        _apply_recorded(args, argv)
-    _apply_task(args, argv)
+    from .settings_args import settings_from_argv
+
+    settings_from_argv(args, argv, build_parser)
     if args.command == "train":
         from . import train
 
@@ -177,44 +175,6 @@ def _command(args, argv: list[str]) -> int:
             if available():
                 return train.supervised(args, argv)
     return int(args.func(args) or 0)
-
-
-def _apply_config_file(args, argv: list[str]) -> None:
-    """--config FILE: its settings as if typed before the flags (cli/settings_file.py)."""
-    from .settings_file import apply_settings, explicit_dests, file_settings
-    from .strategy_args import add_strategy_args
-    from .task_args import add_task_args
-
-    training = argparse.ArgumentParser(add_help=False)
-    add_strategy_args(add_task_args(training, args.command)["strategy"])
-    settings = file_settings(build_parser(), args, args.config, training, "--config")
-    apply_settings(args, settings, explicit_dests(build_parser(), argv))
-
-
-def _apply_recorded(args, argv: list[str]) -> None:
-    """train --resume: the run's own settings (RUN_DIR/config.json, training/recorded.py)
-    as if typed before the flags; `args.recorded` keeps them for what the flags change.
-    With --config FILE the file's settings are the run's (last release's way to resume:
-    the checkpoint's identity check refuses a difference)."""
-    from ..training.recorded import recorded_settings
-    from .settings_file import apply_settings, explicit_dests
-
-    recorded = recorded_settings(args.out) if args.out is not None and not args.config else None
-    if recorded is None:   # no record (yet), or --config's: the flags and the file alone
-        return
-    apply_settings(args, recorded, explicit_dests(build_parser(), argv))
-    args.recorded = recorded
-
-
-def _apply_task(args, argv: list[str]) -> None:
-    """--task NAME: its settings where neither a typed flag nor --config (nor the record of
-    the run a --resume continues) set the field."""
-    if getattr(args, "task", None) is None:
-        return
-    from .settings_file import explicit_dests
-    from .task_flag import apply_task
-
-    apply_task(args, explicit_dests(build_parser(), argv) | getattr(args, "config_set", set()))
 
 
 def one_line(err: BaseException) -> str:

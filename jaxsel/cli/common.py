@@ -122,10 +122,10 @@ def start_jax(replicas: int) -> None:
 
 def layout_line(cfg) -> str:
     """The true layout line of a run's config; replicas that do not fit: a usage error."""
-    from ..core.parallel import choose_layout
+    from ..training.plan import layout_of
 
     with user_input():
-        return choose_layout(cfg.replicas, devices=cfg.devices, platform=cfg.platform).describe()
+        return layout_of(cfg).describe()
 
 
 def overrides_note(command: str, overrides: dict) -> str:

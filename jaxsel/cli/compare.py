@@ -7,12 +7,14 @@ import argparse
 import time
 from pathlib import Path
 
+from ..training.job_builds import one_job
 from .common import (HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax,
                      user_input)
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
 from ..training.tasks import DEFAULT_TASK_NAME, TASKS, task_of
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 DEFAULT_STRATEGIES = "bsp,localsgd,selsync"
@@ -59,6 +61,7 @@ def add_strategies_arg(group, default: str | None) -> None:
                             "that takes them")
 
 
+@one_job()   # each cell's strategy and layout built once, from its checks to its tables
 def cmd_compare(args) -> int:
     start_jax(args.replicas)
     check_resume(args, JOB)
@@ -93,7 +96,7 @@ def _compare(args, out: str) -> int:
         layout = layout_line(base)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
-    check_prepared(base.dataset, base.data_dir)
+    check_prepared(base.data.dataset, base.data.data_dir)
     if args.out:
         top = ensure_writable(out)
         undo = undo_created(top or out, top is not None)
@@ -118,11 +121,13 @@ def _compare(args, out: str) -> int:
                               resume=args.resume, shard=args.shard, batch_cells=args.batch_cells)
     if done is None:   # a shard that ended before the others (it said so)
         return 0
-    seeds = f"seeds {base.seed}-{base.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {base.seed}"
-    options = ", ".join(f"{k}={v}" for k, v in base.strategy_options.items())
+    data, optim = base.data, base.optim
+    seeds = f"seeds {optim.seed}-{optim.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {optim.seed}"
+    options = ", ".join(f"{k}={v}" for k, v in base.method.strategy_options.items())
     named = task_of(base)
-    print(f"\n{f'task {named}: ' if named else ''}{base.dataset} / {base.model}: {base.replicas} replicas x batch {base.batch_size}, "
-          f"{base.steps} steps, partition {base.partition}, lr {base.lr:g} ({base.lr_schedule}), {seeds}"
+    print(f"\n{f'task {named}: ' if named else ''}{data.dataset} / {optim.model}: {base.placement.replicas} replicas x "
+          f"batch {optim.batch_size}, {optim.steps} steps, partition {data.partition}, lr {optim.lr:g} "
+          f"({optim.lr_schedule}), {seeds}"
           f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
           f"{layout}; took {time.perf_counter() - started:.0f} s")
     print(format_table(done.rows))

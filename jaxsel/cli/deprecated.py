@@ -22,7 +22,7 @@ import sys
 import warnings
 
 from ..core.choices import REMOVED_LOOPS
-from ..core.options import parse_value
+from ..core.pairs import parse_value
 from ..training.config import TrainConfig
 from ..training.declare import flags_of
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..training.job_builds import one_job
 from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 #: analysis/frontier.py's DEFAULT_LEVELS as --help shows them (that module imports JAX; a test keeps them equal)
@@ -69,6 +71,7 @@ def parse_levels(text: str | None) -> tuple[float, ...]:
     return check_levels(values)
 
 
+@one_job()   # each cell's strategy and layout built once, from its checks to its tables
 def cmd_frontier(args) -> int:
     from ..analysis.job import kept_compilations
 
@@ -82,7 +85,7 @@ def cmd_frontier(args) -> int:
 
 
 def _frontier(args, out: str) -> int:
-    from ..analysis.frontier import check_fresh, plan_frontier, run_frontier
+    from ..analysis.frontier import check_fresh, plan_frontier, planned_cells, run_frontier
     from ..analysis.frontier_report import format_verdict
     from ..analysis.shard import joins
     from ..data.paths import undo_created
@@ -94,7 +97,8 @@ def _frontier(args, out: str) -> int:
         layout = layout_line(base)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
     top = ensure_writable(out)
-    cells = len(plan.variants) * args.seeds
+    cells = planned_cells(base, plan, args.seeds)
+    baselines = cells // args.seeds - len(plan.variants)   # each adaptive point's same-order baseline
 
     def start():
         args.run_dir = out   # a stop from here on names it in the command that continues
@@ -103,7 +107,9 @@ def _frontier(args, out: str) -> int:
         print(f"layout: {layout}", flush=True)
         if args.shard is not None:
             print(args.shard.describe(), flush=True)
-        print(f"{len(plan.variants)} points of {len(plan.methods)} methods x {args.seeds} seeds = {cells} cells"
+        print(f"{len(plan.variants)} points of {len(plan.methods)} methods"
+              + (f" + {baselines} same-order baselines (at most)" if baselines else "")
+              + f" x {args.seeds} seeds = {cells} cells"
               + (f"; left out (no budget grid declared): {', '.join(plan.left_out)}" if plan.left_out else "")
               + (f"; declared points left out (they do not fit this task): {'; '.join(plan.unfit)}"
                  if plan.unfit else ""),

@@ -4,8 +4,9 @@ A strategy's options go in its entry, `NAME:KEY=VALUE[:KEY=VALUE...]` (train's
 `--strategy`, each of compare's `--strategies`), or in `--opt KEY=VALUE` (train: the
 strategy's; compare and frontier: defaults for every entry that takes them). No strategy
 option is a flag of its own (`jaxsel strategies NAME` lists a method's options, from its
-declaration); the last release's flags still work, noted (`deprecated.py`). An option set
-twice, in the entry and by `--opt`, is an error naming both. `--plugin MODULE` imports
+declaration); the last release's flags still work, noted (`deprecated.py`). This module
+declares the flags; `settings_args` reads them into the run's settings (an option set
+twice, in the entry and by `--opt`, is an error naming both). `--plugin MODULE` imports
 user code that calls `jaxsel.register_strategy`, `register_trigger` or
 `register_aggregator` before anything reads a strategy's name.
 """
@@ -16,8 +17,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ..core.options import OptionError, parse_kv, parse_value, split_entry
-from .deprecated import add_old_strategy_flags, old_strategy_options
+from ..core.options import OptionError
+from .deprecated import add_old_strategy_flags
 
 
 def add_strategy_args(group) -> None:
@@ -28,32 +29,6 @@ def add_strategy_args(group) -> None:
     group.add_argument("--plugin", action="append", metavar="MODULE",
                        help="import MODULE (a name or a .py file) that registers strategies, triggers or aggregators")
     add_old_strategy_flags(group)
-
-
-def options_from_args(args) -> dict:
-    """The strategy options of `--opt` and the old flags (a key set by both is an error)."""
-    opts = parse_kv(getattr(args, "opt", None))
-    old = old_strategy_options(args)
-    both = sorted(set(old) & set(opts))
-    if both:
-        key = both[0]
-        raise OptionError(f"--{key.replace('_', '-')} {old[key]} and --opt {key}={opts[key]} both set {key}; "
-                          f"give it once")
-    return {**old, **opts}
-
-
-def strategy_entry(text: str, given: dict) -> tuple[str, dict]:
-    """Train's `--strategy NAME[:KEY=VALUE...]` -> (name, options), with `given` (--opt):
-    an option in both is an error naming both."""
-    name, pairs = split_entry(text, "--strategy")
-    options: dict = {}
-    for key, raw in pairs:
-        if key in options:
-            raise OptionError(f"--strategy {text!r} sets {key!r} twice; set it once")
-        if key in given:
-            raise OptionError(f"--strategy {text!r} and --opt {key}={given[key]} both set {key}; give it once")
-        options[key] = parse_value(raw)
-    return name, {**options, **given}
 
 
 def load_plugins(argv: list[str]) -> None:

@@ -13,11 +13,9 @@ section's flag (`--project network=25gbe`) share it. A field's names of the last
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import typing
 from typing import Any
 
-from ..core.options import OptionError, parse_kv
 from ..training.config import TrainConfig
 from ..training.declare import SECTIONS, Flag, default_of, flags_of
 
@@ -99,85 +97,3 @@ def _reader(flag: Flag, hint):
     return read
 
 
-def config_values(args: argparse.Namespace, command: str) -> dict:
-    """The field values `command`'s flags hold in `args` (pairs read into dicts, a section
-    flag's keys into their fields)."""
-    out, keyed = {}, {}
-    for name, flag in flags_of(TrainConfig, command).items():
-        if flag.key_in is not None:
-            keyed.setdefault(flag.key_in[0], {})[flag.key_in[1]] = name
-        else:
-            out[name] = _table(args, name, flag) if flag.pairs else getattr(args, name)
-    for option, fields in keyed.items():
-        out.update(_keyed_values(args, option, fields))
-    return out
-
-
-def _keyed_values(args, option: str, fields: dict[str, str]) -> dict:
-    """Each key of `OPTION KEY=VALUE` as its field's value (read as a config file's, by
-    the field's type and choices), over a config file's value (`args.file_fields`) and the
-    default; a key's last-release flag (`--project-network`) counts as the key, given once.
-    An unknown key names the valid ones."""
-    from ..training.config_file import field_value
-
-    hints = typing.get_type_hints(TrainConfig)
-    given = parse_kv(getattr(args, keyed_dest(option), None), option)
-    unknown = sorted(set(given) - set(fields))
-    if unknown:
-        raise OptionError(f"{option} has no key {unknown[0]!r}; its keys: {', '.join(fields)}")
-    for key, name in fields.items():
-        old = getattr(args, f"old.{name}", None)
-        if old is not None:
-            if key in given:
-                spelt = " / ".join(flags_of(TrainConfig, args.command)[name].old)
-                raise OptionError(f"{spelt} and {option} {key}= both set {name}; give {option} {key}= only")
-            given[key] = old
-    file_fields = getattr(args, "file_fields", {})
-    out = {name: file_fields.get(name, default_of(TrainConfig, name)) for name in fields.values()}
-    for key, value in given.items():
-        name = fields[key]
-        text = str(value) if isinstance(value, (int, float)) and hints[name] is str else value
-        out[name] = field_value(name, text, hints[name], f"{option} {key}")
-    return out
-
-
-def _table(args, name: str, flag: Flag) -> dict:
-    """A dict field from its KEY=VALUE pairs and its one-key flags; a key set twice is an error."""
-    table = parse_kv(getattr(args, name), flag.names[0])
-    for key, sub in flag.keys:
-        value = getattr(args, f"{name}.{key}")
-        if value is None:
-            continue
-        if key in table:
-            raise OptionError(f"{sub.names[0]} and {flag.names[0]} {key}=... both set {key}; give it once")
-        table[key] = value
-    return table
-
-
-def per_replica_batch(args) -> int:
-    """--batch-size, or --global-batch-size split evenly over the replicas."""
-    total = getattr(args, "global_batch_size", None)
-    if total is None:
-        return args.batch_size
-    if total < 1 or args.replicas < 1 or total % args.replicas:
-        raise OptionError(f"--global-batch-size {total} must be a positive multiple of --replicas "
-                          f"{args.replicas} (each replica gets an equal share)")
-    return total // args.replicas
-
-
-def config_from_args(args, **fixed) -> TrainConfig:
-    """The TrainConfig of `args`: its command's flags (train's `--strategy` entry split into
-    the name and its options, with `--opt`), then `--config FILE`'s remaining settings,
-    then `fixed`, the fields the command sets itself (compare's placeholder strategy,
-    train's run directory)."""
-    from ..training.config_file import apply_to_config
-    from .strategy_args import options_from_args, strategy_entry
-
-    values = config_values(args, args.command)
-    options = options_from_args(args)
-    if "strategy" in values:   # train: NAME[:KEY=VALUE...]
-        values["strategy"], options = strategy_entry(values["strategy"], options)
-    values["strategy_options"] = {k: v for k, v in options.items() if v is not None}
-    values["batch_size"] = per_replica_batch(args)
-    cfg = apply_to_config(TrainConfig(**values), getattr(args, "config_rest", None))   # --config FILE
-    return dataclasses.replace(cfg, **fixed) if fixed else cfg

@@ -4,7 +4,7 @@
 A task is the defaults of the flags it sets: what the user types wins, then a --config
 file, then the task, then the command's own defaults. The header each command prints
 names the task the run's settings are, and what differs from it (`tasks.describe`), so a
-figure is never quoted for the wrong regime.
+figure is never quoted for the wrong regime. `settings_args.apply_task` applies it.
 """
 from __future__ import annotations
 
@@ -18,18 +18,6 @@ def add_task_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=tuple(TASKS), default=None, metavar="NAME",
                    help=f"the settings of a named task: {listed}; flags you type override them (default: "
                         f"{DEFAULT_TASK_NAME})")
-
-
-def apply_task(args: argparse.Namespace, kept: set[str]) -> None:
-    """Set `args.task`'s settings on the flags not in `kept` (typed, or set by --config)."""
-    from ..training.tasks import task_named
-
-    name = getattr(args, "task", None)
-    if name is None:
-        return
-    for field, value in task_named(name).settings.items():
-        if field not in kept:
-            setattr(args, field, value)
 
 
 def task_line(cfg, args: argparse.Namespace) -> str:

@@ -18,7 +18,8 @@ from .common import (HelpFormatter, UsageError, check_path_text, default_out, ov
                      user_input)
 from .job_args import Job, add_job_args
 from .strategy_args import add_strategy_args
-from .task_args import add_task_args, config_from_args
+from .settings_args import config_from_args
+from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
 
 #: `jaxsel train`'s own defaults (flags override each): the default named task's settings,
@@ -150,7 +151,8 @@ def resumed_note(args, cfg, planned=None) -> str | None:
         raise UsageError(f"resuming {args.out}: {'; '.join(refused)} would change the results of the run it "
                          f"holds; leave those flags out to continue it, or start a new run in another --out")
     changed = f"the flags given change {', '.join(allowed)}" if allowed else "no flag given changes them"
-    kept = fixed_milestones_note(cfg.lr_schedule, planned.lr_schedule_length, cfg.steps) if planned else None
+    opt = cfg.optim
+    kept = fixed_milestones_note(opt.lr_schedule, planned.lr_schedule_length, opt.steps) if planned else None
     return f"resumed: with the settings {args.out}/{CONFIG_FILE} records; {changed}" + (f"; {kept}" if kept else "")
 
 
@@ -172,7 +174,7 @@ def cmd_train(args) -> int:
         cfg = _train_config(args, out)
         head = (task_line(cfg, args),)   # the task the settings are, and what of it was changed
         plan = plan_run(cfg, claim=args.out is None, announce=head if lead else None)   # every check; nothing made
-        args.run_dir = plan.cfg.out_dir   # a stop from here on names it in the command that continues
+        args.run_dir = plan.cfg.evaluation.out_dir   # a stop from here on names it in the command that continues
         note = resumed_note(args, cfg, plan.cfg)   # after the plan's checks: a run that cannot be resumed says so first
         if note and lead:
             plan = dataclasses.replace(plan, announce=(*plan.announce, note))

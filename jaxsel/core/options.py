@@ -3,7 +3,7 @@
 `build(cls, options, ...)` is how a name plus user settings (CLI flags, `--opt key=value`,
 experiment configs) become an object: an unknown or inapplicable option is an error that
 names the valid ones, never dropped; values are coerced to the field's declared type with
-an error that names the option. `parse_kv` reads `key=value` pairs. An option's meaning is
+an error that names the option (typed `key=value` pairs are read by `pairs.py`). An option's meaning is
 the string written under its field (an attribute docstring), read by `option_docs` for
 help texts (`jaxsel strategies NAME`): declared once, beside the field. An option renamed
 since the last release (a class's `aliases`, old name -> new) is renamed before `build`
@@ -186,42 +186,3 @@ def _try(typ, value):
     return (True, value) if isinstance(value, str) else (False, None)
 
 
-def parse_kv(pairs: list[str] | None, flag: str = "--opt") -> dict[str, Any]:
-    """`key=value` pairs -> dict, numbers and true/false parsed; a key given twice is an
-    error (which value was meant cannot be known)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise OptionError(f"{flag} expects key=value, got {pair!r}")
-        if key in out:
-            raise OptionError(f"{flag} {key} is given twice ({key}={out[key]!r} and {pair!r}); give it once")
-        out[key] = parse_value(raw)
-    return out
-
-
-def parse_value(raw: str):
-    if not is_numeral(raw):   # '١', '1_0': a string, which an option's type check refuses
-        return {"true": True, "false": False}.get(raw.lower(), raw)
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            continue
-    return {"true": True, "false": False}.get(raw.lower(), raw)
-
-
-def split_entry(entry: str, where: str = "--strategies entry") -> tuple[str, list[tuple[str, str]]]:
-    """`NAME[:KEY=VALUE[:KEY=VALUE...]]` -> (name, [(key, raw value), ...]), nothing checked
-    against a registry: a ':'-segment without '=' continues the value before it (a value
-    holding ':', `aggregator=trimmed:2`); one before any KEY=VALUE is an OptionError."""
-    name, *segments = entry.strip().split(":")
-    pairs: list[list[str]] = []
-    for seg in segments:
-        if "=" in seg:
-            pairs.append(seg.split("=", 1))
-        elif pairs:
-            pairs[-1][1] += ":" + seg
-        else:
-            raise OptionError(f"{where} {entry!r}: expected NAME:KEY=VALUE after {name.strip()!r}, got {seg!r}")
-    return name.strip(), [(k.strip(), v.strip()) for k, v in pairs]

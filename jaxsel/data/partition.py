@@ -197,10 +197,10 @@ def needs_labels(name: str) -> bool:
 def make_partition(name: str, labels: np.ndarray | None, replicas: int, seed: int = 0, *,
                    num_examples: int | None = None, **options) -> Partition:
     """Partition by name; `labels` lets label-aware partitioners see the classes (others
-    need only `num_examples`, so big sets never read their labels)."""
+    need only `num_examples`, so big sets never read their labels). `options` are the ones
+    `check_partition_options` passed (a run's data section checks them, once)."""
     if name not in PARTITIONERS:
         raise ValueError(f"unknown partition {name!r}; choose one of {', '.join(PARTITIONERS)}")
-    check_partition_options(name, options, replicas)
     fn = PARTITIONERS[name]
     if getattr(fn, "needs_labels", False):
         if labels is None:

@@ -1,4 +1,4 @@
-"""The input side of a training run, built from a TrainConfig.
+"""The input side of a training run, built from its `[data]` section (training/sections/data.py).
 
 Dataset by name -> train/test tables (in memory for small sets, record by record for big
 ones) -> partition (+ data injection) -> a loader that feeds this process's replicas and
@@ -82,7 +82,8 @@ def check_dataset_options(spec: DatasetSpec, options: dict) -> None:
 
 
 def _split_options(spec: DatasetSpec, options: dict) -> tuple[dict, dict]:
-    check_dataset_options(spec, options)
+    """(how the split is read, how a generated set is built): options the data section
+    checked (`check_dataset_options`)."""
     read = {k: options[k] for k in ("seq_len", "in_memory", "records_per_window") if k in options}
     build = {k: options[k] for k in ("num_samples", "seed") if k in options}
     return read, build
@@ -179,30 +180,30 @@ def default_workers(processes: bool) -> int:
     return max(1, cores - 1) if processes else DEFAULT_THREADS
 
 
-def build_input(cfg, mesh) -> Input:
-    """Everything on the data side of a run (cfg: a TrainConfig or anything with its fields)."""
-    spec = spec_of(cfg.dataset)
-    options = dict(getattr(cfg, "dataset_options", None) or {})
-    train = open_table(spec, spec.train_split, cfg.data_dir, options)
-    test = open_table(spec, spec.test_split, cfg.data_dir, options)
-    popts = dict(cfg.partition_options or {})
+def build_input(data, mesh, *, replicas: int, batch_size: int, seed: int = 0,
+                eval_examples: int | None = None) -> Input:
+    """Everything on the data side of a run: `data`, the run's `[data]` section
+    (training/sections/data.py, checked there: options are not checked again here), and the
+    few facts of the other sections a pipeline needs (the replicas the partition shards for,
+    their batch, the seed of the data's order and augmentation, the test examples used)."""
+    spec = spec_of(data.dataset)
+    options = dict(data.dataset_options or {})
+    train = open_table(spec, spec.train_split, data.data_dir, options)
+    test = open_table(spec, spec.test_split, data.data_dir, options)
+    popts = dict(data.partition_options or {})
     inject = parse_injection(popts.pop("injection", None))
     labels = None
-    if needs_labels(cfg.partition) or inject:
+    if needs_labels(data.partition) or inject:
         if spec.tokens:
-            raise ValueError(f"partition {cfg.partition!r} / injection need class labels; "
+            raise ValueError(f"partition {data.partition!r} / injection need class labels; "
                              f"{spec.name!r} is a language-modelling set")
-        labels = label_column(spec, spec.train_split, train, cfg.data_dir)
-    partition = make_partition(cfg.partition, labels, cfg.replicas, seed=cfg.seed,
-                               num_examples=len(train), **popts)
-    injection = (Injection.build(partition, labels, cfg.batch_size, *inject, seed=cfg.seed)
-                 if inject else None)
-    processes = uses_processes(getattr(cfg, "loader", "auto"), spec, train)
-    workers = getattr(cfg, "loader_workers", None) or default_workers(processes)
-    loader = Loader(train, partition, cfg.batch_size, parallel.local_replica_ids(mesh, cfg.replicas),
-                    injection=injection, mesh=mesh, workers=workers,
-                    device_prefetch=getattr(cfg, "prefetch", 2), processes=processes)
-    shape, classes = input_shape_and_classes(spec, train, cfg.data_dir, options)
-    transform = make_device_transform(spec, mesh, cfg.seed, getattr(cfg, "augment", None), replicas=cfg.replicas)
-    return Input(spec, loader, eval_split(spec, test, getattr(cfg, "eval_examples", None)),
-                 shape, classes, transform, mesh)
+        labels = label_column(spec, spec.train_split, train, data.data_dir)
+    partition = make_partition(data.partition, labels, replicas, seed=seed, num_examples=len(train), **popts)
+    injection = Injection.build(partition, labels, batch_size, *inject, seed=seed) if inject else None
+    processes = uses_processes(data.loader, spec, train)
+    loader = Loader(train, partition, batch_size, parallel.local_replica_ids(mesh, replicas),
+                    injection=injection, mesh=mesh, workers=data.loader_workers or default_workers(processes),
+                    device_prefetch=data.prefetch, processes=processes)
+    shape, classes = input_shape_and_classes(spec, train, data.data_dir, options)
+    transform = make_device_transform(spec, mesh, seed, data.augment, replicas=replicas)
+    return Input(spec, loader, eval_split(spec, test, eval_examples), shape, classes, transform, mesh)

@@ -56,8 +56,8 @@ def why_alone(cfg: TrainConfig) -> str | None:
     """Why a cell of `cfg` cannot train in a batch (None: it can)."""
     if cfg.checkpoint_root() is not None:
         return "it checkpoints"
-    if cfg.nonfinite != "stop":
-        return f"nonfinite={cfg.nonfinite!r} skips steps"
+    if cfg.checkpoints.nonfinite != "stop":
+        return f"nonfinite={cfg.checkpoints.nonfinite!r} skips steps"
     if distributed.is_multiprocess():
         return "it spans processes"
     return None
@@ -107,7 +107,7 @@ def same_program(runs: list[Run]) -> bool:
     depends on how many of its job's cells are left to train."""
     if len(runs) == 1:
         cfg = runs[0].cfg
-        twin = plan_run(dataclasses.replace(cfg, seed=cfg.seed + 1, out_dir=None), job_cell=True)
+        twin = plan_run(dataclasses.replace(cfg, seed=cfg.optim.seed + 1, out_dir=None), job_cell=True)
         if twin.strategy == runs[0].strategy:
             return True
         runs = [runs[0], assemble_run(twin)]
@@ -127,6 +127,7 @@ class Lane:
     cfg: TrainConfig
     log: RunLog
     out_dir: Path | None
+    late_warning: bool = True   # the plan's: print the after-run warning
     failed: NonFiniteError | None = None
 
 
@@ -223,12 +224,12 @@ def _open_lane(plan: RunPlan, run: Run, held: contextlib.ExitStack) -> Lane:
     """A cell's directory made, locked and checked (as `train` does), its records begun."""
     cfg = held.enter_context(created_dirs(plan, True))
     run = dataclasses.replace(run, cfg=cfg)
-    held.enter_context(lock_run(cfg.out_dir, None))
+    held.enter_context(lock_run(cfg.evaluation.out_dir, None))
     check_paths(cfg, job_cell=plan.paths.job_cell)
-    out_dir = open_run_dir(cfg, run, run_id_of(cfg.out_dir) or new_run_id()) if cfg.out_dir else None
+    out_dir = open_run_dir(cfg, run, run_id_of(cfg.evaluation.out_dir) or new_run_id()) if cfg.evaluation.out_dir else None
     log = RunLog(cfg, run.timing, out_dir, 0, {}, lambda tree: tree, None, True, samples=run.samples)
     held.callback(log.close)
-    return Lane(run, cfg, log, out_dir)
+    return Lane(run, cfg, log, out_dir, plan.late_warning)
 
 
 #: the fewest cells a batch computes: XLA compiles a cell axis of 1 as no axis (other bits),
@@ -245,7 +246,7 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     unstack = unstacker(first.state, len(lanes) + pad)
     for lane in lanes:
         lane.run = dataclasses.replace(lane.run, state=None)   # the stacked state holds it now
-    feeds = [lane.run.loader.host_batches(0, cfg.steps, cfg.prefetch) for lane in lanes + lanes[:1] * pad]
+    feeds = [lane.run.loader.host_batches(0, cfg.optim.steps, cfg.data.prefetch) for lane in lanes + lanes[:1] * pad]
     for feed in feeds:
         held.callback(feed.close)
     step = batched_step(first)
@@ -258,11 +259,11 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     window: list[tuple[int, dict]] = []
     reads: dict[int, dict] = {}   # step -> every cell's replica reads, on the device
     _tick(lanes)
-    for t, hosts in zip(range(cfg.steps), zip(*feeds)):
+    for t, hosts in zip(range(cfg.optim.steps), zip(*feeds)):
         state, metrics = compiled(state, place_batches(tuple(h for _, h in hosts), first.mesh))
         window.append((t, metrics))
         pace(metrics["loss"])
-        if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
+        if (t + 1) % (cfg.evaluation.divergence_every or cfg.evaluation.log_every) == 0:
             reads[t] = cells_replica_metrics(state.params)
         due = step_due(cfg, t, False, signals.signum is not None)
         if due.flush:
@@ -275,7 +276,7 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
             raise TrainingInterrupted(signals.signum, t + 1, None)
     finals = unstack(state)
     return [lane.failed if lane.failed is not None else
-            finished_run(lane.cfg, lane.run, view, lane.log, lane.out_dir, compile_time, 0, True)
+            finished_run(lane.cfg, lane.run, view, lane.log, lane.out_dir, compile_time, 0, lane.late_warning)
             for lane, view in zip(lanes, finals)]
 
 

@@ -43,21 +43,18 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from ..core.parallel import AXIS
 from ..core.state import STATE_FORMAT, STATE_LAYOUTS
 from . import distributed
+from .config import TrainConfig
+from .declare import FREE, IDENTITY as IDENTITY_EFFECT, KEPT, LOCATION, REPORTED, with_effect
 
 FORMAT = 1
 #: settings that make a checkpoint belong to another run: a clear error, never a silent mix
-IDENTITY = ("replicas", "model", "strategy", "dataset")
-#: settings that do not change the trajectory (free to differ on resume)
-#: (`steps` may grow to extend a run; strategies scheduled by total steps follow the new total,
-#: fractional LR milestones keep the first run's length, `lr_schedule_steps`, recorded in the meta)
-NOT_TRAJECTORY = frozenset({
-    "steps", "lr_schedule_steps", "eval_every", "log_every", "divergence_every", "data_dir", "out_dir",
-    "progress", "prefetch", "loader", "loader_workers", "eval_examples", "eval_replicas", "tensorboard",
-    "wandb_project", "run_group",
-    "checkpoint_dir", "checkpoint_every", "keep", "resume", "nonfinite",
-    "project_network", "project_intra_network", "project_gpus_per_host", "project_stragglers", "project_compute_s",
-    "platform", "devices", "local_replicas",   # the layout: a checkpoint of 8 replicas on 8 devices resumes on 1 or 2
-})
+#: (declared `effect=IDENTITY` beside each field, training/sections/)
+IDENTITY = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name in with_effect(TrainConfig, IDENTITY_EFFECT))
+#: settings that do not change the trajectory (free to differ on resume: every field not
+#: declared to change results). `steps` may grow to extend a run; strategies scheduled by
+#: total steps follow the new total, fractional LR milestones keep the first run's length,
+#: `lr_schedule_steps`, recorded in the meta
+NOT_TRAJECTORY = with_effect(TrainConfig, FREE, REPORTED, LOCATION, KEPT)
 
 
 class CheckpointMismatch(ValueError):
@@ -173,7 +170,6 @@ def _spelt_out(config: dict) -> dict:
     a default and the same value given explicitly compare equal."""
     from ..core.options import option_defaults
     from ..strategies import STRATEGIES
-    from .config import TrainConfig
     from .lr_schedule import read_lr_schedule
     from .old_records import today
 

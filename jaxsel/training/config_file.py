@@ -1,11 +1,15 @@
 """Config files: a run's settings in a file.
 
 `jaxsel train --config run.toml` (or `compare --config grid.toml`) reads TOML (tomllib),
-JSON (a run directory's config.json) or YAML (with PyYAML). Its keys are TrainConfig's
-field names (strategy options as a `[strategy_options]` table), and for a command its own
-options by their flag's name (`strategies`, `target`, ... for `compare`), each read by the
-reader the command gives (`load_settings`). How the file stands under the flags typed is
-the command line's business (cli/settings_file.py): this module knows no argparse.
+JSON (a run directory's config.json) or YAML (with PyYAML). A run's settings are in the
+tables of their sections (training/sections/: `[data]`, `[optim]`, ...; the strategy's
+options as `[strategy.strategy_options]`), by their field names; a command's own options
+at the top level by their flag's name (`strategies`, `target`, ... for `compare`), each
+read by the reader the command gives (`load_settings`). Last release's flat files, every
+setting at the top level, are read for one more release with one note
+(compat/flat_settings.py); a run directory's config.json records them flat, unnoted. How
+the file stands under the flags typed is the command line's business (cli/settings_args.py):
+this module knows no argparse.
 
 Keys and values are checked against the dataclass fields and their types, and a field's
 flag has the field's name as its dest and holds the field's value (training/declare.py), so
@@ -27,16 +31,17 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..core.options import OptionError, coerce
+from ..compat.flat_settings import note_flat_keys
 from .config import ConfigError, TrainConfig
-from .declare import Flag, declarations
+from .declare import LOCATION, SECTIONS, field_value, section_of, with_effect
 from .old_records import as_it_ran
+from .rundir import CONFIG_FILE
 
 #: what a run directory's config.json records beside the settings (not settings): where the
 #: replicas ran, how packed ones were computed, where its checkpoints went and its identity
 RECORDED = frozenset({"layout", "packing", "checkpoint_root", "run_id"})
-#: where a recorded run lived: a reproduction does not take these
-RUN_LOCATION = ("out_dir", "checkpoint_dir", "resume")
+#: where a recorded run lived: a reproduction does not take these (`effect=LOCATION`)
+RUN_LOCATION = with_effect(TrainConfig, LOCATION)
 #: how a command reads a file's value of one of its own options: (value, where) -> value
 Reader = Callable[[Any, str], Any]
 
@@ -163,6 +168,9 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     fields = field_names()
     valid = set(fields) | set(command_keys)
     recorded = RECORDED & data.keys()
+    data, flat = from_sections(data, f"{flag} {str(path)!r}")
+    if recorded or Path(path).name == CONFIG_FILE:   # a run's record holds its settings flat: no note
+        flat = {}
     unknown = sorted(k for k in data if k not in valid and k not in recorded)
     if unknown:
         raise ConfigError(f"{flag} {str(path)!r}: unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(valid))}")
@@ -175,51 +183,38 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     for key, value in settings.items():
         where = f"{flag} {str(path)!r}: {key}"
         if key in hints:
-            out[key] = field_value(key, value, hints[key], where)
+            out[key] = field_value(TrainConfig, key, value, where)
         elif key in readers:
             out[key] = readers[key](value, where)
         else:
             out[key] = value
+    note_flat_keys(flat, f"{flag} {str(path)!r}")   # once the file is read: a bad one is its error alone
     return as_it_ran(out) if recorded else out   # a run's record: the run as it ran (old_records.py)
 
 
-def field_value(name: str, value, hint, where: str):
-    """A file's value of TrainConfig field `name`, read as its flag reads it: text through
-    the flag's own parser (`--augment on`, `--inject 0.1,0.5`), anything else coerced to
-    the field's type; a value outside the flag's choices is a ConfigError here."""
-    decl = declarations(TrainConfig)[name]
-    flag = decl if isinstance(decl, Flag) else None
-    if typing.get_origin(hint) is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a table of KEY = VALUE, got {value!r}")
-        keys = dict(flag.keys) if flag is not None else {}
-        return {k: _parsed(keys[k], v, f"{where}.{k}") if k in keys and isinstance(v, str) else v
-                for k, v in value.items()}
-    if flag is not None and flag.parse is not None and isinstance(value, str):
-        value = _parsed(flag, value, where)
-    else:
-        try:
-            value = coerce(value, hint, where)
-        except OptionError as err:
-            raise ConfigError(str(err)) from None
-    allowed = flag.allowed() if flag is not None else None
-    if allowed is not None and value not in allowed:
-        raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}, got {value!r}")
-    return value
+def from_sections(data: dict, where: str) -> tuple[dict, dict]:
+    """A file's table with each section's table (`[data]`, ...) read into its fields, and
+    the settings outside their sections kept (last release's flat files), with the table
+    each of those belongs in (`compat.flat_settings` notes them). A
+    key of a section's table that is no field of it is one ConfigError naming the section's
+    fields. A field named like its section (`strategy`, `replicas`) is its table when it
+    holds one."""
+    out, flat = {}, {}
+    for key, value in data.items():
+        if key in SECTIONS and isinstance(value, dict):
+            out.update(_section_table(key, value, where))
+        else:
+            if key in field_names():
+                flat[key] = section_of(TrainConfig, key)
+            out[key] = value
+    return out, flat
 
 
-def _parsed(flag: Flag, text: str, where: str):
-    try:
-        return flag.parse(text)
-    except ValueError as err:
-        raise ConfigError(f"{where} ({flag.names[0]}) {err}") from None
+def _section_table(table: str, values: dict, where: str) -> dict:
+    own = [name for name in field_names() if section_of(TrainConfig, name) == table]
+    unknown = sorted(set(values) - set(own))
+    if unknown:
+        raise ConfigError(f"{where}: [{table}] has no setting {unknown[0]!r}; it holds {', '.join(own)}")
+    return values
 
 
-def apply_to_config(cfg: TrainConfig, rest: dict | None) -> TrainConfig:
-    """`cfg` (from the flags) with the file's remaining settings; a table (strategy,
-    partition, dataset options) is merged key by key, the flags' keys winning."""
-    if not rest:
-        return cfg
-    changes = {k: ({**v, **getattr(cfg, k)} if isinstance(v, dict) else v)
-               for k, v in rest.items() if k in field_names()}
-    return dataclasses.replace(cfg, **changes)

@@ -10,6 +10,8 @@ facts the data gives (steps per epoch, the training set's size). `train(plan)` t
 places. Nothing is created or printed here: the run's directories are made by
 `created_dirs`, once the run is built and its memory and disk estimates have passed, and
 a plan made with `announce` says where its records go when they exist.
+A long job asks the plan too: `strategy_of` and `layout_of` build a cell's strategy and
+layout for the job's checks, labels and layout line, each once per job (job_builds.py).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from ..data.pipeline import Input, build_input
 from . import distributed
 from .config import TrainConfig, check_config
 from .lr_schedule import RunSamples
-from .run import check_paths, make_layout, make_strategy, named_now, resumed_settings, start_warnings
+from .job_builds import built_once
+from .run import check_paths, make_layout, make_strategy, named_now, resumed_settings, start_warnings, strategy_inputs
 from .rundir.lock import check_unlocked
 
 
@@ -55,6 +58,7 @@ class RunPlan:
     paths: RunPaths
     announce: tuple[str, ...] = ()   # lines printed after "run directory: ..." (empty: say nothing)
     warnings: tuple[str, ...] = ()   # one line each on stderr, printed once the run's directories exist
+    late_warning: bool = True        # print the after-run warning (a job that notes it in its table: False)
 
     @property
     def loader(self):
@@ -76,16 +80,39 @@ def plan_run(cfg: TrainConfig, *, claim: bool = False, announce: Sequence[str] |
     `job_cell`: a cell of the long job whose directory holds `cfg.out_dir` (analysis/cells.py)."""
     cfg = resumed_settings(named_now(cfg))   # options by today's names; a resumed run's checkpoints, LR length
     check_config(cfg)
-    layout = make_layout(cfg)
+    layout = layout_of(cfg)
     root = cfg.checkpoint_root()
-    check_unlocked(cfg.out_dir, root)   # a run in progress is named as such
+    check_unlocked(cfg.evaluation.out_dir, root)   # a run in progress is named as such
     check_paths(cfg, job_cell=job_cell)   # before any data is read
-    data = build_input(cfg, layout.mesh)   # tables, partition/injection, prefetching loader, transform
-    samples = RunSamples(cfg.batch_size, cfg.replicas, len(data.loader.table))
-    strategy = make_strategy(cfg, data.loader.partition.steps_per_epoch(cfg.batch_size))
+    data = run_input(cfg, layout.mesh)   # tables, partition/injection, prefetching loader, transform
+    samples = RunSamples(cfg.optim.batch_size, cfg.placement.replicas, len(data.loader.table))
+    strategy = strategy_of(cfg, data.loader.partition.steps_per_epoch(cfg.optim.batch_size))
     header = () if announce is None else (*announce, f"layout: {layout.describe()}")
-    return RunPlan(cfg, layout, data, strategy, samples, RunPaths(cfg.out_dir, claim, root, job_cell), header,
+    paths = RunPaths(cfg.evaluation.out_dir, claim, root, job_cell)
+    return RunPlan(cfg, layout, data, strategy, samples, paths, header,
                    (*distributed.START_NOTES, *start_warnings(cfg, strategy, samples)))
+
+
+def strategy_of(cfg: TrainConfig, steps_per_epoch: int = 1):
+    """The strategy a run of `cfg` trains with, as its plan builds it (a bad option: one
+    ConfigError). A job asks this of its cells (checks, labels, derived points) before their
+    data is read: `steps_per_epoch` 1 unless given. Within a job, built once (job_builds.py)."""
+    return built_once(("strategy", repr(strategy_inputs(cfg, steps_per_epoch))),
+                      lambda: make_strategy(cfg, steps_per_epoch))
+
+
+def layout_of(cfg: TrainConfig) -> parallel.Layout:
+    """The layout of `cfg`'s replicas on the devices, as its plan builds it (replicas that do
+    not fit: one ConfigError). Within a job, built once (job_builds.py)."""
+    placement = cfg.placement
+    return built_once(("layout", repr((placement.replicas, placement.devices, placement.platform))),
+                      lambda: make_layout(cfg))
+
+
+def run_input(cfg: TrainConfig, mesh) -> Input:
+    """The run's input pipeline: its data section, and the facts of the others it needs."""
+    return build_input(cfg.data, mesh, replicas=cfg.placement.replicas, batch_size=cfg.optim.batch_size,
+                       seed=cfg.optim.seed, eval_examples=cfg.evaluation.eval_examples)
 
 
 @contextlib.contextmanager
@@ -103,11 +130,12 @@ def created_dirs(plan: RunPlan, lead: bool) -> Iterator[TrainConfig]:
         if lead and plan.paths.out_dir is not None:
             if plan.paths.claim:   # runs/<strategy>-<time>[-N]
                 cfg = dataclasses.replace(cfg, out_dir=claim_new_dir(plan.paths.out_dir))
-                undo.enter_context(undo_created(cfg.out_dir, True))
+                undo.enter_context(undo_created(cfg.evaluation.out_dir, True))
             else:
-                top = first_missing(cfg.out_dir)
-                writable_dir(cfg.out_dir, "--out", parents=True, quiet=True)
-                undo.enter_context(undo_created(top or cfg.out_dir, top is not None))
+                out_dir = cfg.evaluation.out_dir
+                top = first_missing(out_dir)
+                writable_dir(out_dir, "--out", parents=True, quiet=True)
+                undo.enter_context(undo_created(top or out_dir, top is not None))
         root = plan.paths.checkpoint_root
         if lead and root is not None:
             top = first_missing(root)
@@ -117,7 +145,7 @@ def created_dirs(plan: RunPlan, lead: bool) -> Iterator[TrainConfig]:
             for line in plan.warnings:
                 print(line, file=sys.stderr, flush=True)
         if lead and plan.announce:
-            print(f"run directory: {cfg.out_dir}", flush=True)
+            print(f"run directory: {cfg.evaluation.out_dir}", flush=True)
             for line in plan.announce:
                 print(line, flush=True)
         yield cfg

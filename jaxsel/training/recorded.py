@@ -4,7 +4,7 @@ and what a resume may change of it.
 `jaxsel train --out RUN_DIR --resume` continues the run with the settings its config.json
 records (as today's jaxsel reads them: old_records.py), not with the command line's
 defaults: flags typed override them, and those that would change its results (anything
-that shapes its trajectory: checkpoint.NOT_TRAJECTORY lists what does not) are refused
+that shapes its trajectory: each field declares its `effect`, training/sections/) are refused
 before anything is built, naming each, rather than after the run is built by its
 checkpoint's identity check.
 """
@@ -14,22 +14,23 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .checkpoint import NOT_TRAJECTORY
 from .config import TrainConfig
 from .config_file import load_settings, read_file
-from .declare import named
+from .declare import FREE, KEPT, LOCATION, named, with_effect
 from .old_records import as_it_ran
 from .rundir import CONFIG_FILE
 from .rundir.records import Found, read_record
 
 #: how a resume names the record it reads in its errors
 RESUME_FLAG = "--resume of"
-#: where a run lives, which a resume sets itself (they are no change of its settings)
-LOCATION = frozenset({"out_dir", "checkpoint_dir", "resume"})
-#: settings that leave the trajectory alone but not what the run reports: evaluations before
-#: and after the resume on other test examples are not one curve, and packed replicas
-#: computed by another loop differ in the last bits from the uninterrupted run a resume equals
-SAME_ON_RESUME = frozenset({"eval_examples", "local_replicas"})
+#: where a run lives, which a resume sets itself, and what it takes from its checkpoints
+#: (they are no change of its settings)
+SET_BY_RESUME = with_effect(TrainConfig, LOCATION, KEPT)
+#: what a resume may change; every other setting changes its results or what it reports
+#: (evaluations before and after the resume on other test examples are not one curve,
+#: packed replicas computed by another loop differ in the last bits from the uninterrupted
+#: run a resume equals: `effect=REPORTED`)
+FREE_ON_RESUME = with_effect(TrainConfig, FREE)
 
 
 def recorded_settings(out_dir: str | Path) -> dict | None:
@@ -52,10 +53,10 @@ def resume_changes(recorded: dict, cfg: TrainConfig) -> tuple[list[str], list[st
     after = _plain(dataclasses.asdict(cfg))
     allowed, refused = [], []
     for name in after:
-        if name in LOCATION or name == "lr_schedule_steps" or _same(name, before[name], after[name], before):
+        if name in SET_BY_RESUME or _same(name, before[name], after[name], before):
             continue
         line = f"{named(TrainConfig, name)} {before[name]!r} -> {after[name]!r}"
-        (allowed if name in NOT_TRAJECTORY - SAME_ON_RESUME else refused).append(line)
+        (allowed if name in FREE_ON_RESUME else refused).append(line)
     return allowed, refused
 
 

@@ -79,22 +79,25 @@ def assemble_run(plan) -> Run:
     cfg, layout, data, strategy, samples = plan.cfg, plan.layout, plan.data, plan.strategy, plan.samples
     mesh = layout.mesh
     spec, loader = data.spec, data.loader
-    model = build_model(cfg.model, data.input_shape, data.num_classes, seed=cfg.seed)
+    opt = cfg.optim
+    model = build_model(opt.model, data.input_shape, data.num_classes, seed=opt.seed)
     fm = FunctionalModel.from_module(model)
-    at_update = cfg.clip_norm if cfg.clip_at == "update" else None
-    optimizer = build_optimizer(cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, at_update,
-                                lr_schedule=cfg.lr_schedule, total_steps=cfg.lr_schedule_length, samples=samples)
+    at_update = opt.clip_norm if opt.clip_at == "update" else None
+    optimizer = build_optimizer(opt.optimizer, opt.lr, opt.momentum, opt.weight_decay, at_update,
+                                lr_schedule=opt.lr_schedule, total_steps=opt.lr_schedule_length, samples=samples)
     check_resources(cfg, estimate_resources(cfg, fm, optimizer, strategy, mesh, data.input_shape), mesh)
-    state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state, replicas=cfg.replicas)
+    state = init_state(fm.params, optimizer, strategy, mesh, model_state=fm.model_state,
+                       replicas=cfg.placement.replicas)
     loss_fn = with_clipped_gradients(fm.classification_loss(spec.input_key, spec.label_key),
-                                     cfg.clip_norm if cfg.clip_at == "gradients" else None)
+                                     opt.clip_norm if opt.clip_at == "gradients" else None)
     # grad_norm every step: the non-finite policies check each step's gradients (faults.py)
     train_step = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
-                                 local_replicas=cfg.local_replicas, grad_norm_metric=True)
+                                 local_replicas=cfg.placement.local_replicas, grad_norm_metric=True)
     choice = choose_packing(cfg, train_step, state, data, layout)
     return Run(cfg, mesh, fm, optimizer, strategy, state, data.wrap_step(train_step), loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
-               describe_strategy(strategy, cfg.strategy), ", ".join(filter(None, (layout.describe(), choice.describe()))),
+               describe_strategy(strategy, cfg.method.strategy),
+               ", ".join(filter(None, (layout.describe(), choice.describe()))),
                None if choice.how == "single" else choice.record(), samples, plan, train_step)
 
 
@@ -103,9 +106,9 @@ def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.L
     written or compiled (it measures the candidates on the run's first batch where it
     measures: `core/packing.py`), so the records and the printed layout say what runs."""
     if layout.per_device == 1:
-        return packing.Choice(resolve_local_loop(cfg.local_replicas, layout.mesh, 1), "single")
-    if cfg.local_replicas != "auto":
-        return packing.Choice(cfg.local_replicas, "forced")
+        return packing.Choice(resolve_local_loop(cfg.placement.local_replicas, layout.mesh, 1), "single")
+    if cfg.placement.local_replicas != "auto":
+        return packing.Choice(cfg.placement.local_replicas, "forced")
     batch = parallel.global_batch(data.loader.batch(0), layout.mesh)
     if data.device_transform is not None:   # the step sees the transformed batch
         batch = jax.jit(data.device_transform)(batch, state.step)
@@ -130,12 +133,13 @@ def make_layout(cfg: TrainConfig) -> parallel.Layout:
     n = jax.device_count()
     if distributed.is_multiprocess():   # before any mesh: unequal processes failed a C++ check in one of them
         distributed.agree_settings({"local devices": jax.local_device_count()}, ONE_SHAPE)
-    if distributed.is_multiprocess() and (cfg.replicas % n or cfg.devices not in (None, n)):
+    if distributed.is_multiprocess() and (cfg.placement.replicas % n or cfg.placement.devices not in (None, n)):
         raise ConfigError(f"a multi-host run uses every device: replicas must be a multiple of {n} "
                           f"({jax.process_count()} processes x {jax.local_device_count()} devices), "
-                          f"got {cfg.replicas}")
+                          f"got {cfg.placement.replicas}")
     try:
-        return parallel.choose_layout(cfg.replicas, devices=cfg.devices, platform=cfg.platform)
+        where = cfg.placement
+        return parallel.choose_layout(where.replicas, devices=where.devices, platform=where.platform)
     except parallel.LayoutError as err:
         raise ConfigError(str(err)) from None
 
@@ -145,25 +149,34 @@ def named_now(cfg: TrainConfig) -> TrainConfig:
     `aliases`: DiLoCo's `inner_steps` is `period`) under its new one, warned once
     (`compat.renamed_options`), so the run and its records use today's names; a record
     that holds an old name is read by old_records.py."""
-    cls = STRATEGIES.get(cfg.strategy) if isinstance(cfg.strategy, str) else None
-    if cls is None or not set(cfg.strategy_options or {}) & set(cls.aliases):
+    method = cfg.method
+    cls = STRATEGIES.get(method.strategy) if isinstance(method.strategy, str) else None
+    if cls is None or not set(method.strategy_options or {}) & set(cls.aliases):
         return cfg
     try:
-        options = read_renamed(cls, cfg.strategy_options, kind="strategy", name=cfg.strategy, stacklevel=3)
+        options = read_renamed(cls, method.strategy_options, kind="strategy", name=method.strategy, stacklevel=3)
     except ValueError as err:   # both names given
         raise ConfigError(str(err)) from None
     return dataclasses.replace(cfg, strategy_options=options)
 
 
+def strategy_inputs(cfg: TrainConfig, steps_per_epoch: int = 1) -> tuple:
+    """All a run's strategy is built from: its name, its options, the run facts
+    `build_strategy` fills in, its faulty replicas (plan.py keys a job's builds by them)."""
+    opt, where = cfg.optim, cfg.placement
+    facts = dict(replicas=where.replicas, total_steps=opt.steps, steps_per_epoch=steps_per_epoch, seed=opt.seed,
+                 lr=opt.lr, weight_decay=opt.weight_decay)
+    return cfg.method.strategy, cfg.method.strategy_options, facts, where.faulty_replicas
+
+
 def configured_strategy(cfg: TrainConfig, steps_per_epoch: int = 1):
     """The strategy `cfg` asks for, built; a bad option is a ConfigError (one line, exit 2)."""
+    name, options, context, faulty = strategy_inputs(cfg, steps_per_epoch)
     try:
-        strategy = build_strategy(cfg.strategy, cfg.strategy_options, replicas=cfg.replicas,
-                                  total_steps=cfg.steps, steps_per_epoch=steps_per_epoch,
-                                  seed=cfg.seed, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        strategy = build_strategy(name, options, **context)
     except ValueError as err:   # OptionError included: a misspelt or inapplicable option, a bad value
         raise ConfigError(str(err)) from None
-    return with_faulty_replicas(strategy, cfg.faulty_replicas)
+    return with_faulty_replicas(strategy, faulty)
 
 
 def with_faulty_replicas(strategy, count: int):
@@ -189,8 +202,8 @@ def start_warnings(cfg: TrainConfig, strategy, samples: RunSamples | None = None
     """The run's one-line warnings: a strategy that would never sync (or whose run is all
     warm-up), a learning rate that would never decay. The plan keeps them and `created_dirs`
     prints them once every check has passed, so a refused run says only why it is refused."""
-    lines = (never_syncs_warning(strategy, cfg.steps) or all_warmup_warning(strategy, cfg.steps),
-             never_fires_warning(cfg.lr_schedule, cfg.lr_schedule_length, cfg.steps, samples))
+    lines = (never_syncs_warning(strategy, cfg.optim.steps) or all_warmup_warning(strategy, cfg.optim.steps),
+             never_fires_warning(cfg.optim.lr_schedule, cfg.lr_schedule_length, cfg.optim.steps, samples))
     return tuple(line for line in lines if line)
 
 
@@ -212,23 +225,23 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
     data_dir that does not exist (an error for a dataset that must be prepared there;
     embedded datasets are built into it, so it is created and said), a real dataset not
     prepared; TensorBoard without a run directory to write to."""
-    if cfg.tensorboard and not cfg.out_dir:
+    if cfg.evaluation.tensorboard and not cfg.evaluation.out_dir:
         raise ConfigError("tensorboard needs out_dir: the event files are written to the run directory")
-    if cfg.out_dir:
-        refuse_links(cfg.out_dir)   # its files are its own: nothing is written through a link (cp -rs)
-        refuse_comparison(cfg.out_dir)   # resumed or not: a comparison is no run to continue
+    if cfg.evaluation.out_dir:
+        refuse_links(cfg.evaluation.out_dir)   # its files are its own: nothing is written through a link (cp -rs)
+        refuse_comparison(cfg.evaluation.out_dir)   # resumed or not: a comparison is no run to continue
         if not job_cell:
-            refuse_job_cell(cfg.out_dir)   # its records are a job's: only the job writes them
-    if cfg.out_dir and not cfg.resume:
-        held = held_records(cfg.out_dir)
+            refuse_job_cell(cfg.evaluation.out_dir)   # its records are a job's: only the job writes them
+    if cfg.evaluation.out_dir and not cfg.checkpoints.resume:
+        held = held_records(cfg.evaluation.out_dir)
         if held:
-            raise ConfigError(f"run directory {str(cfg.out_dir)!r} already holds a run ({', '.join(held)}); "
+            raise ConfigError(f"run directory {str(cfg.evaluation.out_dir)!r} already holds a run ({', '.join(held)}); "
                               f"continue it with --resume, or choose another --out (nothing is overwritten)")
     root = cfg.checkpoint_root()
     if root is not None:
         refuse_not_jaxsels(root)
-    owner = foreign_owner(root, cfg.out_dir) if root is not None else None
-    if root is not None and not cfg.resume:
+    owner = foreign_owner(root, cfg.evaluation.out_dir) if root is not None else None
+    if root is not None and not cfg.checkpoints.resume:
         steps = existing_steps(root)
         if steps:
             advice = (f", of {owner}); give this run a --checkpoint-dir of its own, or choose another --out"
@@ -236,23 +249,23 @@ def check_paths(cfg: TrainConfig, *, job_cell: bool = False) -> None:
                       "); continue that run with --resume, or choose another --checkpoint-dir")
             raise ConfigError(f"checkpoint dir {str(root)!r} already holds checkpoints (newest: step "
                               f"{max(steps)}{advice}")
-    if owner is not None and cfg.resume:   # named with --checkpoint-dir (a recorded folder of another run forks)
-        forks = records(cfg.out_dir, root)   # only a run directory that records the folder forks it
-        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to {owner}, not to {str(cfg.out_dir)!r}; " + (
+    if owner is not None and cfg.checkpoints.resume:   # named with --checkpoint-dir (another run's recorded folder forks)
+        forks = records(cfg.evaluation.out_dir, root)   # only a run directory that records the folder forks it
+        raise ConfigError(f"checkpoint dir {str(root)!r} belongs to {owner}, not to {str(cfg.evaluation.out_dir)!r}; " + (
             "resume without --checkpoint-dir to fork its checkpoints into a folder of this run's own" if forks else
             "give this run a --checkpoint-dir of its own (or none)") + ", or resume that run directory itself")
-    if cfg.out_dir and cfg.resume:
+    if cfg.evaluation.out_dir and cfg.checkpoints.resume:
         refuse_restart(cfg)
-    if cfg.data_dir is not None and not Path(cfg.data_dir).is_dir():
-        spec = KNOWN.get(cfg.dataset)
+    if cfg.data.data_dir is not None and not Path(cfg.data.data_dir).is_dir():
+        spec = KNOWN.get(cfg.data.dataset)
         if spec is None or spec.builder is None:
-            hint = spec.prepare_hint(str(cfg.data_dir)) if spec is not None else ""
+            hint = spec.prepare_hint(str(cfg.data.data_dir)) if spec is not None else ""
             raise ConfigError(
-                f"data_dir {str(cfg.data_dir)!r} does not exist or is not a directory, so dataset "
-                f"{cfg.dataset!r} is not prepared there; pass the --data-dir that holds it"
+                f"data_dir {str(cfg.data.data_dir)!r} does not exist or is not a directory, so dataset "
+                f"{cfg.data.dataset!r} is not prepared there; pass the --data-dir that holds it"
                 + (f", or prepare it: {hint}" if hint else ""))
-        writable_dir(cfg.data_dir, "--data-dir")   # the embedded dataset is built into it
-    check_prepared(cfg.dataset, cfg.data_dir)   # a real dataset: prepared, before anything is created
+        writable_dir(cfg.data.data_dir, "--data-dir")   # the embedded dataset is built into it
+    check_prepared(cfg.data.dataset, cfg.data.data_dir)   # a real dataset: prepared, before anything is created
 
 
 
@@ -284,14 +297,14 @@ def refuse_restart(cfg: TrainConfig) -> None:
     directory that holds a run's records, that would cut its rows and replace its final
     figures and settings (by another strategy's, even): ConfigError, before anything is
     touched. A copied run directory counts the checkpoints it forks from."""
-    held = held_records(cfg.out_dir)
+    held = held_records(cfg.evaluation.out_dir)
     root = cfg.checkpoint_root()
     if not held or existing_steps(root):
         return
-    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
+    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.evaluation.out_dir)))
     if source is not None and existing_steps(source):
         return
-    raise ConfigError(f"run directory {str(cfg.out_dir)!r} holds a run ({', '.join(held)}) but there is no "
+    raise ConfigError(f"run directory {str(cfg.evaluation.out_dir)!r} holds a run ({', '.join(held)}) but there is no "
                       f"checkpoint to continue it from ({str(root)!r} holds none); a resume would start it over "
                       f"and replace its records, so nothing was touched: give --checkpoint-dir where its "
                       f"checkpoints are, choose another --out, or remove the run directory to start over there")
@@ -302,17 +315,17 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     run directory's config.json records it; a run directory of an earlier jaxsel used
     checkpoints/<its name>), and the run length its fractional LR milestones refer to (its
     checkpoints record it), so `--resume --steps N` past the end never moves them."""
-    if not cfg.resume:
+    if not cfg.checkpoints.resume:
         return cfg
     source = None
-    if cfg.checkpoint_dir is None and cfg.out_dir:
-        recorded = _recorded_checkpoint_dir(Path(cfg.out_dir))
+    if cfg.checkpoints.checkpoint_dir is None and cfg.evaluation.out_dir:
+        recorded = _recorded_checkpoint_dir(Path(cfg.evaluation.out_dir))
         source = fork_source(cfg, recorded)
         if source is not None:   # a copied run directory: checkpoints of its own (rundir/owner.py)
             cfg = dataclasses.replace(cfg, checkpoint_dir=str(fork_root(source, cfg)))
         elif recorded is not None:
             cfg = dataclasses.replace(cfg, checkpoint_dir=recorded)
-    if cfg.lr_schedule_steps is None:
+    if cfg.optim.lr_schedule_steps is None:
         own = cfg.checkpoint_root()
         length = newest_meta(source if source is not None and not existing_steps(own) else own).get(
             "lr_schedule_steps")
@@ -326,13 +339,13 @@ def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
     directory, and fill a copied run directory's own folder with the checkpoints of the
     folder its config.json records (rundir/owner.py)."""
     root = cfg.checkpoint_root()
-    if root is None or not cfg.out_dir:
+    if root is None or not cfg.evaluation.out_dir:
         return
     clear_partial_forks(root)   # a fork killed mid-copy (SIGKILL) left its half copies
-    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.out_dir)))
+    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.evaluation.out_dir)))
     if source is not None and root.absolute() == fork_root(source, cfg).absolute():   # `resumed_settings` forked
-        fork(source, root, cfg.out_dir)
-    claim(root, cfg.out_dir, run_id)
+        fork(source, root, cfg.evaluation.out_dir)
+    claim(root, cfg.evaluation.out_dir, run_id)
 
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:
@@ -364,14 +377,14 @@ def estimate_resources(cfg: TrainConfig, fm: FunctionalModel, optimizer, strateg
     """Parameters x replicas x (1 + optimizer slots) + strategy state (e.g. SelSync's
     windows) from the abstract state; batch and activations from the shapes."""
     shapes = jax.eval_shape(lambda: init_state(fm.params, optimizer, strategy, mesh,
-                                               model_state=fm.model_state, replicas=cfg.replicas))
+                                               model_state=fm.model_state, replicas=cfg.placement.replicas))
     state = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
     example = int(np.prod(input_shape)) * 4
     widths = sum(int(x.shape[-1]) for x in jax.tree.leaves(fm.params) if np.ndim(x) >= 2)
-    examples = cfg.replicas * cfg.batch_size
-    batches = examples * example * (cfg.prefetch + 1)
+    examples = cfg.placement.replicas * cfg.optim.batch_size
+    batches = examples * example * (cfg.data.prefetch + 1)
     activations = 2 * examples * (example + 4 * widths)
-    host = examples * example * (cfg.prefetch + 1) + cfg.steps * cfg.replicas * 8
+    host = examples * example * (cfg.data.prefetch + 1) + cfg.optim.steps * cfg.placement.replicas * 8
     return Resources(state, batches, activations, host)
 
 
@@ -400,7 +413,7 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
     hint = "lower --batch-size, --replicas, --steps or the strategy's window"
     limit = _device_limit(mesh)
     if limit is not None and per_device > limit:
-        k = max(1, cfg.replicas // devices)
+        k = max(1, cfg.placement.replicas // devices)
         raise ConfigError(f"the run needs about {byte_size(per_device)} per device for its {k} replica(s) "
                           f"per device ({what}) but a {mesh.devices.flat[0].device_kind} has "
                           f"{byte_size(limit)}; {hint}, or spread the replicas over more devices")
@@ -409,15 +422,15 @@ def check_resources(cfg: TrainConfig, need: Resources, mesh) -> None:
     available = _host_available()
     if host > available:
         raise ConfigError(f"the run needs about {byte_size(host)} of host memory ({what}; projection "
-                          f"tables {byte_size(cfg.steps * cfg.replicas * 8)}) but {byte_size(available)} "
+                          f"tables {byte_size(cfg.optim.steps * cfg.placement.replicas * 8)}) but {byte_size(available)} "
                           f"is available; {hint}")
     root = cfg.checkpoint_root()
     if root is not None and jax.process_index() == 0:
-        kept = cfg.keep + 1 - (len(existing_steps(root)) if cfg.resume else 0)
+        kept = cfg.checkpoints.keep + 1 - (len(existing_steps(root)) if cfg.checkpoints.resume else 0)
         disk = need.state * max(kept, 1)
         probe = next(p for p in [root.absolute(), *root.absolute().parents] if p.exists())
         free = shutil.disk_usage(probe).free
         if disk > free:
-            raise ConfigError(f"checkpoints need about {byte_size(disk)} in {str(root)!r} ({cfg.keep} kept "
+            raise ConfigError(f"checkpoints need about {byte_size(disk)} in {str(root)!r} ({cfg.checkpoints.keep} kept "
                               f"+ 1 being written, {byte_size(need.state)} each) but {byte_size(free)} "
                               f"is free; lower --keep, free space or choose another --checkpoint-dir")

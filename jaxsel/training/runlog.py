@@ -31,13 +31,14 @@ from .writers import MetricWriter, dashboard_writers
 
 def projected_cluster(cfg) -> Cluster:
     """The cluster a run is projected onto (one network unless project_gpus_per_host > 1)."""
-    return Cluster(cfg.project_network, cfg.project_intra_network, cfg.project_gpus_per_host)
+    project = cfg.projection
+    return Cluster(project.project_network, project.project_intra_network, project.project_gpus_per_host)
 
 
 def make_projector(cfg, timing: dict, saved: dict | None = None) -> Projector:
     """The live projection of this run (`timing`: the strategy's cost-model keywords)."""
-    return Projector(projected_cluster(cfg), cfg.replicas, cfg.steps, cfg.project_stragglers, cfg.seed,
-                     **timing, state=saved)
+    return Projector(projected_cluster(cfg), cfg.placement.replicas, cfg.optim.steps,
+                     cfg.projection.project_stragglers, cfg.optim.seed, **timing, state=saved)
 
 
 @dataclasses.dataclass
@@ -128,7 +129,7 @@ class RunLog:
         self.window: list[tuple[int, dict]] = []
         self.divergences: dict[int, Any] = {}
         self.skip_run = 0
-        self.lr_at = scheduled_lr(cfg.lr_schedule, cfg.lr, cfg.lr_schedule_length, samples)
+        self.lr_at = scheduled_lr(cfg.optim.lr_schedule, cfg.optim.lr, cfg.lr_schedule_length, samples)
         file = MetricsFile(out_dir / METRICS_FILE, start) if out_dir else None
         self.records: list[dict] = list(file.earlier) if file else []
         self.writers: list[MetricWriter] = [file] if file else []
@@ -178,7 +179,7 @@ class RunLog:
             rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps, c.synced_steps - c.skipped_synced_steps)
             c.bytes_allreduced += int(rec["bytes_allreduced"])
             c.synced_steps += bool(rec["synced"])
-            if self.cfg.nonfinite == "skip":
+            if self.cfg.checkpoints.nonfinite == "skip":
                 self.skip_run = self.skip_run + 1 if rec["nonfinite"] else 0
                 c.skipped_steps += bool(rec["nonfinite"])
                 c.skipped_synced_steps += bool(rec["nonfinite"]) and bool(rec["synced"])
@@ -192,7 +193,8 @@ class RunLog:
         c, cfg = self.counters, self.cfg
         elapsed = time.perf_counter() - self.started
         c.train_time_s += elapsed
-        step_s = cfg.project_compute_s if cfg.project_compute_s is not None else elapsed / max(len(new), 1)
+        measured = cfg.projection.project_compute_s
+        step_s = measured if measured is not None else elapsed / max(len(new), 1)
         for rec in new:
             rec["train_time_s"] = c.train_time_s
             vote, group = int(rec.get("vote_bytes", 0)), int(rec.get("group_bytes", 0))
@@ -225,23 +227,23 @@ class RunLog:
     def final(self, description: str, compile_time: float, start: int) -> dict:
         """The run's closing figures (final.json)."""
         cfg, c, summary = self.cfg, self.counters, self.projector.summary()
-        tail = self.records[-cfg.log_every:]
+        tail = self.records[-cfg.evaluation.log_every:]
         final = {
             "strategy": description,
             "final_test_accuracy": self.evals[-1]["test_accuracy"],
             "final_test_loss": self.evals[-1]["test_loss"],
             "final_train_loss": float(np.mean([r["loss"] for r in tail])) if tail else float("nan"),
             "mean_correlation": _mean_of(self.records, "correlation"),
-            "sync_fraction": c.synced_steps / cfg.steps,
+            "sync_fraction": c.synced_steps / cfg.optim.steps,
             "bytes_allreduced": c.bytes_allreduced,
             "wall_time_s": c.train_time_s,
             "compile_time_s": compile_time,
             "projected_time_s": summary["total"],
             "projection": summary,
-            "steps": cfg.steps,
-            "replicas": cfg.replicas,
+            "steps": cfg.optim.steps,
+            "replicas": cfg.placement.replicas,
         }
-        if cfg.nonfinite == "skip":
+        if cfg.checkpoints.nonfinite == "skip":
             final["skipped_steps"] = c.skipped_steps
         if start:
             final["resumed_from_step"] = start

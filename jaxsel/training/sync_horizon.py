@@ -100,6 +100,19 @@ def all_warmup_warning(strategy, total_steps: int) -> str | None:
             f"past {warm}")
 
 
+def late_note(label: str, strategy, seeds_records: dict[int, list[dict]], total_steps: int) -> str | None:
+    """A job's note (compare's table) for the seeds of one row that never synced after the
+    warm-up, in place of each cell's warning (None: every seed synced after it)."""
+    late = [seed for seed, records in seeds_records.items()
+            if no_sync_after_warmup_warning(strategy, records, total_steps)]
+    if not late:
+        return None
+    which = "every seed" if len(late) == len(seeds_records) else \
+        f"seed{'s' * (len(late) > 1)} {', '.join(map(str, late))} of {len(seeds_records)}"
+    return (f"{label}: no sync after its {warmup_length(strategy)}-step warm-up in {which}: there the replicas never "
+            f"averaged after it, so the result is local training's, not the method's")
+
+
 def no_sync_after_warmup_warning(strategy, records: list[dict], total_steps: int) -> str | None:
     """After the run: one line when an adaptive strategy (one that decides during the run
     which steps sync) never synced after its warm-up (a run longer than it)."""

@@ -72,7 +72,7 @@ def _changed(task: Task, cfg) -> dict[str, Any]:
     counts when it is set."""
     out = {k: getattr(cfg, k) for k, v in task.settings.items() if getattr(cfg, k) != v}
     if getattr(cfg, "partition_options", None):
-        out["partition_options"] = cfg.partition_options
+        out["partition_options"] = cfg.data.partition_options
     return out
 
 

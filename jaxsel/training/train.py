@@ -97,12 +97,13 @@ def train(plan: RunPlan | TrainConfig, run: Run | None = None, *, checked: bool 
         built = assemble_run(plan)   # its last checks (memory, disk): nothing is created before them
         with created_dirs(plan, lead) as cfg:
             built = dataclasses.replace(built, cfg=cfg)
-            with lock_run(cfg.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
+            with lock_run(cfg.evaluation.out_dir if lead else None, cfg.checkpoint_root() if lead else None):
                 check_paths(cfg, job_cell=plan.paths.job_cell)   # under the lock: a run that wrote there since
-                run_id = (run_id_of(cfg.out_dir) or new_run_id()) if lead else None   # the run directory's identity
+                # the run directory's identity
+                run_id = (run_id_of(cfg.evaluation.out_dir) or new_run_id()) if lead else None
                 if lead:
                     claim_checkpoints(cfg, run_id)   # the folder is this run directory's; a copied one forks its own
-                return _train(cfg, built, signals, run_id)
+                return _train(cfg, built, signals, run_id, plan.late_warning)
 
 
 def build_run(cfg: TrainConfig) -> Run:
@@ -111,15 +112,15 @@ def build_run(cfg: TrainConfig) -> Run:
     return assemble_run(plan_run(cfg))
 
 
-def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None) -> RunResult:
+def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None, late_warning: bool = True) -> RunResult:
     lead = jax.process_index() == 0
     distributed.barrier("train-start")   # every process has its data before the first collective
     identity = run_identity(cfg, data_fingerprint(run.loader.table)) if cfg.checkpoint_root() is not None else None
     ckpt, start, state, history = _restore(cfg, run, lead, identity)
-    out_dir = open_run_dir(cfg, run, run_id) if cfg.out_dir and lead else None   # one writer: process 0
+    out_dir = open_run_dir(cfg, run, run_id) if cfg.evaluation.out_dir and lead else None   # one writer: process 0
     log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead, samples=run.samples)
-    step_fn = guard_nonfinite(run.step_fn) if cfg.nonfinite == "skip" else run.step_fn
+    step_fn = guard_nonfinite(run.step_fn) if cfg.checkpoints.nonfinite == "skip" else run.step_fn
     try:
         t0 = time.perf_counter()
         compiled = step_fn.lower(state, parallel.global_batch(run.loader.batch(start), run.mesh)).compile()
@@ -129,11 +130,11 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
         if not log.evals:
             evaluate_run(run, state, log, start)
         log.tick()
-        for t, batch in run.loader.iterate(start, cfg.steps):
+        for t, batch in run.loader.iterate(start, cfg.optim.steps):
             state, metrics = compiled(state, batch)
             log.add_step(t, metrics)
             pace(metrics["loss"])   # the compiled step does not pace itself (core/pacing.py)
-            if (t + 1) % (cfg.divergence_every or cfg.log_every) == 0:
+            if (t + 1) % (cfg.evaluation.divergence_every or cfg.evaluation.log_every) == 0:
                 log.add_replica_metrics(t, pace(replica_metrics(state.params)))
             due = step_due(cfg, t, ckpt is not None, signals.signum is not None)
             if due.flush:
@@ -143,14 +144,14 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
                 if due.eval:
                     evaluate_run(run, state, log, t + 1)
                 if due.save:
-                    ckpt.save(t + 1, state, {"identity": identity, "seed": cfg.seed,
+                    ckpt.save(t + 1, state, {"identity": identity, "seed": cfg.optim.seed,
                                              "lr_schedule_steps": run.cfg.lr_schedule_length,
                                              **log.checkpoint_meta()})
                 log.tick()
             if due.halt:
                 _halt(signals.signum, t + 1, ckpt)
-        if start >= cfg.steps and (not log.evals or log.evals[-1]["step"] != cfg.steps):
-            evaluate_run(run, state, log, cfg.steps)   # resumed a finished run
+        if start >= cfg.optim.steps and (not log.evals or log.evals[-1]["step"] != cfg.optim.steps):
+            evaluate_run(run, state, log, cfg.optim.steps)   # resumed a finished run
     finally:
         log.close()
         if ckpt is not None:
@@ -158,36 +159,37 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None)
                 ckpt.wait()
             finally:
                 ckpt.close()
-    return finished_run(cfg, run, state, log, out_dir, compile_time, start, lead)
+    return finished_run(cfg, run, state, log, out_dir, compile_time, start, lead and late_warning)
 
 
 def finished_run(cfg: TrainConfig, run: Run, state, log: RunLog, out_dir: Path | None, compile_time: float,
-                 start: int, lead: bool) -> RunResult:
+                 start: int, warn: bool) -> RunResult:
     """The run's closing figures, written (evals.json, final.json) and returned: one ending
-    for a lone run and a cell trained in a batch (cell_batch.py)."""
+    for a lone run and a cell trained in a batch (cell_batch.py); `warn`: print the
+    after-run warning (an adaptive method that never synced after its warm-up)."""
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
              **replica_figures(run, state, log)}
-    if lead:   # an adaptive method that never synced after its warm-up: its result is not the method's
-        late = no_sync_after_warmup_warning(run.strategy, log.records, cfg.steps)
+    if warn:   # an adaptive method that never synced after its warm-up: not the method's result
+        late = no_sync_after_warmup_warning(run.strategy, log.records, cfg.optim.steps)
         if late:
             print(late, file=sys.stderr, flush=True)
     if out_dir:
         write_record(RunDir(out_dir).evals, log.evals)
         write_record(RunDir(out_dir).final, final)
-    return RunResult(cfg, log.records, log.evals, final, state, cfg.strategy, run.timing)
+    return RunResult(cfg, log.records, log.evals, final, state, cfg.method.strategy, run.timing)
 
 
 def step_due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
-    last = t + 1 == cfg.steps
-    boundary = (t + 1) % cfg.log_every == 0 or last
+    last = t + 1 == cfg.optim.steps
+    boundary = (t + 1) % cfg.evaluation.log_every == 0 or last
     # every process must stop at the same step: multi-host agrees at log reads
     if distributed.is_multiprocess():
         halt = boundary and distributed.agree_any(signalled)
     else:
         halt = signalled
     halt = halt and not last   # a signal during the last step: just finish
-    eval_due = (t + 1) % cfg.eval_every == 0 or last
-    every = cfg.checkpoint_every
+    eval_due = (t + 1) % cfg.evaluation.eval_every == 0 or last
+    every = cfg.checkpoints.checkpoint_every
     save = checkpointing and (last or halt or bool(every and (t + 1) % every == 0))
     return Due(boundary or eval_due or save or halt, eval_due, save, halt)
 
@@ -197,7 +199,7 @@ def evaluate_run(run: Run, state, log: RunLog, step: int) -> None:
     if distributed.is_multiprocess():   # global arrays -> host copies, evaluated by each process
         params, model_state = distributed.to_host((params, model_state))
     result = run.evaluate(params, model_state, run.test)
-    if run.cfg.eval_replicas == "every":
+    if run.cfg.evaluation.eval_replicas == "every":
         result.update(evaluate_replicas(run, state))
     log.add_eval(step, result)
 
@@ -206,9 +208,9 @@ def replica_figures(run: Run, state, log: RunLog) -> dict:
     """Each replica's own accuracy at the end of the run (replica_eval.py): evaluated now
     (eval_replicas "final"), or the last evaluation's ("every")."""
     keys = ("replica_accuracy", "replica_loss")
-    if run.cfg.eval_replicas == "off":
+    if run.cfg.evaluation.eval_replicas == "off":
         return {}
-    if run.cfg.eval_replicas == "every" and all(k in log.evals[-1] for k in keys):
+    if run.cfg.evaluation.eval_replicas == "every" and all(k in log.evals[-1] for k in keys):
         return {k: log.evals[-1][k] for k in keys}
     return evaluate_replicas(run, state)
 
@@ -219,11 +221,11 @@ def _restore(cfg: TrainConfig, run: Run, lead: bool, identity: dict | None):
     root = cfg.checkpoint_root()
     if root is None:
         return None, 0, run.state, {}
-    ckpt = Checkpointer(root, run.mesh, keep=cfg.keep)
-    if not cfg.resume:
+    ckpt = Checkpointer(root, run.mesh, keep=cfg.checkpoints.keep)
+    if not cfg.checkpoints.resume:
         return ckpt, 0, run.state, {}
     try:
-        restored = ckpt.restore_latest(run.state, identity, max_step=cfg.steps)
+        restored = ckpt.restore_latest(run.state, identity, max_step=cfg.optim.steps)
     except BaseException:
         ckpt.close()
         raise
@@ -243,7 +245,7 @@ def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
     """A run built with other LR milestones than its checkpoint's (a run built before the
     checkpoint's length was known, `resumed_settings`) must not continue silently."""
     recorded, length = meta.get("lr_schedule_steps"), run.cfg.lr_schedule_length
-    fractional = any(m < 1 for m in parse_lr_schedule(run.cfg.lr_schedule)[1])
+    fractional = any(m < 1 for m in parse_lr_schedule(run.cfg.optim.lr_schedule)[1])
     if recorded is not None and int(recorded) != length and fractional:
         ckpt.close()
         raise CheckpointMismatch(f"checkpoint in {ckpt.directory} was written by a run whose fractional "
@@ -256,7 +258,7 @@ def open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     resumed run finds them there, whatever the working directory), its identity (which its
     checkpoint folder's owner file records too: rundir/owner.py), its strategy as built
     and what it runs on (environment.py)."""
-    out = Path(cfg.out_dir)
+    out = Path(cfg.evaluation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
     files = RunDir(out)
@@ -264,7 +266,7 @@ def open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
                               "checkpoint_root": str(root.absolute()) if root is not None else None,
                               "run_id": run_id})
     write_record(files.environment, environment(run.layout, run.loader.describe(), run.packing))
-    write_record(files.strategy, {"name": cfg.strategy, "description": run.description, "timing": run.timing})
+    write_record(files.strategy, {"name": cfg.method.strategy, "description": run.description, "timing": run.timing})
     return out
 
 
@@ -276,7 +278,7 @@ def _halt(signum: int | None, step: int, ckpt) -> None:
 
 def nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
     step = rec["step"]
-    if cfg.nonfinite == "skip":
+    if cfg.checkpoints.nonfinite == "skip":
         what = f"{MAX_CONSECUTIVE_SKIPS} consecutive steps were non-finite (the state itself may be)"
     else:
         what = f"non-finite {describe_nonfinite(rec)}"
@@ -292,11 +294,11 @@ def nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
 
 
 def _progress(cfg: TrainConfig, start: int):
-    if not cfg.progress:
+    if not cfg.evaluation.progress:
         return None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=cfg.steps, desc=f"{cfg.strategy:>9}", unit="step", leave=True,
+    bar = tqdm(total=cfg.optim.steps, desc=f"{cfg.method.strategy:>9}", unit="step", leave=True,
                dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 5.0)
     if start:
         bar.update(start)

@@ -101,11 +101,11 @@ class TensorBoardWriter:
 def run_name(cfg) -> str:
     """A run's name on the dashboards: its directory, below the comparison's directory when
     the run belongs to one (`bsp/seed0`), else the directory's own name."""
-    if not cfg.out_dir:
-        return cfg.strategy
-    parts = Path(cfg.out_dir).parts
-    if cfg.run_group in parts[:-1]:
-        below = len(parts) - 1 - parts[::-1].index(cfg.run_group)
+    if not cfg.evaluation.out_dir:
+        return cfg.method.strategy
+    parts = Path(cfg.evaluation.out_dir).parts
+    if cfg.evaluation.run_group in parts[:-1]:
+        below = len(parts) - 1 - parts[::-1].index(cfg.evaluation.run_group)
         return "/".join(parts[below + 1:])
     return parts[-1]
 
@@ -131,14 +131,14 @@ class WandbWriter:
         run_id = _recorded_id(id_file) if start and id_file else None
         name = run_name(cfg)
         try:
-            self.run = wandb.init(project=cfg.wandb_project, group=cfg.run_group, name=name,
+            self.run = wandb.init(project=cfg.evaluation.wandb_project, group=cfg.evaluation.run_group, name=name,
                                   dir=str(out_dir) if out_dir else None, config=dataclasses.asdict(cfg),
                                   id=run_id, resume="allow" if run_id else None,
                                   settings=wandb.Settings(console="off"))
         except Exception as err:   # no login, no network: say so in one line
             from .config import ConfigError
 
-            raise ConfigError(f"--wandb {cfg.wandb_project}: W&B could not start a run ({err}); log in with "
+            raise ConfigError(f"--wandb {cfg.evaluation.wandb_project}: W&B could not start a run ({err}); log in with "
                               f"`wandb login`, or set WANDB_MODE=offline to write it locally") from None
         if id_file is not None:
             write_text(id_file, self.run.id)
@@ -159,9 +159,9 @@ def dashboard_writers(cfg, out_dir: Path | None, start: int, synced: int, nbytes
     start, those already started are closed again."""
     writers: list[MetricWriter] = []
     try:
-        if cfg.tensorboard and out_dir is not None:
+        if cfg.evaluation.tensorboard and out_dir is not None:
             writers.append(TensorBoardWriter(out_dir, start, Totals(synced, nbytes)))
-        if cfg.wandb_project:
+        if cfg.evaluation.wandb_project:
             writers.append(WandbWriter(cfg, out_dir, start, Totals(synced, nbytes)))
     except BaseException:
         for w in writers:

@@ -12,7 +12,9 @@ top of its directory, with strategy.json (its strategy as built and its cost-mod
 keywords) and environment.json (what it ran on) beside them; a comparison writes
 results.json at the top and one run per row and seed below it (ROW/seedS/); a long job
 records itself in job.json (its compiled programs in .xla-cache) and each finished cell
-in its run's cell.json. While a run
+in its run's cell.json; a frontier, a calibration and a report write their own files beside
+them (frontier.json, task.json, derived_points.json, calibration.json, report.json, read
+and written through job_files.py). While a run
 trains it holds `.jaxsel.lock` in its run and checkpoint directories (lock.py); a
 checkpoint folder records the run directory that owns it in `.jaxsel-owner.json`
 (owner.py).
@@ -41,6 +43,20 @@ RESULTS_FILE = "results.json"
 JOB_FILE = "job.json"
 #: a finished cell's record, in the cell's run directory (analysis/cells.py)
 CELL_FILE = "cell.json"
+#: a frontier's result, its table and its picture, at the top of its directory (analysis/frontier_report.py)
+FRONTIER_FILE = "frontier.json"
+FRONTIER_TABLE = "frontier.md"
+FRONTIER_PICTURE = "frontier.png"
+#: a frontier's task as `jaxsel compare --config` reads it (analysis/frontier.py)
+TASK_FILE = "task.json"
+#: the deltas of a frontier's fires:F points, derived from plain BSP's runs (analysis/frontier_points.py)
+DERIVED_FILE = "derived_points.json"
+#: a calibration's figures and their picture (analysis/calibrate.py)
+CALIBRATION_FILE = "calibration.json"
+CALIBRATION_PICTURE = "calibration.png"
+#: `jaxsel report`'s projections and their picture, beside the runs it reports (analysis/report.py)
+REPORT_FILE = "report.json"
+REPORT_PICTURE = "report.png"
 #: the id of a run's W&B run, kept so that a resume continues it (writers.WandbWriter)
 WANDB_ID_FILE = "wandb_run_id"
 #: the OS-locked file a training run holds in its run and checkpoint directories (lock.py)

@@ -149,9 +149,9 @@ def fork_root(source: Path, cfg: TrainConfig) -> Path:
 def fork_source(cfg: TrainConfig, recorded: str | None) -> Path | None:
     """The checkpoint folder a resumed run directory must fork from: the one its
     config.json records (`recorded`), when another run directory owns it."""
-    if not (cfg.resume and cfg.out_dir and recorded):
+    if not (cfg.checkpoints.resume and cfg.evaluation.out_dir and recorded):
         return None
-    return Path(recorded) if foreign_owner(recorded, cfg.out_dir) is not None else None
+    return Path(recorded) if foreign_owner(recorded, cfg.evaluation.out_dir) is not None else None
 
 
 #: a step being copied by `fork`: .fork-<step>-<pid> (a rename makes it a checkpoint)
