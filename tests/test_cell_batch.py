@@ -172,3 +172,34 @@ def test_no_batch_cells_trains_one_by_one(tmp_path):
         [(c, f"bsp, seed {c.seed}") for c in cfgs])
     assert [line.split("] ")[0].split(" ·")[0] for line in said] == ["[cell 1 of 2", "[cell 2 of 2"]
     assert json.loads((tmp_path / "job" / "seed1" / CELL_FILE).read_text())["batched"] == 1
+
+
+def test_a_job_stopped_mid_batch_says_so_and_its_batch_trains_again_to_the_same_bits(tmp_path, monkeypatch):
+    """SIGTERM during a batch: the job stops naming the batch's cells, keeps none of them,
+    and the next run trains the batch again from its first step, ending as an unstopped one."""
+    import os
+    import signal
+
+    from jaxsel.analysis.cells import JobInterrupted
+    from jaxsel.training.runlog import RunLog
+
+    cfgs = cells_of(tmp_path, "job", "selsync", FAMILIES[2][1], None, seeds=(0, 1))
+    wanted = [(c, f"selsync, seed {c.seed}") for c in cfgs]
+    flush = RunLog.flush
+
+    def stop_at_first_read(self, t):
+        os.kill(os.getpid(), signal.SIGTERM)   # the loop finishes the step and stops at the next read
+        return flush(self, t)
+
+    monkeypatch.setattr(RunLog, "flush", stop_at_first_read)
+    with pytest.raises(JobInterrupted) as stopped:
+        Cells(tmp_path / "job", Progress(2)).get_all(wanted)
+    assert "stopped in cells 1-2 of 2, trained as one batch (selsync, seed 0; selsync, seed 1)" in str(stopped.value)
+    assert "which run again from their start on resume; the 0 finished cells are kept" in str(stopped.value)
+    assert not list((tmp_path / "job").rglob(CELL_FILE))
+    monkeypatch.setattr(RunLog, "flush", flush)
+    resumed = Cells(tmp_path / "job", Progress(2), keep_states=True).get_all(wanted)
+    whole = Cells(tmp_path / "whole", Progress(2), keep_states=True).get_all(
+        [(c, f"selsync, seed {c.seed}") for c in cells_of(tmp_path, "whole", "selsync", FAMILIES[2][1], None, (0, 1))])
+    assert [state_digest(r.state) for r in resumed] == [state_digest(r.state) for r in whole]
+    assert [r.records[-1]["step"] for r in resumed] == [STEPS - 1] * 2
