@@ -60,19 +60,25 @@ def why_alone(cfg: TrainConfig) -> str | None:
         return f"nonfinite={cfg.checkpoints.nonfinite!r} skips steps"
     if distributed.is_multiprocess():
         return "it spans processes"
+    if cfg.evaluation.tensorboard or cfg.evaluation.wandb_project:
+        return "it writes dashboards (one writer per run and process)"
     return None
 
 
-def program_of(plan: RunPlan) -> TrainConfig:
+#: the settings two cells of one program may differ in
+PER_CELL = frozenset({"seed", "out_dir", "run_group", "progress"})
+
+
+def program_of(plan: RunPlan) -> list:
     """What two cells must agree on to share a program: their settings less the seed and
-    where they are written."""
-    return dataclasses.replace(plan.cfg, seed=0, out_dir=None, run_group=None, progress=False)
+    where they are written (`PER_CELL`)."""
+    return [(f.name, getattr(plan.cfg, f.name)) for f in dataclasses.fields(plan.cfg) if f.name not in PER_CELL]
 
 
 def share_program(plans: list[RunPlan]) -> list[list[int]]:
     """`plans`' indices in groups that train as one (first appearance order; a cell that
     must run alone is a group of its own): same `program_of`, equal strategies."""
-    groups: list[tuple[TrainConfig, object, list[int]]] = []
+    groups: list[tuple[list, object, list[int]]] = []
     alone: list[list[int]] = []
     for i, plan in enumerate(plans):
         if why_alone(plan.cfg) is not None:
@@ -107,7 +113,7 @@ def same_program(runs: list[Run]) -> bool:
     depends on how many of its job's cells are left to train."""
     if len(runs) == 1:
         cfg = runs[0].cfg
-        twin = plan_run(dataclasses.replace(cfg, seed=cfg.optim.seed + 1, out_dir=None), job_cell=True)
+        twin = plan_run(dataclasses.replace(cfg, seed=cfg.optim.seed + 1), job_cell=True)   # nothing is created
         if twin.strategy == runs[0].strategy:
             return True
         runs = [runs[0], assemble_run(twin)]
