@@ -121,7 +121,7 @@ if [ "$smoke" = 1 ]; then
     sweep=(--models mlp --ks 2 --batches 2 --repeats 2 --warmup 1)
     # one replica, as on the one-GPU host (the CPU has 8 devices), and a packed row of 2: the
     # CPU compiles 8 unrolled replicas for most of a minute
-    cnn=(--size tiny --replicas 1 --packed-row 2)
+    cnn=(--size tiny --replicas 1 --packed-replicas 2)
     # step 4's commands on the CNN and three of its variants: ResNet-18 (11 M parameters)
     # took 106 of a smoke run's 249 s on the CPU; the model is tested by
     # tests/test_models_zoo.py and every variant by tests/test_bench.py
@@ -148,8 +148,8 @@ run 3-bench-cnn-fp32.txt 55 "$py" -m jaxsel.cli bench --model cnn --dtype fp32 -
 # the default loop (vmap for one replica on a GPU), then BSP and the user loop on unroll: which
 # formulation of one replica per device costs less on this GPU
 run 4-bench-resnet18-bf16.txt 90 bash -c '"$@" --variants '"$resnet_variants"' && "$@" --variants bsp,user_bsp \
-    --local-replicas unroll --dispatch-steps 1' bench "$py" -m jaxsel.cli bench \
-    --model "$resnet_model" --dtype bf16 --packed-row 0 "${resnet[@]}"
+    --packing unroll --dispatch-steps 1' bench "$py" -m jaxsel.cli bench \
+    --model "$resnet_model" --dtype bf16 --packed-replicas 0 "${resnet[@]}"
 run 5-resnet18-vs-pytorch.txt 110 "$py" experiments/gpu_throughput.py --models resnet18 \
     --json "$out/5-resnet18-vs-pytorch.json" "${versus[@]}"
 run 6-xla-ab.txt 70 "$py" experiments/xla_ab.py --model cnn "${ab[@]}"

@@ -40,7 +40,7 @@ LOOPS = ("vmap", "unroll", "map")
 SHAPES = {"mlp": (784,), "cnn": (32, 32, 3), "resnet18": (32, 32, 3)}
 
 
-def step_runner(model: str, replicas: int, devices: int, batch: int, strategy, local_replicas: str):
+def step_runner(model: str, replicas: int, devices: int, batch: int, strategy, packing: str):
     """A closure doing one blocked training step of `replicas` on `devices` (first call compiles)."""
     import jax
     import numpy as np
@@ -55,7 +55,7 @@ def step_runner(model: str, replicas: int, devices: int, batch: int, strategy, l
     state = [jaxsel.init_state(fm.params, opt, strategy, mesh, fm.model_state if fm.stateful else None,
                                 replicas=replicas)]
     step = jaxsel.make_train_step(fm.classification_loss(), opt, strategy, mesh, stateful=fm.stateful,
-                                  local_replicas=local_replicas)
+                                  packing=packing)
     rng = np.random.default_rng(0)
     data = jaxsel.global_batch({"image": rng.standard_normal((replicas * batch, *SHAPES[model]), dtype=np.float32),
                                 "label": rng.integers(0, 10, replicas * batch).astype(np.int32)}, mesh)
@@ -94,7 +94,7 @@ def cpu_rows(models, batch: int, warmup: int, repeats: int, layouts=CPU_LAYOUTS)
             med = time_side_by_side(runners, warmup, repeats)
             for name, _, local in layouts:
                 rows.append({"model": model, "strategy": sname, "name": name, "layout": names[name],
-                             "local_replicas": local, "ms_per_step": med[name] * 1e3,
+                             "packing": local, "ms_per_step": med[name] * 1e3,
                              "speedup_over_8x1": med["8x1"] / med[name] if "8x1" in med else None})
             print_rows(rows[-len(layouts):])
     return rows
@@ -124,7 +124,7 @@ def gpu_rows(models, batches, ks, loops, warmup: int, repeats: int) -> list[dict
                 med = time_side_by_side(runners, warmup, repeats)
                 stats = jax.devices()[0].memory_stats() or {}
                 for local in loops:
-                    row = {"model": model, "packed": k, "local_replicas": local, "batch_per_replica": batch}
+                    row = {"model": model, "packed_replicas": k, "packing": local, "batch_per_replica": batch}
                     if local in failed:
                         rows.append({**row, "failed": failed[local]})
                     else:

@@ -46,7 +46,7 @@ def run_set(name: str, args, out_dir: str) -> dict:
     env["XLA_FLAGS"] = " ".join(x for x in (os.environ.get("XLA_FLAGS", ""), SETS[name]) if x)
     path = os.path.join(out_dir, f"{name}.json")
     cmd = [sys.executable, "-m", "jaxsel.cli", "bench", "--model", args.model, "--dtype", args.dtype,
-           "--packed-row", "0", "--variants", ",".join(VARIANTS), "--json", path]
+           "--packed-replicas", "0", "--variants", ",".join(VARIANTS), "--json", path]
     cmd += ["--size", "tiny"] if args.tiny else ["--repeats", str(args.repeats)]
     if args.batch:
         cmd += ["--batch", str(args.batch)]

@@ -16,7 +16,7 @@ def test_bench_command_tiny(tmp_path, capsys):
     and the compiled-op counts come back too. (4 replicas, not 8: the same packed code paths,
     and the packed row compiles half the unrolled replicas.)"""
     out = tmp_path / "bench.json"
-    assert main(["bench", "--size", "tiny", "--replicas", "4", "--devices", "2", "--packed-row", "4", "--dtype", "bf16", "--hlo",
+    assert main(["bench", "--size", "tiny", "--replicas", "4", "--devices", "2", "--packed-replicas", "4", "--dtype", "bf16", "--hlo",
                  "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     for key in bench.RATIOS + bench.PACKED_RATIOS + bench.INFO_RATIOS:
@@ -56,7 +56,7 @@ def test_the_step_costs_what_its_transformation_costs(loop):
       (a norm recomputed for another consumer) counts twice here.
     Counted from the compiled programs, never timed."""
     texts = bench.compiled_programs("cnn", ("bsp", "user_bsp", "selsync_local", "local"), size="tiny",
-                                    replicas=1, devices=1, local_replicas=loop)
+                                    replicas=1, devices=1, packing=loop)
     ops = {name: bench.hlo_counts(text)["ops"] for name, text in texts.items()}
     assert ops["bsp"] <= ops["user_bsp"], (ops, bench.extra_ops(texts["bsp"], texts["user_bsp"]))
     params = jax.tree.leaves(precision.build("cnn", bench.SIZES["tiny"]["image_shape"], 10, 0, "fp32").params)
@@ -102,19 +102,25 @@ def test_bench_variants_are_checked():
 def test_bench_command_bad_input_is_one_line(capsys):
     for flags, message in ((["--repeats", "0"], "repeats must be an integer >= 1, got 0"),
                            (["--dtype", "fp8"], "dtype must be one of fp32, bf16, got 'fp8'"),
-                           (["--packed-row", "-1"], "packed must be an integer >= 0 (0 = no packed row), got -1"),
-                           (["--local-replicas", "loop"],
-                            "local_replicas must be one of auto, vmap, map, unroll, got 'loop'"),
+                           (["--packed-replicas", "-1"],
+                            "packed_replicas must be an integer >= 0 (0 = no packed row), got -1"),
+                           (["--packing", "loop"], "packing must be one of auto, vmap, map, unroll, got 'loop'"),
                            (["--variants", "bsp,nope"], f"variants must be among "
                             f"{', '.join(bench.VARIANTS + bench.PACKED_VARIANTS)}, got nope")):
         assert main(["bench", "--size", "tiny", *flags]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [f"jaxsel bench: error: {message}"]
-    # last release's --packed N (a count, where every other "packed" names a loop) still works, noted
-    assert main(["bench", "--size", "tiny", "--packed", "-1"]) == 2
+    # the last releases' --packed-row N and --packed N (the count) and --local-replicas (the loop) still
+    # work, each with one note naming its new flag (compat/packing_names.py)
+    for old in ("--packed-row", "--packed"):
+        assert main(["bench", "--size", "tiny", old, "-1"]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f"jaxsel: note: {old} is deprecated and read until jaxsel 0.2.0; write --packed-replicas -1",
+            "jaxsel bench: error: packed_replicas must be an integer >= 0 (0 = no packed row), got -1"]
+    assert main(["bench", "--size", "tiny", "--local-replicas", "loop"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "jaxsel: note: --packed is deprecated and goes in the next release; write --packed-row -1",
-        "jaxsel bench: error: packed must be an integer >= 0 (0 = no packed row), got -1"]
+        "jaxsel: note: --local-replicas is deprecated and read until jaxsel 0.2.0; write --packing loop",
+        "jaxsel bench: error: packing must be one of auto, vmap, map, unroll, got 'loop'"]
 
 
 def test_bench_defaults_to_one_replica_per_device_of_the_default_backend():
@@ -123,8 +129,9 @@ def test_bench_defaults_to_one_replica_per_device_of_the_default_backend():
     from jaxsel.core.parallel import choose_layout
 
     args = build_parser().parse_args(["bench"])
-    assert args.replicas is None and args.dtype == "fp32" and args.packed == 8
-    assert build_parser().parse_args(["bench", "--packed", "3"]).packed == 3   # last release's name, read
+    assert args.replicas is None and args.dtype == "fp32" and args.packed_replicas == 8 and args.packing == "auto"
+    assert build_parser().parse_args(["bench", "--packed-row", "3"]).packed_replicas == 3   # last release's, read
+    assert build_parser().parse_args(["bench", "--local-replicas", "map"]).packing == "map"
     layout = choose_layout(args.replicas, devices=1)
     assert layout.replicas == 1 and layout.per_device == 1 and layout.devices[0].platform == "cpu"
     assert choose_layout(8, devices=1).per_device == 8

@@ -201,7 +201,7 @@ def test_resume_on_one_device_is_bit_for_bit(tmp_path, loop):
     8-device all-reduce does: the resumed run is the uninterrupted 8-device run exactly.
     ("vmap": CPU's batched matmul differs from the plain one in the last bit; on 2 devices
     the sum is (r0+..+r3)+(r4+..+r7), another rounding: float32 tolerance, tested above.)"""
-    options = dict(local_replicas=loop)
+    options = dict(packing=loop)
     ref = train(config(tmp_path / "ref", "selsync", devices=8, **options))
     cfg = config(tmp_path / "cut", "selsync", steps=STEPS // 2, devices=8, **options)
     train(cfg)

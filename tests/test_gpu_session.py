@@ -62,4 +62,4 @@ def test_the_smoke_session_runs_every_step(tmp_path):
     default_job = (out / "1-default-job.txt").read_text()
     assert "devices:" in default_job and "packed by" in default_job   # the layout line of a packed run
     assert "fraction_of_one_replica=" in (out / "2-packing-sweep.txt").read_text()
-    assert "local_replicas=map" in (out / "2-packing-sweep.txt").read_text()   # the default sweep's last loop
+    assert "packing=map" in (out / "2-packing-sweep.txt").read_text()   # the default sweep's last loop

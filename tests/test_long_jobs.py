@@ -372,7 +372,7 @@ def test_a_resumed_job_runs_the_packing_loop_its_first_cell_ran(tmp_path, monkey
     packing.forget_in_memory()
     code, printed = run_main([*argv, "--resume"])
     assert code == 0, printed
-    loops = [json.loads((tmp_path / "cm" / "bsp" / f"seed{s}" / "config.json").read_text())["packing"]["loop"]
+    loops = [json.loads((tmp_path / "cm" / "bsp" / f"seed{s}" / "config.json").read_text())["packing_choice"]["loop"]
              for s in (0, 1)]
     assert loops == ["vmap", "vmap"]
     rows = json.loads((tmp_path / "cm" / "results.json").read_text())

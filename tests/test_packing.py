@@ -35,19 +35,19 @@ def make(name):
     return build_strategy(name.split("-")[0], options.get(name, {}), **CONTEXT)
 
 
-def train(strategy, devices, batches, local_replicas="auto"):
+def train(strategy, devices, batches, packing="auto"):
     mesh = jaxsel.data_mesh(replicas=R, devices=devices)
-    state, history = run(strategy, mesh, batches, local_replicas=local_replicas)
+    state, history = run(strategy, mesh, batches, packing=packing)
     return jax.device_get(state), [bool(m["synced"]) for _, m in history]
 
 
 @pytest.mark.parametrize("name", ["bsp", "selsync", "localsgd-trimmed"])
-def test_every_local_loop_gives_the_same_step(name):
+def test_every_packing_loop_gives_the_same_step(name):
     """vmap (batched), unroll (k plain copies) and map (a loop) over a device's replicas."""
     strategy, batches = make(name), make_batches()
-    ref, ref_synced = train(strategy, 2, batches, local_replicas="vmap")
+    ref, ref_synced = train(strategy, 2, batches, packing="vmap")
     for loop in ("unroll", "map"):
-        got, synced = train(strategy, 2, batches, local_replicas=loop)
+        got, synced = train(strategy, 2, batches, packing=loop)
         assert synced == ref_synced
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), got.params, ref.params)
 
@@ -56,12 +56,12 @@ def test_auto_unrolls_packed_replicas_where_nothing_is_measured():
     """The static default (issue 34's H100 figures; the CPU's): unroll k > 1 packed replicas
     everywhere; one replica per device is the plain program on CPU, vmap's (no copies of
     the state's [1, ...] blocks) on accelerators; a forced loop is the user's."""
-    from jaxsel.core.step import resolve_local_loop
+    from jaxsel.core.step import resolve_packing
 
     gpu, cpu = types.SimpleNamespace(devices=np.array([fake("gpu", H100)])), jaxsel.data_mesh(8, devices=1)
-    assert resolve_local_loop("auto", cpu, 8) == "unroll" and resolve_local_loop("auto", gpu, 8) == "unroll"
-    assert resolve_local_loop("auto", cpu, 1) == "unroll" and resolve_local_loop("auto", gpu, 1) == "vmap"
-    assert resolve_local_loop("map", gpu, 8) == "map" and resolve_local_loop("vmap", cpu, 1) == "vmap"
+    assert resolve_packing("auto", cpu, 8) == "unroll" and resolve_packing("auto", gpu, 8) == "unroll"
+    assert resolve_packing("auto", cpu, 1) == "unroll" and resolve_packing("auto", gpu, 1) == "vmap"
+    assert resolve_packing("map", gpu, 8) == "map" and resolve_packing("vmap", cpu, 1) == "vmap"
 
 
 def test_bsp_on_eight_packed_replicas_is_one_device_on_the_whole_batch():

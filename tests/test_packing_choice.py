@@ -1,4 +1,4 @@
-"""local_replicas="auto" measures: it times every way of computing a device's packed
+"""packing="auto" measures: it times every way of computing a device's packed
 replicas on the real step, keeps the fastest, caches the choice on disk by its key and says
 how it chose; and every candidate computes the same step. Last release's "matmul" loop runs
 as "auto", warned.
@@ -173,7 +173,7 @@ def cnn_run(loop, devices=1, strategy=None, steps=3, replicas=4):
                 "label": rng.integers(0, 10, replicas * 2).astype(np.int32)} for _ in range(steps)]
     mesh = jaxsel.data_mesh(replicas, devices=devices)
     state, history = run(strategy or jaxsel.BSP(), mesh, batches, loss=fm.classification_loss(), params=fm.params,
-                         model_state=fm.model_state, stateful=True, replicas=replicas, local_replicas=loop)
+                         model_state=fm.model_state, stateful=True, replicas=replicas, packing=loop)
     return jax.device_get(state), [jax.device_get(m["loss"]) for _, m in history]
 
 
@@ -205,23 +205,24 @@ def test_last_releases_matmul_loop_runs_as_auto_and_says_so(tmp_path):
     from jaxsel.training.config_file import load_settings
 
     mesh = jaxsel.data_mesh(R, devices=1)
-    with pytest.warns(DeprecationWarning, match="local_replicas='matmul' was removed .* runs as 'auto'"):
-        step = jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh, local_replicas="matmul")
+    with pytest.warns(DeprecationWarning, match="packing='matmul' was removed .* runs as 'auto'"):
+        step = jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh, packing="matmul")
     state = jaxsel.init_state(softmax_params(), optax.sgd(0.1), jaxsel.BSP(), mesh)
     batch = jaxsel.global_batch(softmax_batches(1, b=4)[0], mesh)
     assert (step.decide(state, batch, time_step=never_timed).loop, step.choice.how) == ("unroll", "static")
-    with pytest.warns(DeprecationWarning, match="write local_replicas='auto', or 'unroll'"):
-        assert TrainConfig(local_replicas="matmul").local_replicas == "auto"
+    with pytest.warns(DeprecationWarning, match="write packing='auto', or 'unroll'"):
+        assert TrainConfig(packing="matmul").packing == "auto"
+    # an old run's config.json names the setting as last release did (old_records.py)
     (tmp_path / "config.json").write_text(json.dumps({"strategy": "bsp", "local_replicas": "matmul"}))
     with pytest.warns(DeprecationWarning):
-        assert load_settings(tmp_path / "config.json")["local_replicas"] == "auto"
+        assert load_settings(tmp_path / "config.json")["packing"] == "auto"
     with pytest.warns(DeprecationWarning):
-        assert build_parser().parse_args(["train", "--local-replicas", "matmul"]).local_replicas == "auto"
-    assert removed_values(["train", "--local-replicas=matmul", "--local-replicas", "unroll"]) == [
-        "jaxsel: note: --local-replicas matmul was removed (it was never faster than unroll) and runs as "
-        "--local-replicas auto for one more release; write --local-replicas auto, or unroll"]
-    with pytest.raises(ValueError, match="local_replicas must be one of auto, vmap, map, unroll, got 'conv'"):
-        jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh, local_replicas="conv")
+        assert build_parser().parse_args(["train", "--packing", "matmul"]).packing == "auto"
+    assert removed_values(["train", "--packing=matmul", "--packing", "unroll"]) == [
+        "jaxsel: note: --packing matmul was removed (it was never faster than unroll) and runs as "
+        "--packing auto for one more release; write --packing auto, or unroll"]
+    with pytest.raises(ValueError, match="packing must be one of auto, vmap, map, unroll, got 'conv'"):
+        jaxsel.make_train_step(softmax_loss, optax.sgd(0.1), jaxsel.BSP(), mesh, packing="conv")
 
 
 # ------------------------------------------------------------------------ a run's records
@@ -237,16 +238,18 @@ def test_a_run_measures_once_records_the_choice_and_the_next_run_reads_it(tmp_pa
     first = train(TrainConfig(**base, out_dir=str(tmp_path / "a")))
     assert "jaxsel: packed by" in capsys.readouterr().err   # said once, where it took the time
     env = json.loads((tmp_path / "a" / "environment.json").read_text())
-    assert env["packing"]["how"] == "measured" and set(env["packing"]["ms_per_step"]) == set(packing.LOOPS)
-    assert env["packing"]["loop"] == packing.fastest(env["packing"]["ms_per_step"], packing.LOOPS)
-    told = packing.Choice(env["packing"]["loop"], "measured", env["packing"]["ms_per_step"]).describe()
+    choice = env["packing_choice"]
+    assert choice["how"] == "measured" and set(choice["ms_per_step"]) == set(packing.LOOPS)
+    assert choice["loop"] == packing.fastest(choice["ms_per_step"], packing.LOOPS)
+    told = packing.Choice(choice["loop"], "measured", choice["ms_per_step"]).describe()
     assert first.final["layout"] == env["layout"] == f"8 replicas on 1 x CPU (cpu), 8 per device, {told}"
-    assert json.loads((tmp_path / "a" / "config.json").read_text())["packing"] == env["packing"]
-    assert "packing" not in load_settings(tmp_path / "a" / "config.json")   # a record, not a setting
+    recorded = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert recorded["packing_choice"] == choice and recorded["packing"] == "auto"   # the choice, the setting
+    assert "packing_choice" not in load_settings(tmp_path / "a" / "config.json")   # a record, not a setting
     packing.forget_in_memory()
     train(TrainConfig(**base, out_dir=str(tmp_path / "b")))
-    again = json.loads((tmp_path / "b" / "environment.json").read_text())["packing"]
-    assert (again["how"], again["loop"], again["key"]) == ("cached", env["packing"]["loop"], env["packing"]["key"])
+    again = json.loads((tmp_path / "b" / "environment.json").read_text())["packing_choice"]
+    assert (again["how"], again["loop"], again["key"]) == ("cached", choice["loop"], choice["key"])
     assert len(list((tmp_path / "cache" / "packing").glob("*.json"))) == 1
 
 

@@ -46,7 +46,7 @@ RUN = ["train", "--strategy", "bsp", "--steps", "2", "--batch-size", "8", "--no-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flags, named", [(["--eval-examples", "50"], "eval_examples"),
-                                          (["--local-replicas", "vmap"], "local_replicas"),
+                                          (["--packing", "vmap"], "packing"),
                                           (["--task", "paper"], "--task paper with --resume")])
 def test_a_resume_that_would_report_another_run_is_refused_in_one_line(tmp_path, capsys, flags, named):
     out = str(tmp_path / "out")

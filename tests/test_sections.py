@@ -30,7 +30,7 @@ BAD = [  # section, field, bad value, what the one line must say
     (OptimSettings, "lr_schedule", "cosine", r"cosine"),
     (ReplicaSettings, "replicas", 0, r"replicas .*>= 1.*got 0"),
     (ReplicaSettings, "faulty_replicas", 8, r"faulty_replicas .*<= 7.*got 8"),
-    (ReplicaSettings, "local_replicas", "scan", r"local_replicas must be one of .*got 'scan'"),
+    (ReplicaSettings, "packing", "scan", r"packing must be one of .*got 'scan'"),
     (ReplicaSettings, "platform", "", r"platform \(--platform\) must be a non-empty name"),
     (EvalSettings, "eval_every", 0, r"eval_every .*got 0"),
     (EvalSettings, "eval_replicas", "all", r"eval_replicas must be one of final, every, off, got 'all'"),

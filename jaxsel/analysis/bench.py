@@ -12,7 +12,7 @@ Five ratios answer "what does jaxsel's machinery cost?":
                             driver over its transformation (metrics, state layout, ...);
   async_dispatch            steps/s reading metrics every `log_every` steps / every step:
                             what asynchronous dispatch buys the training loop.
-and, with `packed` replicas (default 8) on one device (the accelerator's, or CPU device 0):
+and, with `packed_replicas` (default 8) on one device (the accelerator's, or CPU device 0):
   packed_selsync_local_over_local  the first ratio with the replicas packed on one device.
 Three more, without a target, locate the costs:
   bsp_norm_over_bsp         the BSP step with `grad_norm_metric=True` / without: the norm's pass;
@@ -49,7 +49,7 @@ from ..core.pacing import queue_limit
 from ..core.parallel import AXIS, Layout, choose_layout, global_batch
 from ..core.state import init_state, replicate_tree
 from ..core.transformation import as_optax
-from ..core.step import check_local_replicas, make_train_step, resolve_local_loop
+from ..core.step import check_packing, make_train_step, resolve_packing
 from ..core.triggers import Never
 from ..models import count_params
 from ..strategies import BSP, SelSync, TriggeredStrategy
@@ -297,8 +297,8 @@ class _Workload:
     """The model, its loss in the asked precision, and the random data of one layout."""
 
     def __init__(self, model: str, input_shape, num_classes: int, seed: int, dtype: str, batch: int,
-                 local_replicas: str = "auto"):
-        self.local_replicas = local_replicas
+                 packing: str = "auto"):
+        self.packing = packing
         self.fm = precision.build(model, input_shape, num_classes, seed, dtype)
         self.loss_fn, self.stateful = precision.classification_loss(self.fm, dtype), self.fm.stateful
         self.input_shape, self.num_classes, self.seed, self.batch = input_shape, num_classes, seed, batch
@@ -313,7 +313,7 @@ class _Workload:
         state = init_state(fm.params, self.opt, strategy, mesh, fm.model_state if self.stateful else None,
                            replicas=layout.replicas)
         step = make_train_step(self.loss_fn, self.opt, strategy, mesh, stateful=self.stateful,
-                               local_replicas=self.local_replicas, **step_options)
+                               packing=self.packing, **step_options)
         return _Runner(name, step, state, self.data(layout))
 
     def minimal(self, layout: Layout) -> _Runner:
@@ -329,7 +329,7 @@ class _Workload:
         computing a device's replicas the way this workload's `make_train_step` does (a
         vmap, or for one replica per device with the unroll or map loop, the plain program)."""
         k, fm = layout.per_device, self.fm
-        vmapped = k > 1 or resolve_local_loop(self.local_replicas, layout.mesh, k) == "vmap"
+        vmapped = k > 1 or resolve_packing(self.packing, layout.mesh, k) == "vmap"
         tx = as_optax(strategy, self.opt, axis_name=(USER_LOCAL, AXIS) if vmapped else AXIS)
         state = replicate_tree((fm.params, fm.model_state if self.stateful else {}, tx.init(fm.params)),
                                layout.replicas)
@@ -446,7 +446,7 @@ def _settings(work: _Workload, model: str, dtype: str, layout: Layout, packed: L
             "layout": layout.describe(),
             "packed_layout": packed.describe() if packed is not None else None,
             "dtype": dtype, "model": model, "params": count_params(work.fm.params),
-            "local_replicas": work.local_replicas,
+            "packing": work.packing,
             "input_shape": list(work.input_shape), "num_classes": int(work.num_classes),
             "batch_per_replica": cfg["batch"], "global_batch": cfg["batch"] * n,
             **{k: cfg[k] for k in ("repeats", "warmup", "dispatch_steps", "dispatch_repeats", "log_every")},
@@ -472,9 +472,9 @@ def run_bench(
     devices: int | None = None,
     platform: str | None = None,
     dtype: str = "fp32",
-    packed: int = PACKED,
+    packed_replicas: int = PACKED,
     hlo: bool = False,
-    local_replicas: str = "auto",
+    packing: str = "auto",
     variants: Sequence[str] | None = None,
 ) -> dict:
     """Measure jaxsel's step overheads; print a table, optionally write JSON, return a dict.
@@ -490,9 +490,9 @@ def run_bench(
     dispatch_steps / dispatch_repeats / log_every: the async-dispatch loop's length, how
         often it is repeated, and how often its "lazy" variant reads metrics (100).
     dtype: "fp32" or "bf16" (mixed precision, `jaxsel.analysis.precision`).
-    packed: replicas of the packed row (SelSync local / plain local, all on the first
+    packed_replicas: replicas of the packed row (SelSync local / plain local, all on the first
         device); 0 leaves the row out.
-    local_replicas: how jaxsel's steps compute a device's replicas (`make_train_step`); "vmap"
+    packing: how jaxsel's steps loop over a device's replicas (`make_train_step`); "vmap"
         with one replica per device is a GPU's path ("auto" there), on a CPU too.
     verbose: print the table, and on stderr a line before each variant compiles and before
         each timed phase (`--model cnn` on 8 CPU devices compiles for minutes).
@@ -508,7 +508,7 @@ def run_bench(
     cfg = resolve_settings(size, batch=batch, repeats=repeats, warmup=warmup, dispatch_steps=dispatch_steps,
                            dispatch_repeats=dispatch_repeats, log_every=log_every)
     work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
-                                                local_replicas, replicas, devices, platform, packed, variants)
+                                                packing, replicas, devices, platform, packed_replicas, variants)
     device = layout.devices[0]
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
     by = _time_interleaved(_runners(work, layout, packed_layout, names), cfg["warmup"], cfg["repeats"], say)
@@ -531,19 +531,19 @@ def run_bench(
     return result
 
 
-def _setup(model, size, input_shape, num_classes, seed, dtype, batch, local_replicas, replicas, devices, platform,
+def _setup(model, size, input_shape, num_classes, seed, dtype, batch, packing, replicas, devices, platform,
            packed, variants):
     """(workload, layout, packed layout or None, variant names), every argument checked."""
     precision.check_dtype(dtype)
-    local_replicas = check_local_replicas(local_replicas)
+    packing = check_packing(packing)
     if isinstance(packed, bool) or not isinstance(packed, (int, np.integer)) or packed < 0:
-        raise ValueError(f"packed must be an integer >= 0 (0 = no packed row), got {packed!r}")
+        raise ValueError(f"packed_replicas must be an integer >= 0 (0 = no packed row), got {packed!r}")
     names = check_variants(variants)
     shape = SIZES[size]["mlp_shape" if model == "mlp" else "image_shape"] if input_shape is None else input_shape
     shape = tuple(int(d) for d in shape)
     layout = choose_layout(replicas, devices=devices, platform=platform)
     packed_layout = choose_layout(int(packed), devices=1, platform=platform) if packed else None
-    return _Workload(model, shape, num_classes, seed, dtype, batch, local_replicas), layout, packed_layout, names
+    return _Workload(model, shape, num_classes, seed, dtype, batch, packing), layout, packed_layout, names
 
 
 def _hlo_result(texts: dict[str, str]) -> dict:
@@ -555,14 +555,14 @@ def _hlo_result(texts: dict[str, str]) -> dict:
 
 def compiled_programs(model: str = "cnn", variants: Sequence[str] | None = None, *, size: str = "default",
                       replicas: int | None = None, devices: int | None = None, platform: str | None = None,
-                      dtype: str = "fp32", local_replicas: str = "auto", packed: int = 0, batch: int | None = None,
+                      dtype: str = "fp32", packing: str = "auto", packed_replicas: int = 0, batch: int | None = None,
                       input_shape: Sequence[int] | None = None, num_classes: int = 10, seed: int = 0) -> dict:
     """Each variant's compiled program (optimized HLO text), built as `run_bench` builds it
     and never run: the op counts (`hlo_counts`, `extra_ops`; `jaxsel bench --hlo-only`)
     without the timing, which on a loaded CPU takes far longer than the compiles."""
     cfg = resolve_settings(size, batch=batch)
     work, layout, packed_layout, names = _setup(model, size, input_shape, num_classes, seed, dtype, cfg["batch"],
-                                                local_replicas, replicas, devices, platform, packed, variants)
+                                                packing, replicas, devices, platform, packed_replicas, variants)
     return {r.name: r.compiled_text() for r in _runners(work, layout, packed_layout, names)}
 
 
@@ -596,7 +596,7 @@ def format_table(result: dict) -> str:
     lines = [
         f"jaxsel bench: model={result['model']} ({result['params']:,} params) dtype={result.get('dtype', 'fp32')} "
         f"replicas={result['replicas']} device={result['device_kind']} ({result['platform']})"
-        + (f" local_replicas={result['local_replicas']}" if result.get("local_replicas", "auto") != "auto" else ""),
+        + (f" packing={result['packing']}" if result.get("packing", "auto") != "auto" else ""),
         f"layout: {result.get('layout', '?')}",
         *([f"packed row layout: {result['packed_layout']}"] if result.get("packed_layout") else []),
         f"batch {result['batch_per_replica']}/replica (global {result['global_batch']}), "

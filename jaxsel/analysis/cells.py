@@ -13,7 +13,7 @@ differ from the job's is refused, never mixed into one table, and so is a cell w
 are not the ones its run wrote (edited, replaced by another run, cut short or missing).
 
 All cells of a job compute their packed replicas one way: the loop the first cell ran
-(`local_replicas="auto"` chooses it there, by measuring where it measures) is the loop of
+(`packing="auto"` chooses it there, by measuring where it measures) is the loop of
 every later cell, in this process or after a resume, whatever the measurement setting or
 the packing cache says by then; a finished cell that ran another loop is refused.
 
@@ -35,6 +35,7 @@ import numpy as np
 
 from ..training.config import ConfigError, TrainConfig
 from ..training.faults import TrainingInterrupted
+from ..training.old_records import renamed_keys
 from ..training.rundir import CELL_FILE, EVALS_FILE, FINAL_FILE, METRICS_FILE, RUN_FILES, STRATEGY_FILE, \
     RunDir
 from ..training.plan import plan_run
@@ -347,11 +348,11 @@ class Cells:
         return runs
 
     def pinned(self, cfg: TrainConfig) -> TrainConfig:
-        """`cfg` running the job's packing loop (`local_replicas="auto"` chooses it in the
+        """`cfg` running the job's packing loop (`packing="auto"` chooses it in the
         job's first cell only: see the module docstring)."""
-        if self.packing is None or cfg.placement.local_replicas != "auto" or self.packing[0] == "single":
+        if self.packing is None or cfg.placement.packing != "auto" or self.packing[0] == "single":
             return cfg
-        return dataclasses.replace(cfg, local_replicas=self.packing[0])
+        return dataclasses.replace(cfg, packing=self.packing[0])
 
     def check_packing(self, directory: Path) -> None:
         """The loop the cell in `directory` ran (its config.json) is the job's: the first
@@ -438,7 +439,7 @@ def ran_loop(directory: Path) -> str | None:
     config = read_record(RunDir(directory).config, dict)
     if not config.ok:
         return None
-    packing = config.value.get("packing", "?")
+    packing = renamed_keys(config.value).get("packing_choice", "?")   # a record of before: old_records.py
     if packing is None:
         return "single"
     return packing.get("loop") if isinstance(packing, dict) and isinstance(packing.get("loop"), str) else None

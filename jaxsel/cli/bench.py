@@ -5,18 +5,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..compat.packing_names import OLD_PACKED_COUNT_FLAGS, OLD_PACKING_FLAGS, old_flag_note
 from ..core.checks import INT32_MAX
+from ..core.choices import PACKING_LOOPS
 from .common import UsageError, ensure_writable, start_jax, user_input
 
 
-class OldPackedFlag(argparse.Action):
-    """Last release's `--packed N`, a count where every other "packed" names how packed
-    replicas are computed (`--local-replicas`): read for one more release as
-    `--packed-row N`, with one note (issue 44: one name per concept)."""
+class OldBenchFlag(argparse.Action):
+    """A flag of the last release, hidden: sets its dest as the new flag does, with one
+    note naming the new form (`compat/packing_names.py`, issue 59: one name per concept)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"jaxsel: note: {option_string} is deprecated and goes in the next release; write --packed-row "
-              f"{values}", file=sys.stderr, flush=True)
+        print(f"jaxsel: note: {old_flag_note(option_string, values)}", file=sys.stderr, flush=True)
         setattr(namespace, self.dest, values)
 
 
@@ -36,18 +36,20 @@ def add_parser(sub) -> None:
     p.add_argument("--dispatch-steps", type=int, default=None, help="steps per async-dispatch loop")
     p.add_argument("--dtype", default="fp32",
                    help="fp32, or bf16: bf16 compute, fp32 params (jaxsel.analysis.precision)")
-    p.add_argument("--packed-row", dest="packed", type=int, default=8, metavar="N",
-                   help="replicas of the packed row, all on one device (0: no packed row)")
-    p.add_argument("--packed", dest="packed", type=int, action=OldPackedFlag, help=argparse.SUPPRESS)
+    p.add_argument("--packed-replicas", type=int, default=8, metavar="N",
+                   help="replicas of the packed row, all packed on one device (0: no packed row)")
+    p.add_argument(*OLD_PACKED_COUNT_FLAGS, dest="packed_replicas", type=int, action=OldBenchFlag,
+                   help=argparse.SUPPRESS)
     p.add_argument("--hlo", action="store_true", help="also count each variant's compiled fusions and ops")
     p.add_argument("--hlo-only", action="store_true",
                    help="only compile each variant and count its fusions and ops (no timing)")
     p.add_argument("--variants", default=None, metavar="NAMES",
                    help="comma-separated variants to run (default all): selsync_local, local, selsync_sync, bsp, "
                         "bsp_norm, user_bsp, user_selsync, minimal, selsync_local_packed, local_packed")
-    p.add_argument("--local-replicas", default="auto", metavar="LOOP",
-                   help="how jaxsel's steps compute a device's replicas: auto, vmap, map, unroll "
+    p.add_argument("--packing", default="auto", metavar="LOOP",
+                   help=f"how jaxsel's steps loop over a device's replicas: {', '.join(PACKING_LOOPS)} "
                         "(vmap: a GPU's path for one replica per device, on any platform)")
+    p.add_argument(*OLD_PACKING_FLAGS, dest="packing", action=OldBenchFlag, help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, metavar="PATH", help="also write the result as JSON")
     p.set_defaults(func=cmd_bench)
 
@@ -62,8 +64,8 @@ def cmd_bench(args) -> int:
     if args.hlo_only:
         with user_input():
             print(hlo_report(args.model, variants, size=args.size, replicas=args.replicas, devices=args.devices,
-                             platform=args.platform, dtype=args.dtype, local_replicas=args.local_replicas,
-                             packed=args.packed, batch=args.batch, input_shape=shape))
+                             platform=args.platform, dtype=args.dtype, packing=args.packing,
+                             packed_replicas=args.packed_replicas, batch=args.batch, input_shape=shape))
         return 0
     if args.json:
         ensure_writable(str(Path(args.json).parent or "."), "--json")
@@ -71,7 +73,7 @@ def cmd_bench(args) -> int:
         result = run_bench(args.model, args.replicas, args.batch, args.repeats, args.warmup, args.json,
                            size=args.size, input_shape=shape, log_every=args.log_every,
                            dispatch_steps=args.dispatch_steps, devices=args.devices, platform=args.platform,
-                           dtype=args.dtype, packed=args.packed, hlo=args.hlo, local_replicas=args.local_replicas,
+                           dtype=args.dtype, packed_replicas=args.packed_replicas, hlo=args.hlo, packing=args.packing,
                            variants=variants)
     missed = missed_targets(result)
     print(f"\ntargets: overhead ratios <= {TARGET}; {'all met' if not missed else 'missed: ' + ', '.join(missed)}")

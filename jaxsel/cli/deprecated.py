@@ -8,7 +8,7 @@ KEY=VALUE`; the old flags still work exactly as `--opt` does, hidden from `--hel
 each use prints one line on stderr. So do the projection's flags, now the keys of
 `--project` (`--project-network 25gbe` is `--project network=25gbe`; training/config.py
 declares those old names with their fields). The next release removes both. A removed
-value (`--local-replicas matmul`) runs as its replacement, noted the same way. A strategy
+value (`--packing matmul`) runs as its replacement, noted the same way. A strategy
 option renamed since (DiLoCo's `inner_steps`, now `period`: a strategy's `aliases`) is
 read wherever it is written (entry, `--opt`, config file, an old flag) and warned where it
 is read (`compat.renamed_options`); `renamed_option_notes` prints each such warning
@@ -37,7 +37,7 @@ OLD_STRATEGY_FLAGS = (
     "sync_opt_state")
 PREFIX = "old_strategy."
 #: flags whose removed values are still read for one release: old value -> what it runs as
-REMOVED_VALUES = {"--local-replicas": REMOVED_LOOPS}
+REMOVED_VALUES = {"--packing": REMOVED_LOOPS, "--local-replicas": REMOVED_LOOPS}
 
 
 def flag(name: str) -> str:

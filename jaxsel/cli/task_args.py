@@ -40,7 +40,7 @@ def add_task_args(p: argparse.ArgumentParser, command: str, overrides: dict | No
             for key, sub in flag.keys:   # e.g. --inject: partition_options["injection"]
                 _add(groups[flag.group], f"{name}.{key}", sub, Any, None)
         if flag.old:   # last release's spellings, read for one more (deprecated.py notes them)
-            groups[flag.group].add_argument(*flag.old, dest=f"old.{name}", default=None, help=argparse.SUPPRESS)
+            _add_old(groups[flag.group], name, flag, hints[name])
     for option, fields in keyed.items():
         _add_keyed(groups[fields[0][1].group], option, fields)
     groups["optim"].add_argument("--global-batch-size", type=int, default=None, metavar="N",
@@ -61,6 +61,25 @@ def _add(group, dest: str, flag: Flag, hint, default) -> None:
         metavar = flag.metavar or ("N" if read is int and not flag.allowed() else None)
         group.add_argument(*flag.names, type=read, choices=flag.allowed(),
                            default=flag.show(default) if flag.show else default, metavar=metavar, **kw)
+
+
+def _add_old(group, name: str, flag: Flag, hint) -> None:
+    """A flag's last release's spellings, hidden from `--help`: a key of a section's flag
+    holds its value apart (`settings_args` reads it as the key); any other flag's sets the
+    field as the flag does (same parser, same choices) and is kept for its note."""
+    if flag.key_in is not None:
+        group.add_argument(*flag.old, dest=f"old.{name}", default=None, help=argparse.SUPPRESS)
+    else:
+        group.add_argument(*flag.old, dest=name, type=_reader(flag, hint), choices=flag.allowed(),
+                           action=OldSpelling, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+class OldSpelling(argparse.Action):
+    """Sets the field, and `old.FIELD` too: `deprecated.notes` names the spelling typed."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"old.{self.dest}", values)
 
 
 def _add_keyed(group, option: str, fields: list[tuple[str, Flag, Any]]) -> None:

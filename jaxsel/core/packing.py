@@ -1,4 +1,4 @@
-"""How a device computes its packed replicas, chosen by measuring (`local_replicas="auto"`).
+"""Packing: how a device loops over its packed replicas, chosen by measuring (`packing="auto"`).
 
 Why: k replicas packed on one device can be computed several ways (`LOOPS`), and which is
 fastest depends on the device, the model, k, the batch and the dtype (BENCHMARKS.md:
@@ -265,7 +265,7 @@ def fastest(ms: dict, candidates) -> str:
 # ------------------------------------------------------------------- the dispatching step
 
 class AutoLoop:
-    """`make_train_step(..., local_replicas="auto")`'s jitted step: one jitted step per
+    """`make_train_step(..., packing="auto")`'s jitted step: one jitted step per
     loop it has used (`build(loop)`), dispatched on the state's replicas per device.
 
     The choice for k replicas per device is made once (`decide`): k = 1 runs `single_loop`

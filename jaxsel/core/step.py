@@ -6,7 +6,7 @@ decides on the device and synchronizes through the sync core (`sync.sync_where`)
 leaves the device: the decision, the trigger's windows and every counter stay there.
 
 Layout: a `shard_map` over the devices (axis "data"); each device's k = N/M packed
-replicas' gradients are computed by the step's loop (`local_replicas`; "auto" measures the
+replicas' gradients are computed by the step's loop (`packing`; "auto" measures the
 candidates once per key, `core/packing.py`), and the method's step runs as a `vmap` over
 its block (always, k = 1 included, so there is one code path). Collectives combine both
 levels in `jaxsel.collectives`; the sync decision is reduced over every replica before
@@ -31,23 +31,23 @@ from .parallel import AXIS, Layout, LayoutError, mesh_layout, resolve_layout
 from .state import TrainState, check_state, check_strategy, check_strategy_state, num_replicas
 from .sync import StepContext, StepStats, Strategy
 from .transformation import grad_norm_sum, norm_sum, replica_step, tensor_square_sums
-from .choices import LOCAL_LOOPS, current_loop  # the loops by name: core/choices.py
+from .choices import PACKING_LOOPS, current_packing, renamed_packing_note  # the loops by name: core/choices.py
 
 
-def resolve_local_loop(local_replicas: str, mesh, per_device: int = 2) -> str:
-    """The loop `local_replicas` runs without measuring: a forced one as given; "auto"'s
+def resolve_packing(loop: str, mesh, per_device: int = 2) -> str:
+    """The loop packing `loop` runs without measuring: a forced one as given; "auto"'s
     static default, `packing.STATIC` (unroll) for k > 1 packed replicas, and for one
     replica per device (nothing to choose) the formulation without copies: the plain
     program on CPU (the bit-reproducible reference), vmap's on accelerators (computing on
     the state's [1, ...] blocks directly, it adds no copy of each BatchNorm statistic)."""
-    if local_replicas != "auto":
-        return local_replicas
+    if loop != "auto":
+        return loop
     if per_device > 1:
         return packing.STATIC
     return "unroll" if mesh.devices.flat[0].platform == "cpu" else "vmap"
 
 
-def _over_local_replicas(fn: Callable, loop: str, args: tuple):
+def _over_packed_replicas(fn: Callable, loop: str, args: tuple):
     """`fn` on each of a device's k replicas (leading axis of every leaf of `args`); the
     results stacked on a leading axis."""
     if loop == "vmap":
@@ -198,9 +198,10 @@ def make_train_step(
     stateful: bool = False,
     donate: bool = True,
     grad_norm_metric: bool = False,
-    local_replicas: str = "auto",
+    packing: str = "auto",
     rng: jax.Array | None = None,
     replicas: int | None = None,
+    local_replicas: str | None = None,
 ) -> Callable[[TrainState, Any], tuple[TrainState, dict]]:
     """Build the jitted step `step(state, batch) -> (state, metrics)`.
 
@@ -227,19 +228,20 @@ def make_train_step(
     (BENCHMARKS.md, issue 45's op counts). The training loop asks for it (its non-finite
     check reads it); SelSync's trigger reads the same norm, so there it costs only its output.
 
-    `local_replicas`: how a device computes its k packed replicas' gradients: "vmap" (one
+    `packing`: how a device loops over its k packed replicas' gradients: "vmap" (one
     batched computation), "unroll" (the plain computation k times in one program), "map"
     (`lax.map`) or "auto": on accelerators the fastest of those, measured on
     first use of its key and cached on disk (`core/packing.py`; `step.decide`, `step.choice`);
     unroll where nothing is measured (on CPU, unless `step.decide(..., measure=True)`).
     Unroll and map reproduce one replica per device bit for bit on CPU; vmap to float32
     rounding. The strategy always runs as a vmap. (Last release's "matmul" runs as "auto",
-    with a DeprecationWarning: `choices.REMOVED_LOOPS`.)
+    with a DeprecationWarning: `choices.REMOVED_LOOPS`; `local_replicas=`, packing's last
+    release's name, is read for one more with a DeprecationWarning.)
     """
     mesh, replicas = _said_replicas(mesh, replicas)
     _check_arguments(loss_fn, optimizer, strategy, mesh)
     _check_key(rng)
-    local_replicas = check_local_replicas(local_replicas)
+    packing = check_packing(_said_packing(packing, local_replicas))
 
     def replica_grads(params, model_state, batch, *key):
         """One replica's (loss, new model state or None, aux, gradients, each gradient
@@ -271,7 +273,7 @@ def make_train_step(
         weight = jnp.float32(jax.tree.leaves(batch)[0].shape[1])
         replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
         keys = () if rng is None else (replica_keys(rng, state.step, replica),)
-        computed = _over_local_replicas(replica_grads, loop, (state.params, state.model_state, batch, *keys))
+        computed = _over_packed_replicas(replica_grads, loop, (state.params, state.model_state, batch, *keys))
         return jax.vmap(functools.partial(replica_update, n), in_axes=(_replica_axes(None), 0, None, 0),
                         out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
             state, computed, weight, replica)
@@ -281,14 +283,13 @@ def make_train_step(
         check_strategy_state(state, strategy, "the train step", optimizer)
         n = num_replicas(state)   # the state's leading axis says N; the mesh says M
         k = _per_device(n, mesh)
-        sharded = jax.shard_map(functools.partial(device_step, resolve_local_loop(loop, mesh, k), n, k), mesh=mesh,
+        sharded = jax.shard_map(functools.partial(device_step, resolve_packing(loop, mesh, k), n, k), mesh=mesh,
                                 in_specs=(_state_specs(), P(AXIS)), out_specs=(_state_specs(), P(), P(AXIS)))
         batch = jax.tree.map(lambda x: jax.reshard(x, NamedSharding(mesh, P(AXIS))), batch)
         new_state, shared, per_replica = sharded(state, batch)
         return new_state, {**shared, **per_replica}
 
-    return _jitted_step(step, functools.partial(_program_digest, replica_grads, rng), mesh, donate, local_replicas,
-                        replicas)
+    return _jitted_step(step, functools.partial(_program_digest, replica_grads, rng), mesh, donate, packing, replicas)
 
 
 def _said_replicas(mesh, replicas: int | None) -> tuple[Any, int | None]:
@@ -307,16 +308,28 @@ def _said_replicas(mesh, replicas: int | None) -> tuple[Any, int | None]:
     return mesh, replicas
 
 
-def check_local_replicas(local_replicas: str) -> str:
-    """The loop `local_replicas` names, one of `LOCAL_LOOPS` (a removed one: its replacement,
-    warned: `choices.current_loop`); a ValueError naming it otherwise."""
-    loop = current_loop(local_replicas, stacklevel=3)   # names the caller of make_train_step
-    if loop not in LOCAL_LOOPS:
-        raise ValueError(f"local_replicas must be one of {', '.join(LOCAL_LOOPS)}, got {local_replicas!r}")
+def _said_packing(packing: str, local_replicas: str | None) -> str:
+    """`packing`, or last release's `local_replicas=` for it with a DeprecationWarning (both
+    given: a TypeError naming both)."""
+    if local_replicas is None:
+        return packing
+    if packing != "auto":
+        raise TypeError(f"make_train_step: local_replicas={local_replicas!r} and packing={packing!r} both set "
+                        f"packing (local_replicas is its old name); give it once, as packing")
+    warnings.warn(renamed_packing_note(local_replicas), DeprecationWarning, stacklevel=3)
+    return local_replicas
+
+
+def check_packing(packing: str) -> str:
+    """The loop `packing` names, one of `PACKING_LOOPS` (a removed one: its replacement,
+    warned: `choices.current_packing`); a ValueError naming it otherwise."""
+    loop = current_packing(packing, stacklevel=3)   # names the caller of make_train_step
+    if loop not in PACKING_LOOPS:
+        raise ValueError(f"packing must be one of {', '.join(PACKING_LOOPS)}, got {packing!r}")
     return loop
 
 
-def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local_replicas: str,
+def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, packing_loop: str,
                  replicas: int | None = None) -> TrainStep:
     """`step(loop, state, batch)` jitted for a forced loop, or for "auto" the step that
     dispatches on the loop `core/packing.py` chooses (`program_of(state, batch)`: the
@@ -327,9 +340,9 @@ def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, local
         return jax.jit(functools.partial(step, loop), in_shardings=(state_shardings, NamedSharding(mesh, P(AXIS))),
                        donate_argnums=(0,) if donate else ())
 
-    if local_replicas != "auto":
-        return TrainStep(build(local_replicas), mesh, replicas)
-    return TrainStep(packing.AutoLoop(build, program_of, mesh, single_loop=resolve_local_loop("auto", mesh, 1),
+    if packing_loop != "auto":
+        return TrainStep(build(packing_loop), mesh, replicas)
+    return TrainStep(packing.AutoLoop(build, program_of, mesh, single_loop=resolve_packing("auto", mesh, 1),
                                       per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh, replicas)
 
 

@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+from ..compat.packing_names import reads_old_name
 from ..core.checks import MAX_SEED   # noqa: F401 - read from here by the analysis layer
 from .declare import per_process
 from .rundir import CHECKPOINTS_DIR
@@ -45,6 +46,7 @@ class SectionView:
         return section
 
 
+@reads_old_name   # last release's `TrainConfig(local_replicas=...)`, noted (compat/packing_names.py)
 @dataclasses.dataclass(frozen=True)
 class TrainConfig(CheckpointSettings, ProjectSettings, EvalSettings, ReplicaSettings, OptimSettings, DataSettings,
                   StrategySettings):

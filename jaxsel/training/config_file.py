@@ -32,14 +32,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..compat.flat_settings import note_flat_keys
+from ..compat.packing_names import read_old_name
 from .config import ConfigError, TrainConfig
 from .declare import LOCATION, SECTIONS, field_value, section_of, with_effect
-from .old_records import as_it_ran
+from .old_records import as_it_ran, renamed_keys
 from .rundir import CONFIG_FILE
 
 #: what a run directory's config.json records beside the settings (not settings): where the
-#: replicas ran, how packed ones were computed, where its checkpoints went and its identity
-RECORDED = frozenset({"layout", "packing", "checkpoint_root", "run_id"})
+#: replicas ran, the packing "auto" chose, where its checkpoints went and its identity
+RECORDED = frozenset({"layout", "packing_choice", "checkpoint_root", "run_id"})
 #: where a recorded run lived: a reproduction does not take these (`effect=LOCATION`)
 RUN_LOCATION = with_effect(TrainConfig, LOCATION)
 #: how a command reads a file's value of one of its own options: (value, where) -> value
@@ -167,9 +168,12 @@ def load_settings(path: str | Path, command_keys: Iterable[str] | Mapping[str, R
     data = read_file(path, flag) if data is None else checked_table(data, f"{flag} {str(path)!r}")
     fields = field_names()
     valid = set(fields) | set(command_keys)
+    is_record = bool(RECORDED & data.keys()) or Path(path).name == CONFIG_FILE
+    # a record's names of before, silently (old_records.py); a user's, noted (compat/packing_names.py)
+    data = renamed_keys(data) if is_record else read_old_name(data, f"{flag} {str(path)!r}", 2, ConfigError)
     recorded = RECORDED & data.keys()
     data, flat = from_sections(data, f"{flag} {str(path)!r}")
-    if recorded or Path(path).name == CONFIG_FILE:   # a run's record holds its settings flat: no note
+    if is_record:   # a run's record holds its settings flat: no note
         flat = {}
     unknown = sorted(k for k in data if k not in valid and k not in recorded)
     if unknown:

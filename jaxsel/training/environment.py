@@ -51,9 +51,10 @@ def devices() -> list[dict]:
             for d in jax.devices()]
 
 
-def environment(layout: str, input_pipeline: str, packing: dict | None = None) -> dict:
-    """The record written as environment.json (`layout`: the run's layout line; `packing`:
-    how its packed replicas were computed, `packing.Choice.record`, None for one per device)."""
+def environment(layout: str, input_pipeline: str, packing_choice: dict | None = None) -> dict:
+    """The record written as environment.json (`layout`: the run's layout line;
+    `packing_choice`: the packing its replicas ran with, `packing.Choice.record`, None for
+    one per device)."""
     return {
         "jaxsel": version("jaxsel"),
         "git": git_commit(),
@@ -63,7 +64,7 @@ def environment(layout: str, input_pipeline: str, packing: dict | None = None) -
         "devices": devices(),
         "processes": jax.process_count(),
         "layout": layout,
-        "packing": packing,
+        "packing_choice": packing_choice,
         "input_pipeline": input_pipeline,
         "command": shlex.join(sys.argv),
         "argv": list(sys.argv),

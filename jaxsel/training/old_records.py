@@ -24,6 +24,11 @@ config.json, a checkpoint's identity check).
   record is not the user's to change): it resumes, and its checkpoints' settings compare
   equal, as the run it was. The release that drops an alias from its strategy moves the
   alias here (records are read for ever; a name given by a user, one release).
+- Packing's names (issue 59, one name per concept): the setting `packing` was
+  `local_replicas`, and config.json's `packing_choice` (what "auto" measured, a table) was
+  `packing`. A record of before holds both old keys; read by its value's type, a `packing`
+  table (or a None beside `local_replicas`) is the choice and `local_replicas` the setting
+  (`renamed_keys`), silently.
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ TRAIN_DEFAULTS_BEFORE_46 = {"dataset": "digits", "partition": "seldp", "lr_sched
 
 def today(settings: dict) -> dict:
     """`settings` (a record's TrainConfig fields) as today's jaxsel reads them."""
-    settings = renamed(settings)
+    settings = renamed(renamed_keys(settings))
     if SINCE_ISSUE_42 in settings or settings.get("strategy") != "selsync":
         return settings
     options = dict(settings.get("strategy_options") or {})
@@ -45,6 +50,19 @@ def today(settings: dict) -> dict:
         window = int(options.get("window", SELSYNC_WINDOW))
         options = {**options, "statistic": "smoothed", "warmup": options.get("warmup", 2 * window - 1)}
     return {**settings, "strategy_options": options}
+
+
+def renamed_keys(record: dict) -> dict:
+    """`record` (a config.json, a checkpoint's settings) with packing's keys of before issue
+    59 under today's: a `packing` table is `packing_choice`, `local_replicas` is `packing`."""
+    out = dict(record)
+    if "local_replicas" in out:   # a record of before: its "packing" (a table, or None) was the choice
+        if "packing" in out:
+            out["packing_choice"] = out.pop("packing")
+        out["packing"] = out.pop("local_replicas")
+    elif isinstance(out.get("packing"), dict):   # the choice alone (an environment.json of before)
+        out["packing_choice"] = out.pop("packing")
+    return out
 
 
 def renamed(settings: dict) -> dict:

@@ -25,7 +25,7 @@ from ..core import packing, parallel
 from ..compat.renamed_options import read_renamed
 from ..core.aggregate import Aggregator, WithFaultyReplicas
 from ..core.state import consensus, consensus_model_state, init_state
-from ..core.step import make_train_step, resolve_local_loop
+from ..core.step import make_train_step, resolve_packing
 from ..costmodel.timing import strategy_timing
 from ..data import Loader
 from ..data.paths import writable_dir
@@ -66,7 +66,7 @@ class Run:
     timing: dict          # the strategy's cost-model keywords (`strategy_timing`)
     description: str      # the strategy as the run reports it (`describe_strategy`)
     layout: str           # where the replicas run and how packed ones are computed, printed and recorded
-    packing: dict | None = None   # how packed replicas are computed (`packing.Choice.record`); None: one per device
+    packing_choice: dict | None = None   # the packing that runs (`packing.Choice.record`); None: one per device
     samples: RunSamples | None = None   # b, N and the training set's examples (a `sample-epochs` schedule's count)
     plan: Any = None      # the plan it was built from (plan.RunPlan)
     train_step: Any = None   # the step as made (core/step.py), before the data transform: a cell batch vmaps it
@@ -92,7 +92,7 @@ def assemble_run(plan) -> Run:
                                      opt.clip_norm if opt.clip_at == "gradients" else None)
     # grad_norm every step: the non-finite policies check each step's gradients (faults.py)
     train_step = make_train_step(loss_fn, optimizer, strategy, mesh, stateful=fm.stateful,
-                                 local_replicas=cfg.placement.local_replicas, grad_norm_metric=True)
+                                 packing=cfg.placement.packing, grad_norm_metric=True)
     choice = choose_packing(cfg, train_step, state, data, layout)
     return Run(cfg, mesh, fm, optimizer, strategy, state, data.wrap_step(train_step), loader, data.test,
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
@@ -106,9 +106,9 @@ def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.L
     written or compiled (it measures the candidates on the run's first batch where it
     measures: `core/packing.py`), so the records and the printed layout say what runs."""
     if layout.per_device == 1:
-        return packing.Choice(resolve_local_loop(cfg.placement.local_replicas, layout.mesh, 1), "single")
-    if cfg.placement.local_replicas != "auto":
-        return packing.Choice(cfg.placement.local_replicas, "forced")
+        return packing.Choice(resolve_packing(cfg.placement.packing, layout.mesh, 1), "single")
+    if cfg.placement.packing != "auto":
+        return packing.Choice(cfg.placement.packing, "forced")
     batch = parallel.global_batch(data.loader.batch(0), layout.mesh)
     if data.device_transform is not None:   # the step sees the transformed batch
         batch = jax.jit(data.device_transform)(batch, state.step)

@@ -262,10 +262,10 @@ def open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     root = cfg.checkpoint_root()
     files = RunDir(out)
-    write_record(files.config, {**dataclasses.asdict(cfg), "layout": run.layout, "packing": run.packing,
+    write_record(files.config, {**dataclasses.asdict(cfg), "layout": run.layout, "packing_choice": run.packing_choice,
                               "checkpoint_root": str(root.absolute()) if root is not None else None,
                               "run_id": run_id})
-    write_record(files.environment, environment(run.layout, run.loader.describe(), run.packing))
+    write_record(files.environment, environment(run.layout, run.loader.describe(), run.packing_choice))
     write_record(files.strategy, {"name": cfg.method.strategy, "description": run.description, "timing": run.timing})
     return out
 

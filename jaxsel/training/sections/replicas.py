@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...core.choices import LOCAL_LOOPS, current_loop   # without JAX: `--help` reads them
+from ...compat.packing_names import OLD_PACKING_FLAGS, reads_old_name
+from ...core.choices import PACKING_LOOPS, current_packing   # without JAX: `--help` reads them
 from ..declare import FREE, IDENTITY, REPORTED, option, section
 from .checks import bounded_int, declared_choices, non_empty_text
 
 
+@reads_old_name   # last release's `local_replicas=`, noted (compat/packing_names.py)
 @section("replicas")
 @dataclasses.dataclass(frozen=True)
 class ReplicaSettings:
@@ -21,16 +23,17 @@ class ReplicaSettings:
     platform: str | None = option(None, effect=FREE, help="put the replicas on this platform's devices, e.g. "
                                                           "cpu (default: the accelerator if any)")
     devices: int | None = option(None, effect=FREE, help="use the first N devices (default: all)")
-    local_replicas: str = option("auto", choices=LOCAL_LOOPS, parse=current_loop, effect=REPORTED,  # core/step.py
-                                 help="how a device computes its packed replicas; auto: the fastest, measured "
-                                      "once per model and batch and cached (unroll on CPU)")
+    packing: str = option("auto", choices=PACKING_LOOPS, parse=current_packing, effect=REPORTED,  # core/step.py
+                          old=OLD_PACKING_FLAGS, help="how a device loops over its packed replicas; auto: the "
+                                                      "fastest, measured once per model and batch and cached "
+                                                      "(unroll on CPU)")
     faulty_replicas: int = option(0, metavar="N", help="the last N replicas send Gaussian garbage at every sync "
                                                        "(a test of the robust aggregators)")
 
     def __post_init__(self):
         # last release's loops (a config file, an old run's config.json, a library user's
         # settings) run as their replacement, warned (core/choices.py)
-        object.__setattr__(self, "local_replicas", current_loop(self.local_replicas, stacklevel=4))
+        object.__setattr__(self, "packing", current_packing(self.packing, stacklevel=4))
 
     def check(self, run) -> None:
         """Counts of at least one replica and device; fewer faulty replicas than replicas."""
