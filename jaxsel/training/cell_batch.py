@@ -39,7 +39,7 @@ from ..core.cell_axis import cells_batched
 from ..core.correlation import replica_metrics
 from ..core.pacing import pace
 from ..core.parallel import global_batch
-from ..core.step import resolve_local_loop
+from ..core.step import resolve_packing
 from . import distributed
 from ..core.state import TrainState
 from .config import TrainConfig
@@ -142,7 +142,7 @@ def cell_step(run: Run):
     transform in front: one cell's program, to be vmapped."""
     jitted = run.train_step.jitted
     if isinstance(jitted, packing.AutoLoop):
-        loop = run.packing["loop"] if run.packing else resolve_local_loop("auto", run.mesh, 1)
+        loop = run.packing_choice["loop"] if run.packing_choice else resolve_packing("auto", run.mesh, 1)
         jitted = jitted.jitted(loop)
     transform = run.plan.data.device_transform if run.plan is not None else None
     if transform is None:
