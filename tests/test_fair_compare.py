@@ -268,7 +268,7 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     assert f"exactly {matched_syncs(syncs)} syncs in every seed, selsync (delta=0.05; averages before the update)'s " \
         f"{syncs:.4g} (mean over " \
         f"seeds) rounded" in flat
-    assert "[cell 1 of 10 · 0 done" in printed and "about" in printed and "left]" in printed   # progress, ETA
+    assert "[cells 1-2 of 10 · 0 done" in printed and "about" in printed and "left]" in printed   # progress (a row's two seeds as one batch), ETA
     assert "the difference of the two mean accuracies exceeds the sum of their standard deviations" in flat
     by = by_entry(rows)
     assert by["bsp"]["sync_fraction"] == 1.0 and by["bsp"]["speedup_vs_bsp"] == 1.0
@@ -303,6 +303,9 @@ def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_p
             self.progress.finished(0.0)
             synced = [{"synced": t < 10} for t in range(100)]   # 10 syncs in 100 steps
             return RunResult(cfg, synced, [], {"strategy": cfg.strategy}, None, cfg.strategy)
+
+        def get_all(self, wanted):   # a row's seeds (batched by the real Cells)
+            return [self.get(cfg, what) for cfg, what in wanted]
 
     plan = cmp.plan_rows(TrainConfig(steps=100), "selsync,selsync:delta=0.1", 2, True)
     cells = FakeCells()

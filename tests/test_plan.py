@@ -12,6 +12,7 @@ import jaxsel.core.parallel as parallel
 import jaxsel.training.plan as plan_module
 import jaxsel.training.run as run_module
 import jaxsel.training.train as train_module
+import jaxsel.training.cell_batch as cell_batch
 from jaxsel.cli import main as cli_main
 from jaxsel.training.config import TrainConfig
 
@@ -33,8 +34,9 @@ def builds(monkeypatch):
     monkeypatch.setattr(parallel, "choose_layout", counting("layout", parallel.choose_layout))
     monkeypatch.setattr(run_module, "build_strategy", counting("strategy", run_module.build_strategy))
     monkeypatch.setattr(plan_module, "RunPaths", counting("paths planned", plan_module.RunPaths))
-    monkeypatch.setattr(train_module, "created_dirs", counting("dirs created", plan_module.created_dirs))
-    for module in (plan_module, train_module):
+    for module in (train_module, cell_batch):   # a lone run's, a batch of cells' (training/cell_batch.py)
+        monkeypatch.setattr(module, "created_dirs", counting("dirs created", plan_module.created_dirs))
+    for module in (plan_module, train_module, cell_batch):
         monkeypatch.setattr(module, "check_paths", counting("paths checked", run_module.check_paths))
     monkeypatch.setattr(plan_module, "check_config", counting("config checked", plan_module.check_config))
     monkeypatch.setattr(plan_module, "resumed_settings", counting("resume resolved", plan_module.resumed_settings))

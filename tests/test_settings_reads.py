@@ -19,6 +19,7 @@ OWNERS = {
     "training/plan.py": "composes the run",
     "training/run.py": "assembles it",
     "training/train.py": "the loop (and what it hands the run log)",
+    "training/cell_batch.py": "the loop of a batch of cells (issue 62)",
     "analysis/cells.py": "a job's cells, each with its own settings",
     "analysis/compare.py": "varies the settings per cell",
     "analysis/frontier.py": "varies the settings per cell",

@@ -43,6 +43,7 @@ from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.job_files import read_strict
 from ..training.rundir.records import Found, MetricLines, Record, read_record, read_run
 from ..training.rundir.write import write_record
+from ..training.cell_batch import NotOneProgram, share_program, train_cells, why_alone
 from ..training.train import RunResult, train
 from .job import code_identity, describe_code, first_difference, same_code, settings_of
 from .progress import Progress
@@ -191,11 +192,13 @@ class Cells:
     reads records, whatever code reads them, but never mixes records of two codes)."""
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
-                 load_only: bool = False, code: dict | None = None, shard=None, late_warnings: bool = True):
+                 load_only: bool = False, code: dict | None = None, shard=None, late_warnings: bool = True,
+                 batch_cells: bool = True):
         self.out, self.progress, self.code = out, progress, code or code_identity()
         self.shard, self.ordinal = shard, 0   # this process's Shard (None: every cell), the next cell's number
         progress.shard = shard
         self.keep_states, self.tolerate_faults, self.load_only = keep_states, tolerate_faults, load_only
+        self.batch_cells = batch_cells   # `get_all` trains cells that share a program as one batch
         self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
         self.late_warnings = late_warnings   # False: the job's table notes a cell that never synced after warm-up
 
@@ -206,6 +209,32 @@ class Cells:
         """Cell `cfg` (its out_dir is the cell's directory): loaded when its record is there
         and agrees, else trained (a stopped run's leftovers cleared first); a cell of
         another shard that is not in yet is a PendingCell (`need` waits for it)."""
+        found = self.ready(cfg, what)
+        return found if found is not None else self.train_alone(cfg, what)
+
+    def get_all(self, wanted: list[tuple[TrainConfig, str]]) -> list[RunResult | FailedCell | PendingCell]:
+        """`get` for each (cfg, what) of `wanted` (a row's seeds), in order; the cells this
+        process trains that share a program train as one batch (training/cell_batch.py)
+        unless the job runs them one by one (`batch_cells` False); a lone seed too (beside
+        a copy of itself), so a cell ends with the same bits however many of its row are
+        trained with it: a comparison of one seed, a resumed job, a shard's share."""
+        found = [self.ready(cfg, what) for cfg, what in wanted]
+        todo = [i for i, f in enumerate(found) if f is None]
+        if not self.batch_cells or not todo:
+            return [f if f is not None else self.train_alone(*wanted[i]) for i, f in enumerate(found)]
+        plans = [self.plan(wanted[i][0]) for i in todo]
+        for group in share_program(plans):
+            cells = [(todo[g], plans[g]) for g in group]
+            if why_alone(cells[0][1].cfg) is not None:
+                found[cells[0][0]] = self.train_alone(*wanted[cells[0][0]])
+                continue
+            for (i, _), result in zip(cells, self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells])):
+                found[i] = result
+        return found
+
+    def ready(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell | PendingCell | None:
+        """Cell `cfg` loaded (or pending: another shard's), or None when this process must
+        train it, its stopped run's leftovers cleared."""
         directory, ordinal = Path(cfg.evaluation.out_dir), self.ordinal
         self.ordinal += 1
         if self.shard is not None and not self.shard.owns(ordinal):   # another shard's: loaded when in
@@ -219,20 +248,56 @@ class Cells:
         if directory.exists():   # stopped mid-run: its rows would mix with the new run's
             DirectoryLock(directory, "cell directory").check_free()   # unless a live process trains it
             shutil.rmtree(directory)
+        return None
+
+    def plan(self, cfg: TrainConfig):
+        """The cell's one plan: the job's packing loop, and its after-run warning where the
+        job does not note it in its table."""
+        plan = plan_run(self.pinned(cfg), job_cell=True)
+        return plan if self.late_warnings else dataclasses.replace(plan, late_warning=False)
+
+    def train_alone(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell:
+        """Train cell `cfg` by itself (its directory cleared by `ready`) and record it."""
+        directory = Path(cfg.evaluation.out_dir)
         self.progress.started(what)
         started = time.perf_counter()
         try:
-            plan = plan_run(self.pinned(cfg), job_cell=True)   # the cell's one plan
-            run = train(plan if self.late_warnings else dataclasses.replace(plan, late_warning=False))
+            run = train(self.plan(cfg))
         except TrainingInterrupted as stop:
-            raise self.interrupted(stop, cfg, what) from None
+            raise self.interrupted(stop, cfg, [what]) from None
         except Exception as err:
             if not (self.tolerate_faults and _is_fault(err)):
                 raise
             self.progress.finished(time.perf_counter() - started)
             return self.record_failure(cfg, directory, err)
-        write_record(directory / CELL_FILE, self.record(cfg, run, time.perf_counter() - started))
-        self.progress.finished(time.perf_counter() - started)
+        return self.recorded(cfg, run, time.perf_counter() - started)
+
+    def train_batch(self, wanted: list[tuple[TrainConfig, str]], plans: list) -> list[RunResult | FailedCell]:
+        """Train cells that share a program as one batch (`cell_batch.train_cells`), each
+        recorded as if it had run alone; the batch's time is shared out among its cells."""
+        started = time.perf_counter()
+        try:
+            runs = train_cells(plans, tolerate_faults=self.tolerate_faults,
+                               on_start=lambda: self.progress.started_together([what for _, what in wanted]))
+        except NotOneProgram:   # a strategy that draws from the run's seed: one by one
+            return [self.train_alone(cfg, what) for cfg, what in wanted]
+        except TrainingInterrupted as stop:
+            raise self.interrupted(stop, wanted[0][0], [what for _, what in wanted]) from None
+        share = (time.perf_counter() - started) / len(wanted)
+        out = []
+        for (cfg, _), run in zip(wanted, runs):
+            if isinstance(run, Exception):
+                self.progress.finished(share)
+                out.append(self.record_failure(cfg, Path(cfg.evaluation.out_dir), run))
+            else:
+                out.append(self.recorded(cfg, run, share, batched=len(wanted)))
+        return out
+
+    def recorded(self, cfg: TrainConfig, run: RunResult, seconds: float, batched: int = 1) -> RunResult:
+        """A cell just trained, sealed with cell.json and read back from its files."""
+        directory = Path(cfg.evaluation.out_dir)
+        write_record(directory / CELL_FILE, self.record(cfg, run, seconds, batched))
+        self.progress.finished(seconds)
         self.check_packing(directory)
         loaded = cell_result(cfg, directory)
         return dataclasses.replace(loaded, state=run.state) if self.keep_states else loaded
@@ -304,21 +369,26 @@ class Cells:
                               f"{self.name(directory)} (and the cells after it that ran {ran}) and resume the "
                               f"job: they run {loop}")
 
-    def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, what: str) -> JobInterrupted:
-        """What a signal in cell `what` did to the job, and how to continue it."""
+    def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, whats: list[str]) -> JobInterrupted:
+        """What a signal in cells `whats` (one, or a batch's) did to the job, and how to continue it."""
         import signal
 
-        done = self.progress.done
-        return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in cell {done + 1} of "
-                                    f"{self.progress.total} ({what}) at step {stop.step} of {cfg.optim.steps}, which "
-                                    f"runs again from its start on resume; the {done} finished cell{'s' * (done != 1)} "
-                                    f"{'are' if done != 1 else 'is'} kept in {self.out}", self.out)
+        done, many = self.progress.done, len(whats) > 1
+        where = (f"cells {done + 1}-{done + len(whats)} of {self.progress.total}, trained as one batch "
+                 f"({'; '.join(whats)}), at step {stop.step} of {cfg.optim.steps}, which run" if many else
+                 f"cell {done + 1} of {self.progress.total} ({whats[0]}) at step {stop.step} of {cfg.optim.steps}, which runs")
+        return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in {where} again from "
+                                    f"{'their' if many else 'its'} start on resume; the {done} finished "
+                                    f"cell{'s' * (done != 1)} {'are' if done != 1 else 'is'} kept in {self.out}",
+                              self.out)
 
-    def record(self, cfg: TrainConfig, run: RunResult, seconds: float) -> dict:
+    def record(self, cfg: TrainConfig, run: RunResult, seconds: float, batched: int = 1) -> dict:
+        """cell.json of a trained cell; `batched`: the cells of its batch (1: trained alone),
+        `seconds` then its share of the batch's time."""
         directory = Path(cfg.evaluation.out_dir)
         return {"settings": settings_of(cfg), "code": self.code, "seed": cfg.optim.seed,
                 "strategy": cfg.method.strategy, "options": cfg.method.strategy_options,
-                "state_sha256": state_digest(run.state), "seconds": seconds,
+                "state_sha256": state_digest(run.state), "seconds": seconds, "batched": batched,
                 "files": file_digests(directory), "failed": None}
 
     def record_failure(self, cfg: TrainConfig, directory: Path, err: Exception) -> FailedCell:

@@ -68,14 +68,15 @@ def compare(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
 def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str | Path,
                    target: str = DEFAULT_TARGET, *, seeds: int = 1, match_budget: bool = False,
                    keep_states: bool = False, on_start=None, announce=None, plan=None,
-                   resume: bool = False, shard: Shard | None = None) -> Comparison | None:
+                   resume: bool = False, shard: Shard | None = None, batch_cells: bool = True) -> Comparison | None:
     """`compare`, returning the runs too (`keep_states`: with the final TrainState of each
     run trained now, one per run in memory). `on_start()` is called once the directory is
     locked and its job begun, `announce(text)` with a line of progress before each cell.
     `plan`: `plan_rows`'s answer when the caller checked it already (each variant's config
     is checked once). `resume`: `out_dir` holds this very comparison, stopped; its finished
     cells are loaded, not run again. `shard`: run that shard of the cells only (`shard.py`);
-    None when other shards' cells are still missing at its end."""
+    None when other shards' cells are still missing at its end. `batch_cells`: a row's
+    seeds train as one batch (`Cells.get_all`), else one by one."""
     plan = plan if plan is not None else plan_rows(base, strategies, seeds, match_budget)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)   # one dashboard group
@@ -89,7 +90,8 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False)   # noted in the table
+        cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False,   # noted in the table
+                      batch_cells=batch_cells)
         row_runs = run_rows(base, plan, seeds, out, cells)
         done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
                       lambda: write_results(row_runs, base, target, out))
@@ -199,8 +201,9 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
             cells.progress.say(f"{where} {variant.entry}: trained above (in {trained[key].slug}/), its runs are reused")
             cells.progress.skip(seeds)
             return RowRuns(variant, trained[key].slug, trained[key].runs)
-        runs = [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s),
-                          f"{where} {variant.entry}, seed {s} ({i} of {seeds})") for i, s in enumerate(seed_list, 1)]
+        runs = cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s),
+                               f"{where} {variant.entry}, seed {s} ({i} of {seeds})")
+                              for i, s in enumerate(seed_list, 1)])
         trained[key] = RowRuns(variant, slug, runs)
         return trained[key]
 

@@ -182,9 +182,10 @@ def task_file(base: TrainConfig) -> dict:
 @one_job()   # each cell's strategy and layout built once (training/job_builds.py)
 def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, seeds: int = 3,
                  levels=DEFAULT_LEVELS, resume: bool = False, announce=None, on_start=None,
-                 shard: Shard | None = None) -> dict | None:
+                 shard: Shard | None = None, batch_cells: bool = True) -> dict | None:
     """Run (or, `resume`, finish) the frontier of `plan` in `out_dir`; returns frontier.json
-    (None when `shard`, one shard of the job's cells, ends with other shards' cells missing)."""
+    (None when `shard`, one shard of the job's cells, ends with other shards' cells missing;
+    `batch_cells`: a point's seeds train as one batch, else one by one)."""
     levels = check_levels(levels)
     out = Path(out_dir)
     base = dataclasses.replace(base, run_group=base.evaluation.run_group or out.name)
@@ -198,7 +199,7 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(base, plan, seeds), announce)
-        cells = Cells(out, progress, tolerate_faults=True, shard=shard)
+        cells = Cells(out, progress, tolerate_faults=True, shard=shard, batch_cells=batch_cells)
         points = run_points(base, plan, seeds, out, cells)
         missing = []
         for point in points:
@@ -275,8 +276,8 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
 def point_runs(base: TrainConfig, variant: Variant, slug: str, seeds: int, out: Path, cells: Cells,
                where: str) -> list:
     """The point's cells, seed by seed, in `out`/`slug`/seed<s>."""
-    return [cells.get(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}")
-            for s in range(base.optim.seed, base.optim.seed + seeds)]
+    return cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}")
+                          for s in range(base.optim.seed, base.optim.seed + seeds)])
 
 
 def gets_baseline(base: TrainConfig, variant: Variant) -> bool:

@@ -55,6 +55,13 @@ class Progress:
     def started(self, what: str) -> None:
         self.say(f"{self.head()} {what}")
 
+    def started_together(self, whats: list[str]) -> None:
+        """Cells `whats` start as one batch (training/cell_batch.py): one line names them all."""
+        if len(whats) == 1:
+            return self.started(whats[0])
+        head = self.head().replace(f"[cell {self.done + 1} of", f"[cells {self.done + 1}-{self.done + len(whats)} of", 1)
+        self.say(f"{head} {len(whats)} cells as one batch: {'; '.join(whats)}")
+
     def finished(self, seconds: float) -> None:
         self.done += 1
         self.trained.append(seconds)

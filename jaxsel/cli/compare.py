@@ -118,7 +118,7 @@ def _compare(args, out: str) -> int:
     with undo, kept_compilations(out, args.shard):   # before anything compiles
         done = run_comparison(base, args.strategies, out, target=args.target, seeds=args.seeds, match_budget=match,
                               plan=plan, on_start=start, announce=lambda text: print(text, flush=True),
-                              resume=args.resume, shard=args.shard)
+                              resume=args.resume, shard=args.shard, batch_cells=args.batch_cells)
     if done is None:   # a shard that ended before the others (it said so)
         return 0
     print(f"\n{summary_line(base, args.seeds, layout, time.perf_counter() - started)}")

@@ -118,7 +118,8 @@ def _frontier(args, out: str) -> int:
     started = time.perf_counter()
     with undo_created(top or out, top is not None):
         result = run_frontier(base, plan, out, seeds=args.seeds, levels=levels, resume=args.resume,
-                              announce=lambda text: print(text, flush=True), on_start=start, shard=args.shard)
+                              announce=lambda text: print(text, flush=True), on_start=start, shard=args.shard,
+                              batch_cells=args.batch_cells)
     if result is None:   # a shard that ended before the others (it said so)
         return 0
     print(f"\n{result['setting']}; {layout}; took {time.perf_counter() - started:.0f} s")

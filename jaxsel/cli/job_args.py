@@ -1,5 +1,6 @@
 """The job flags every training command shares, declared once: `--out`, `--resume`,
-`--config` and (for the commands that run several seeds) `--seeds`.
+`--config`, (for the commands that run several seeds) `--seeds` and (for the jobs whose cells
+may be split or batched) `--shard`, `--no-batch-cells`.
 
 `--out` names the directory the command owns (a run's, a comparison's, a frontier's),
 created with its parents; `--resume` continues what that directory holds; `--config`
@@ -42,6 +43,10 @@ def add_job_args(group, job: Job) -> None:
                                 "shards share; the last shard to finish writes the tables (default: a SLURM job "
                                 "array task's SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT, else every cell; "
                                 "--shard 0/1: every cell)")
+        group.add_argument("--no-batch-cells", dest="batch_cells", action="store_false",
+                           help="train the job's cells one by one (default: cells that differ only in their seed "
+                                "train as one batch, one jitted step over a cell axis, each with the records it "
+                                "writes alone)")
 
 
 def check_resume(args, job: Job) -> None:

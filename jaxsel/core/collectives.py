@@ -46,6 +46,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_batching import custom_vmap
 
+from .cell_axis import per_cell, under_cell_vmap
+
 LOCAL = "replicas"   # vmap axis name of a device's packed replicas (inside the step)
 
 
@@ -91,6 +93,8 @@ def local_stack(x, axis: Any = None) -> jax.Array:
 
     @stack.def_vmap
     def stack_rule(axis_size, in_batched, v):
+        if under_cell_vmap(LOCAL):   # a cell batch (cell_axis.py): each cell's own stack
+            return per_cell(stack.fun, in_batched, v)
         return v, False   # the batch (replica) axis, now an ordinary leading axis of one value
 
     return stack(jnp.asarray(x))
@@ -117,6 +121,8 @@ def varies_across_local_replicas(x) -> bool:
 
     @probe.def_vmap
     def probe_rule(axis_size, in_batched, v):
+        if under_cell_vmap(LOCAL):
+            return v, in_batched[0]
         seen.append(bool(in_batched[0]))
         return v, in_batched[0]
 
@@ -138,6 +144,8 @@ def must_agree(x, message: str, error: type = PackedReplicasDisagree):
 
     @agreed.def_vmap
     def agreed_rule(axis_size, in_batched, v):
+        if under_cell_vmap(LOCAL):   # cells differ; a cell's replicas agree (checked by their own vmap)
+            return v, in_batched[0]
         if in_batched[0]:
             raise error(message)
         return v, False
@@ -314,6 +322,8 @@ def _within_device(per_group, x, lay: GroupLayout):
 
     @grouped.def_vmap
     def grouped_rule(axis_size, in_batched, v):
+        if under_cell_vmap(LOCAL):
+            return per_cell(grouped.fun, in_batched, v)
         if axis_size % s:
             raise ValueError(f"a group of {s} replicas does not divide the {axis_size} local replicas")
         if not in_batched[0]:

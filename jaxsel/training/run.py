@@ -69,6 +69,7 @@ class Run:
     packing_choice: dict | None = None   # the packing that runs (`packing.Choice.record`); None: one per device
     samples: RunSamples | None = None   # b, N and the training set's examples (a `sample-epochs` schedule's count)
     plan: Any = None      # the plan it was built from (plan.RunPlan)
+    train_step: Any = None   # the step as made (core/step.py), before the data transform: a cell batch vmaps it
 
 
 def assemble_run(plan) -> Run:
@@ -97,7 +98,7 @@ def assemble_run(plan) -> Run:
                make_eval_fn(fm, spec), strategy_timing(strategy)._asdict(),
                describe_strategy(strategy, cfg.method.strategy),
                ", ".join(filter(None, (layout.describe(), choice.describe()))),
-               None if choice.how == "single" else choice.record(), samples, plan)
+               None if choice.how == "single" else choice.record(), samples, plan, train_step)
 
 
 def choose_packing(cfg: TrainConfig, train_step, state, data, layout: parallel.Layout) -> packing.Choice:

@@ -118,7 +118,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
     distributed.barrier("train-start")   # every process has its data before the first collective
     identity = run_identity(cfg, data_fingerprint(run.loader.table)) if cfg.checkpoint_root() is not None else None
     ckpt, start, state, history = _restore(cfg, run, lead, identity)
-    out_dir = _open_run_dir(cfg, run, run_id) if cfg.evaluation.out_dir and lead else None   # one writer: process 0
+    out_dir = open_run_dir(cfg, run, run_id) if cfg.evaluation.out_dir and lead else None   # one writer: process 0
     log = RunLog(log_settings(cfg), run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead, samples=run.samples)
     step_fn = guard_nonfinite(run.step_fn) if cfg.checkpoints.nonfinite == "skip" else run.step_fn
@@ -129,7 +129,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
         if signals.signum is not None and not distributed.is_multiprocess():
             _halt(signals.signum, start, ckpt if start else None)   # stopped during start-up
         if not log.evals:
-            _evaluate(run, state, log, start)
+            evaluate_run(run, state, log, start)
         log.tick()
         for t, batch in run.loader.iterate(start, cfg.optim.steps):
             state, metrics = compiled(state, batch)
@@ -137,13 +137,13 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
             pace(metrics["loss"])   # the compiled step does not pace itself (core/pacing.py)
             if (t + 1) % (cfg.evaluation.divergence_every or cfg.evaluation.log_every) == 0:
                 log.add_replica_metrics(t, pace(replica_metrics(state.params)))
-            due = _due(cfg, t, ckpt is not None, signals.signum is not None)
+            due = step_due(cfg, t, ckpt is not None, signals.signum is not None)
             if due.flush:
                 bad = log.flush(t)   # before a save: a checkpoint never holds an unchecked step
                 if bad is not None:
-                    raise _nonfinite_error(bad, cfg, ckpt)
+                    raise nonfinite_error(bad, cfg, ckpt)
                 if due.eval:
-                    _evaluate(run, state, log, t + 1)
+                    evaluate_run(run, state, log, t + 1)
                 if due.save:
                     ckpt.save(t + 1, state, {"identity": identity, "seed": cfg.optim.seed,
                                              "lr_schedule_steps": run.cfg.lr_schedule_length,
@@ -152,7 +152,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
             if due.halt:
                 _halt(signals.signum, t + 1, ckpt)
         if start >= cfg.optim.steps and (not log.evals or log.evals[-1]["step"] != cfg.optim.steps):
-            _evaluate(run, state, log, cfg.optim.steps)   # resumed a finished run
+            evaluate_run(run, state, log, cfg.optim.steps)   # resumed a finished run
     finally:
         log.close()
         if ckpt is not None:
@@ -160,9 +160,17 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
                 ckpt.wait()
             finally:
                 ckpt.close()
+    return finished_run(cfg, run, state, log, out_dir, compile_time, start, lead and late_warning)
+
+
+def finished_run(cfg: TrainConfig, run: Run, state, log: RunLog, out_dir: Path | None, compile_time: float,
+                 start: int, warn: bool) -> RunResult:
+    """The run's closing figures, written (evals.json, final.json) and returned: one ending
+    for a lone run and a cell trained in a batch (cell_batch.py); `warn`: print the
+    after-run warning (an adaptive method that never synced after its warm-up)."""
     final = {**log.final(run.description, compile_time, start), "layout": run.layout,
-             **_replica_figures(run, state, log)}
-    if lead and late_warning:   # an adaptive method that never synced after its warm-up: not the method's result
+             **replica_figures(run, state, log)}
+    if warn:   # an adaptive method that never synced after its warm-up: not the method's result
         late = no_sync_after_warmup_warning(run.strategy, log.records, cfg.optim.steps)
         if late:
             print(late, file=sys.stderr, flush=True)
@@ -172,7 +180,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
     return RunResult(cfg, log.records, log.evals, final, state, cfg.method.strategy, run.timing)
 
 
-def _due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
+def step_due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
     last = t + 1 == cfg.optim.steps
     boundary = (t + 1) % cfg.evaluation.log_every == 0 or last
     # every process must stop at the same step: multi-host agrees at log reads
@@ -187,7 +195,7 @@ def _due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
     return Due(boundary or eval_due or save or halt, eval_due, save, halt)
 
 
-def _evaluate(run: Run, state, log: RunLog, step: int) -> None:
+def evaluate_run(run: Run, state, log: RunLog, step: int) -> None:
     params, model_state = evaluation_weights(state, run.strategy)
     if distributed.is_multiprocess():   # global arrays -> host copies, evaluated by each process
         params, model_state = distributed.to_host((params, model_state))
@@ -197,7 +205,7 @@ def _evaluate(run: Run, state, log: RunLog, step: int) -> None:
     log.add_eval(step, result)
 
 
-def _replica_figures(run: Run, state, log: RunLog) -> dict:
+def replica_figures(run: Run, state, log: RunLog) -> dict:
     """Each replica's own accuracy at the end of the run (replica_eval.py): evaluated now
     (eval_replicas "final"), or the last evaluation's ("every")."""
     keys = ("replica_accuracy", "replica_loss")
@@ -246,7 +254,7 @@ def _check_schedule_length(run: Run, meta: dict, ckpt) -> None:
                                  f"build the run with lr_schedule_steps={recorded}")
 
 
-def _open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
+def open_run_dir(cfg: TrainConfig, run: Run, run_id: str | None) -> Path:
     """The run directory with what the run is: its settings, where its checkpoints go (a
     resumed run finds them there, whatever the working directory), its identity (which its
     checkpoint folder's owner file records too: rundir/owner.py), its strategy as built
@@ -269,7 +277,7 @@ def _halt(signum: int | None, step: int, ckpt) -> None:
     raise TrainingInterrupted(signum or signal.SIGTERM, step, str(ckpt.directory) if ckpt is not None else None)
 
 
-def _nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
+def nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
     step = rec["step"]
     if cfg.checkpoints.nonfinite == "skip":
         what = f"{MAX_CONSECUTIVE_SKIPS} consecutive steps were non-finite (the state itself may be)"
