@@ -227,7 +227,8 @@ def test_a_diverging_cell_is_recorded_as_failed_and_never_run_again(tmp_path, mo
     from jaxsel.analysis.frontier import Point
     from jaxsel.analysis.frontier_report import markdown
     from jaxsel.analysis.progress import Progress
-    from jaxsel.analysis.variants import parse_entry, row_config
+    from jaxsel.analysis.cells import row_config
+    from jaxsel.analysis.variants import parse_entry
     from jaxsel.training.faults import NonFiniteError
 
     trained = []

@@ -23,7 +23,6 @@ OWNERS = {
     "analysis/cells.py": "a job's cells, each with its own settings",
     "analysis/compare.py": "varies the settings per cell",
     "analysis/frontier.py": "varies the settings per cell",
-    "analysis/variants.py": "row_config: makes each cell's settings",
 }
 HOLDERS = ("cfg", "config", "base", "c")
 

@@ -30,13 +30,13 @@ from ..training.rundir import CALIBRATION_PICTURE, METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.job_files import CALIBRATION, write_job_file
 from . import job
-from .cells import Cells
+from .cells import Cells, row_config
 from .progress import Progress
 from .seed_grid import seed_range
 from .significance_stats import (FRACTIONS, decisions, fraction_deltas, recorded_grad_norms, summary,
                                  sync_fraction)
 from .task_setting import TaskSetting
-from .variants import parse_entry, row_config
+from .variants import parse_entry
 
 #: the probe's method (its runs are compare's cells of it)
 PROBE = "bsp"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from ..training.config import TrainConfig
 from ..training.job_builds import one_job
@@ -32,7 +33,7 @@ from ..training.runlog import projected_cluster
 from ..training.sync_horizon import late_note
 from . import job
 from .attribution import attribute
-from .cells import Cells, PendingCell
+from .cells import Cells, PendingCell, row_config
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
 from .matched_budget import (baseline_trigger, built, is_adaptive, matched_label, matched_slug, matched_variant,
                              order_facts, same_order_label, same_order_slug, same_order_variant)
@@ -44,7 +45,7 @@ from .shard import Shard, finish, job_held
 from .significance_reach import after_warmup, quiet_note, significance_options, warmup_note
 from .time_spread import add_time_columns
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target
-from .variants import Variant, check_variants, parse_strategies, row_config
+from .variants import Variant, check_globals_reach, parse_strategies
 
 PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png")
 
@@ -138,6 +139,33 @@ def planned_cells(plan, seeds: int) -> int:
     that reuses another's runs, or a same-order one a composition has none of, is taken off
     as it turns out)."""
     return seeds * (len(plan) + 2 * sum(bool(m) for _, m in plan))
+
+
+def check_variants(base, variants: list[Variant]) -> list:
+    """Before anything trains: every entry's config passes `check_config` (once per
+    variant) and its strategy builds with its options (a bad key or value names the entry),
+    every global option reaches a row, and no two entries train the same configuration.
+    Returns the strategies as built."""
+    from ..core.options import OptionError
+    from ..training.config import check_config
+    from ..training.plan import strategy_of
+
+    check_globals_reach(variants, base.method.strategy_options)
+    seen: list[tuple[Variant, Any]] = []
+    for v in variants:
+        check_config(row_config(base, v))
+        try:
+            strategy = strategy_of(row_config(base, v))
+        except ValueError as err:
+            raise OptionError(f"--strategies entry {v.entry!r}: {err}") from None
+        for other, same in seen:
+            if same == strategy:
+                what = (f"lists {v.entry!r} twice" if other.entry == v.entry else
+                        f"entries {other.entry!r} and {v.entry!r} train the same configuration "
+                        f"({strategy.describe()})")
+                raise OptionError(f"--strategies {what}; drop one")
+        seen.append((v, strategy))
+    return [s for _, s in seen]
 
 
 def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:

@@ -35,15 +35,15 @@ from ..training.job_builds import one_job
 from ..training.rundir import DERIVED_FILE, FRONTIER_FILE, FRONTIER_TABLE, METRICS_FILE, TASK_FILE
 from ..training.rundir.job_files import TASK, write_job_file
 from . import job
-from .cells import Cells, FailedCell
-from .compare import config_from_settings, unique_slugs
+from .cells import Cells, FailedCell, row_config
+from .compare import check_variants, config_from_settings, unique_slugs
 from .frontier_points import fired, points_for, significance_of, stand_in
 from .frontier_report import REFERENCE, write_frontier
 from .matched_budget import built, is_adaptive, same_order_label, same_order_slug, same_order_variant
 from .progress import Progress
 from .seed_grid import check_seeds, synced_steps
 from .shard import Shard, finish, job_held
-from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
+from .variants import Variant, entry_of, parse_entry, parse_strategies, registered
 
 #: the budget levels of the verdict table: shares of plain BSP's bytes
 DEFAULT_LEVELS = (0.02, 0.1, 0.3, 1.0)

@@ -30,7 +30,8 @@ from ..training.config import ConfigError
 from ..training.rundir import DERIVED_FILE
 from ..training.rundir.job_files import DERIVED, read_job_file, write_job_file
 from .significance_stats import decisions, fraction_deltas, recorded_grad_norms, sync_fraction
-from .variants import Variant, entry_of, parse_entry, row_config
+from .cells import row_config
+from .variants import Variant, entry_of, parse_entry
 
 #: a derived option's stand-in while the plan is checked: far from any delta a user sets
 PLACEHOLDER = 1e6

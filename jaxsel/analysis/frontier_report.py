@@ -34,13 +34,14 @@ from ..training.numbers import significant
 from ..training.rundir import FRONTIER_PICTURE, FRONTIER_TABLE, TASK_FILE
 from ..training.rundir.job_files import FRONTIER, write_job_file
 from ..training.rundir.write import write_text
+from .cells import effective_options
 from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front
 from .plots import new_figure, row_color, save, wrapped
 from .seed_grid import mean_std, seed_range, synced_steps
 from .task_setting import TaskSetting
-from .variants import effective_options, entry_of
+from .variants import entry_of
 
 #: the method whose bytes the budget levels are shares of (its plain configuration always runs)
 REFERENCE = "bsp"
@@ -255,7 +256,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
 def _adaptive(base, variant) -> bool:
     """Whether the point's strategy decides during the run which steps sync."""
     from ..training.plan import strategy_of
-    from .variants import row_config
+    from .cells import row_config
 
     return is_adaptive(strategy_of(row_config(base, variant)))
 

@@ -28,7 +28,8 @@ import math
 from ..strategies.traits import is_adaptive  # noqa: F401  (read here by compare and the frontier)
 from ..strategies.triggered import ORDERS, Triggered, TriggeredStrategy
 from ..training.numbers import plus_minus, significant
-from .variants import Variant, effective_options, entry_of, row_config
+from .cells import effective_options, row_config
+from .variants import Variant, entry_of
 
 #: what a trigger-based method's sync does besides when: kept by its same-order baseline
 SAME_SYNC = ("sync", "sync_opt_state", "aggregator", "sync_model_state", "compress", "error_feedback")
