@@ -349,7 +349,7 @@ def test_the_same_order_baseline_differs_from_its_method_only_in_the_trigger(ent
     base, adaptive = TrainConfig(steps=100), parse_strategies(entry)[0]
     method = built(base, adaptive)
     assert is_adaptive(method)
-    baseline = built(base, same_order_variant(base, adaptive, 30.4))
+    baseline = built(base, same_order_variant(base, adaptive, 30.4, 100))
     same = {f.name for f in dataclasses.fields(TriggeredStrategy)} - {"trigger", "trigger_options"}
     assert {k: getattr(baseline, k) for k in same} == {k: getattr(method, k) for k in same}
     warmup = getattr(getattr(method.trigger, "inner", method.trigger), "warmup_steps", 0)
@@ -363,7 +363,7 @@ def test_a_composition_gets_local_sgd_alone():
     from jaxsel.analysis.matched_budget import same_order_variant
 
     entry = parse_strategies("hierarchical:inner=localsgd:outer=selsync:groups=2")[0]
-    assert same_order_variant(TrainConfig(steps=100), entry, 30.0) is None
+    assert same_order_variant(TrainConfig(steps=100), entry, 30.0, 100) is None
 
 
 def test_the_run_seed_also_seeds_a_strategy_s_own_sampling():

@@ -227,7 +227,8 @@ def test_a_diverging_cell_is_recorded_as_failed_and_never_run_again(tmp_path, mo
     from jaxsel.analysis.frontier import Point
     from jaxsel.analysis.frontier_report import markdown
     from jaxsel.analysis.progress import Progress
-    from jaxsel.analysis.variants import parse_entry, row_config
+    from jaxsel.analysis.cells import row_config
+    from jaxsel.analysis.variants import parse_entry
     from jaxsel.training.faults import NonFiniteError
 
     trained = []
@@ -298,7 +299,7 @@ def test_selsync_s_deltas_are_derived_from_plain_bsp_s_gradient_norms(statistic)
     variants = [v for v in declared_points("selsync") if "sync" not in v.options]   # the authors' order
     assert [v.entry for v in variants if fired(v)] == [f"selsync:delta=fires:{f:g}" for f in (0.05, 0.1, 0.25, 0.5)]
     runs = bsp_runs()
-    derived = derive_points(base, variants, runs)
+    derived = derive_points(base, variants, runs, base.optim.steps)
     used = statistic or jaxsel.SelSync().statistic
     pooled = np.concatenate([stats.decisions(stats.recorded_grad_norms(r.records), 25, 0.01, used).decided
                              for r in runs])
@@ -313,7 +314,7 @@ def test_selsync_s_deltas_are_derived_from_plain_bsp_s_gradient_norms(statistic)
 def test_a_derived_point_that_trains_another_point_s_configuration_is_marked_the_same():
     flat = [Recorded(np.ones((80, 8)))]   # every Delta_bar 0: every share's delta is 0
     derived = derive_points(TASK, [parse_entry("selsync:delta=0"), parse_entry("selsync:delta=fires:0.5"),
-                                   parse_entry("selsync:delta=fires:0.1")], flat)
+                                   parse_entry("selsync:delta=fires:0.1")], flat, TASK.optim.steps)
     assert derived["selsync:delta=fires:0.5"]["same_as"] == "selsync:delta=0"
     assert derived["selsync:delta=fires:0.1"]["same_as"] == "selsync:delta=0"
 
@@ -324,23 +325,23 @@ def test_a_resumed_frontier_uses_the_recorded_points_once_plain_bsp_s_runs_deriv
     a delta of 5, frontier.md quoted it), one other runs made, or one with no runs to check
     it against is refused."""
     variants = declared_points("selsync")
-    first = points_for(tmp_path, TASK, variants, bsp_runs())
+    first = points_for(tmp_path, TASK, variants, bsp_runs(), TASK.optim.steps)
     assert json.loads((tmp_path / DERIVED_FILE).read_text())["points"] == first
-    assert points_for(tmp_path, TASK, variants, bsp_runs()) == first
+    assert points_for(tmp_path, TASK, variants, bsp_runs(), TASK.optim.steps) == first
     with pytest.raises(ConfigError, match="but plain BSP's runs derive delta"):
-        points_for(tmp_path, TASK, variants, bsp_runs(seed=1))   # other runs
+        points_for(tmp_path, TASK, variants, bsp_runs(seed=1), TASK.optim.steps)   # other runs
     record = json.loads((tmp_path / DERIVED_FILE).read_text())
     edited = next(iter(record["points"]))
     record["points"][edited]["delta"] = 5
     (tmp_path / DERIVED_FILE).write_text(json.dumps(record))
     with pytest.raises(ConfigError, match=rf"records {re.escape(edited)} as .*\"delta\": 5.* edited"):
-        points_for(tmp_path, TASK, variants, bsp_runs())
+        points_for(tmp_path, TASK, variants, bsp_runs(), TASK.optim.steps)
     with pytest.raises(ConfigError, match="cannot be checked"):
-        points_for(tmp_path, TASK, variants, None)
+        points_for(tmp_path, TASK, variants, None, TASK.optim.steps)
     with pytest.raises(ConfigError, match="records the points"):
-        points_for(tmp_path, TASK, [parse_entry("selsync:delta=fires:0.3")], None)
+        points_for(tmp_path, TASK, [parse_entry("selsync:delta=fires:0.3")], None, TASK.optim.steps)
     with pytest.raises(ConfigError, match="cannot be derived"):
-        points_for(tmp_path / "empty", TASK, variants, None)
+        points_for(tmp_path / "empty", TASK, variants, None, TASK.optim.steps)
 
 
 @pytest.mark.slow

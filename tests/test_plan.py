@@ -80,7 +80,7 @@ def test_a_frontier_plan_builds_each_point_s_strategy_once_per_job(builds):
     nothing, one outside a job builds them again."""
     from jaxsel.analysis.frontier import plan_frontier
     from jaxsel.analysis.frontier_points import stand_in
-    from jaxsel.analysis.variants import row_config
+    from jaxsel.analysis.cells import row_config
     from jaxsel.training.job_builds import one_job
 
     task = TrainConfig(dataset="mnist1d", partition="label_skew", steps=600)

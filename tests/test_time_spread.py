@@ -57,7 +57,7 @@ def test_vs_bsp_is_the_cost_model_s_and_ignores_which_run_the_machine_slowed():
     slow_machine = _row("localsgd", [records([3.0, 2.5, 4.0, 3.5])], 8)
     rows = [bsp[1], slow_machine[1]]
     cfg = TrainConfig(steps=16)
-    add_time_columns([bsp[0], slow_machine[0]], rows, cfg)
+    add_time_columns([bsp[0], slow_machine[0]], rows, cfg.projection)
     common = float(np.median([1.0] * 4 + [3.0, 2.5, 4.0, 3.5]))
     reference, _ = project_run(records([1.0] * 4), "10gbe", cfg.replicas, common)
     assert rows[0]["model_time_to_target_s"] == pytest.approx(reference[15])

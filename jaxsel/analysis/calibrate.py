@@ -25,17 +25,18 @@ import numpy as np
 
 from ..core.triggers import STATISTICS
 from ..training.config import TrainConfig
-from ..training.lr_schedule import describe_lr_schedule
 from ..training.job_builds import one_job
 from ..training.rundir import CALIBRATION_PICTURE, METRICS_FILE
 from ..training.rundir.lock import DirectoryLock
 from ..training.rundir.job_files import CALIBRATION, write_job_file
 from . import job
-from .cells import Cells
+from .cells import Cells, row_config
 from .progress import Progress
+from .seed_grid import seed_range
 from .significance_stats import (FRACTIONS, decisions, fraction_deltas, recorded_grad_norms, summary,
                                  sync_fraction)
-from .variants import parse_entry, row_config
+from .task_setting import TaskSetting
+from .variants import parse_entry
 
 #: the probe's method (its runs are compare's cells of it)
 PROBE = "bsp"
@@ -77,18 +78,16 @@ def calibration(traces: list[np.ndarray], seeds: list[int], sig: Significance) -
             "statistics": {st: statistic_figures(traces, seeds, sig, st) for st in STATISTICS}}
 
 
-def setting_line(base: TrainConfig, seeds: list[int]) -> str:
-    data, optim = base.data, base.optim
-    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
+def setting_line(task: TaskSetting, seeds: list[int]) -> str:
+    """calibration.json's "setting": the probe's task and its seeds."""
     over = f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    return (f"{data.dataset} / {optim.model}, {base.placement.replicas} replicas x batch {optim.batch_size}, {part}, "
-            f"{optim.steps} steps of BSP, {describe_lr_schedule(optim.lr_schedule, optim.steps)}, {over}")
+    return f"{task.head}, {task.shards}, {task.steps} steps of BSP, {task.schedule}, {over}"
 
 
 def probe_configs(base: TrainConfig, out: Path, seeds: int) -> list[TrainConfig]:
     variant = parse_entry(PROBE)
     return [row_config(dataclasses.replace(base, strategy_options={}), variant, str(out / PROBE / f"seed{s}"), s)
-            for s in range(base.optim.seed, base.optim.seed + seeds)]
+            for s in seed_range(base.optim, seeds)]
 
 
 def held(out: Path) -> list[str]:
@@ -110,9 +109,9 @@ def run_calibration(base: TrainConfig, out_dir: str | Path, sig: Significance, *
         if on_start is not None:
             on_start()
         cells = Cells(out, Progress(seeds, announce))
-        runs = [cells.get(cfg, f"{PROBE}, seed {cfg.optim.seed}") for cfg in configs]
-        seed_list = [cfg.optim.seed for cfg in configs]
-        result = {"setting": setting_line(base, seed_list),
+        seed_list = seed_range(base.optim, seeds)   # each config's seed (`probe_configs`)
+        runs = [cells.get(cfg, f"{PROBE}, seed {s}") for cfg, s in zip(configs, seed_list)]
+        result = {"setting": setting_line(TaskSetting.of(base.data, base.optim, base.placement), seed_list),
                   **calibration([recorded_grad_norms(r.records) for r in runs], seed_list, sig)}
         write_job_file(out, CALIBRATION, result)
         plot_calibration(result, out / CALIBRATION_PICTURE)

@@ -449,3 +449,18 @@ def _is_fault(err: Exception) -> bool:
     from ..training.faults import NonFiniteError
 
     return isinstance(err, NonFiniteError)
+
+
+def row_config(base: TrainConfig, variant, out_dir: str | None = None, seed: int | None = None) -> TrainConfig:
+    """The settings of one cell: `variant` (a `variants.Variant`) run on the job's settings
+    `base`, in `out_dir`, with `seed` (default: the base's). The one place a job's cells get
+    their settings, so the modules that vary a run per cell never reach into the job's
+    record themselves."""
+    return dataclasses.replace(base, strategy=variant.name, strategy_options=effective_options(base, variant),
+                               out_dir=out_dir, seed=base.optim.seed if seed is None else seed)
+
+
+def effective_options(base: TrainConfig, variant) -> dict:
+    """The strategy options a cell of `variant` takes: the job's global options (`base`'s)
+    under the entry's own."""
+    return variant.effective(base.method.strategy_options)

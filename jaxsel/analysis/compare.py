@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from ..training.config import TrainConfig
 from ..training.job_builds import one_job
@@ -32,7 +33,7 @@ from ..training.runlog import projected_cluster
 from ..training.sync_horizon import late_note
 from . import job
 from .attribution import attribute
-from .cells import Cells, PendingCell
+from .cells import Cells, PendingCell, row_config
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
 from .matched_budget import (baseline_trigger, built, is_adaptive, matched_label, matched_slug, matched_variant,
                              order_facts, same_order_label, same_order_slug, same_order_variant)
@@ -44,7 +45,7 @@ from .shard import Shard, finish, job_held
 from .significance_reach import after_warmup, quiet_note, significance_options, warmup_note
 from .time_spread import add_time_columns
 from .time_to_accuracy import DEFAULT_TARGET, Target, resolve_target
-from .variants import Variant, check_variants, parse_strategies, row_config
+from .variants import Variant, check_globals_reach, parse_strategies
 
 PICTURES = ("comparison.png", "accuracy_vs_time.png", "sync_timeline.png", "divergence.png", "pareto.png")
 
@@ -140,9 +141,36 @@ def planned_cells(plan, seeds: int) -> int:
     return seeds * (len(plan) + 2 * sum(bool(m) for _, m in plan))
 
 
+def check_variants(base, variants: list[Variant]) -> list:
+    """Before anything trains: every entry's config passes `check_config` (once per
+    variant) and its strategy builds with its options (a bad key or value names the entry),
+    every global option reaches a row, and no two entries train the same configuration.
+    Returns the strategies as built."""
+    from ..core.options import OptionError
+    from ..training.config import check_config
+    from ..training.plan import strategy_of
+
+    check_globals_reach(variants, base.method.strategy_options)
+    seen: list[tuple[Variant, Any]] = []
+    for v in variants:
+        check_config(row_config(base, v))
+        try:
+            strategy = strategy_of(row_config(base, v))
+        except ValueError as err:
+            raise OptionError(f"--strategies entry {v.entry!r}: {err}") from None
+        for other, same in seen:
+            if same == strategy:
+                what = (f"lists {v.entry!r} twice" if other.entry == v.entry else
+                        f"entries {other.entry!r} and {v.entry!r} train the same configuration "
+                        f"({strategy.describe()})")
+                raise OptionError(f"--strategies {what}; drop one")
+        seen.append((v, strategy))
+    return [s for _, s in seen]
+
+
 def plan_rows(base: TrainConfig, strategies, seeds: int, match_budget: bool) -> list[tuple[Variant, bool]]:
     """Every entry checked before anything trains: (variant, gets a matched row)."""
-    check_seeds(base, seeds)
+    check_seeds(base.optim, seeds)
     variants = parse_strategies(strategies)
     built = check_variants(base, variants)
     return [(v, match_budget and is_adaptive(s)) for v, s in zip(variants, built)]
@@ -157,6 +185,31 @@ def check_fresh(out: Path, resume: bool = False) -> None:
     """A comparison never overwrites another's results (or runs) in its directory; one to
     resume must be there (its settings are compared once the directory is locked)."""
     job.check_start(out, "compare", resume=resume, held=held_runs(out))
+
+
+def check_data(base: TrainConfig) -> None:
+    """The comparison's dataset is prepared (else DatasetNotPrepared, naming the command that
+    prepares it): checked before its directory is created or anything printed."""
+    from ..data.sources import check_prepared
+
+    check_prepared(base.data.dataset, base.data.data_dir)
+
+
+def summary_line(base: TrainConfig, seeds: int, layout: str, seconds: float) -> str:
+    """The line `jaxsel compare` closes with above its table: the task (by name where the
+    settings are one), seeds, global strategy options, layout and how long it took."""
+    from ..training.tasks import task_of
+
+    data, optim = base.data, base.optim
+    first = optim.seed
+    over = f"seeds {first}-{first + seeds - 1}" if seeds > 1 else f"seed {first}"
+    options = ", ".join(f"{k}={v}" for k, v in base.method.strategy_options.items())
+    named = task_of(base)
+    return (f"{f'task {named}: ' if named else ''}{data.dataset} / {optim.model}: {base.placement.replicas} replicas x "
+            f"batch {optim.batch_size}, {optim.steps} steps, partition {data.partition}, lr {optim.lr:g} "
+            f"({optim.lr_schedule}), {over}"
+            f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
+            f"{layout}; took {seconds:.0f} s")
 
 
 def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
@@ -223,7 +276,7 @@ def matched_rows(base, row: RowRuns, slug: str, train_row, where: str, skip) -> 
     (`matched_budget.py`). A report of a comparison recorded before the same-order baseline
     existed (issue 58) goes without it (`train_row(..., optional=True)` is None)."""
     out = []
-    same = same_order_variant(base, row.variant, mean_syncs(row))
+    same = same_order_variant(base, row.variant, mean_syncs(row), base.optim.steps)
     if same is None:
         skip()
     else:
@@ -258,7 +311,7 @@ def results(row_runs: list[RowRuns], base: TrainConfig, target: str) -> list[dic
     goal = resolve_target(target, {r.variant.entry: mean_std([x.final["final_test_accuracy"] for x in r.runs])[0]
                                    for r in row_runs})
     rows = [row_result(r, goal, network_label(base)) for r in row_runs]
-    add_time_columns(row_runs, rows, base)   # the cost model's time and speed-up; the measured one with its spread
+    add_time_columns(row_runs, rows, base.projection)   # the cost model's time and speed-up; the measured one with its spread
     for run, row in zip(row_runs, rows):
         row.update(significance_row(run, row))
         if not row.get("quiet_note"):   # the significance rows' own note says it already, with why
@@ -283,7 +336,7 @@ def order_row(base: TrainConfig, row: RowRuns) -> dict:
 def network_label(cfg: TrainConfig) -> str:
     """What the projection ran on, for tables and plots: the --project-network as given,
     or both networks of a two-level cluster."""
-    cluster = projected_cluster(cfg)
+    cluster = projected_cluster(cfg.projection)
     return cluster.label(cfg.placement.replicas) if cluster.two_level else cfg.projection.project_network
 
 

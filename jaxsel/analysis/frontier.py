@@ -35,15 +35,15 @@ from ..training.job_builds import one_job
 from ..training.rundir import DERIVED_FILE, FRONTIER_FILE, FRONTIER_TABLE, METRICS_FILE, TASK_FILE
 from ..training.rundir.job_files import TASK, write_job_file
 from . import job
-from .cells import Cells, FailedCell
-from .compare import config_from_settings, unique_slugs
+from .cells import Cells, FailedCell, row_config
+from .compare import check_variants, config_from_settings, unique_slugs
 from .frontier_points import fired, points_for, significance_of, stand_in
 from .frontier_report import REFERENCE, write_frontier
 from .matched_budget import built, is_adaptive, same_order_label, same_order_slug, same_order_variant
 from .progress import Progress
 from .seed_grid import check_seeds, synced_steps
 from .shard import Shard, finish, job_held
-from .variants import Variant, check_variants, entry_of, parse_entry, parse_strategies, registered, row_config
+from .variants import Variant, entry_of, parse_entry, parse_strategies, registered
 
 #: the budget levels of the verdict table: shares of plain BSP's bytes
 DEFAULT_LEVELS = (0.02, 0.1, 0.3, 1.0)
@@ -80,7 +80,7 @@ def plan_frontier(base: TrainConfig, methods: str | list[str] | None, grid: str 
     """The methods (all registered ones with a budget grid when None) and their points
     (`grid`: `--strategies`-style entries replacing the declared points of the methods they
     name), every variant checked before anything trains."""
-    check_seeds(base, seeds)
+    check_seeds(base.optim, seeds)
     names = list(registered()) if methods is None else split_methods(methods)
     given: dict[str, list[Variant]] = {}
     for v in parse_strategies(grid) if grid else []:
@@ -256,7 +256,8 @@ def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cel
         where = f"[point {i} of {len(planned)}]"
         baselined = plan.same_order and gets_baseline(base, variant)
         if fired(variant):
-            derived = derived if derived is not None else points_for(out, base, plan.variants, _plain(points, cells))
+            if derived is None:
+                derived = points_for(out, base, plan.variants, _plain(points, cells), base.optim.steps)
             if derived[variant.entry]["same_as"] is not None:
                 cells.progress.skip(seeds * (1 + baselined))
                 continue
@@ -304,7 +305,7 @@ def same_order_point(base: TrainConfig, point: Point, seeds: int, out: Path, cel
     if point.failed:
         return None
     mean = sum(synced_steps(r) for r in point.runs) / len(point.runs)
-    variant = same_order_variant(base, point.variant, mean)
+    variant = same_order_variant(base, point.variant, mean, base.optim.steps)
     if any(p.variant.entry == variant.entry for p in points):
         return None
     slug = same_order_slug(variant.options["trigger.syncs"], point.slug)

@@ -30,7 +30,8 @@ from ..training.config import ConfigError
 from ..training.rundir import DERIVED_FILE
 from ..training.rundir.job_files import DERIVED, read_job_file, write_job_file
 from .significance_stats import decisions, fraction_deltas, recorded_grad_norms, sync_fraction
-from .variants import Variant, entry_of, parse_entry, row_config
+from .cells import row_config
+from .variants import Variant, entry_of, parse_entry
 
 #: a derived option's stand-in while the plan is checked: far from any delta a user sets
 PLACEHOLDER = 1e6
@@ -79,15 +80,15 @@ def significance_of(base, variant: Variant) -> Significance:
     return trigger
 
 
-def derive(base, variant: Variant, reference_runs: list) -> dict:
-    """One derived point from plain BSP's runs: its share, delta, entry and the share of
-    BSP's post-warm-up steps that delta fires on."""
+def derive(base, variant: Variant, reference_runs: list, steps: int) -> dict:
+    """One derived point from plain BSP's runs (of `steps` steps each): its share, delta,
+    entry and the share of BSP's post-warm-up steps that delta fires on."""
     sig = significance_of(base, variant)
     share = fired(variant)["delta"]
     values = np.concatenate([decisions(recorded_grad_norms(r.records), sig.window, sig.alpha, sig.statistic,
                                        sig.warmup).decided for r in reference_runs])
     if not len(values):
-        raise ConfigError(f"{variant.entry}: plain BSP's runs of {base.optim.steps} steps end within the warm-up of "
+        raise ConfigError(f"{variant.entry}: plain BSP's runs of {steps} steps end within the warm-up of "
                           f"{sig.warmup_steps} steps: no step to derive delta from; give the points with --grid")
     delta = float(f"{fraction_deltas(values, [share])[share]:.4g}")
     options = {k: delta if k == "delta" else v for k, v in variant.options.items()}
@@ -95,9 +96,10 @@ def derive(base, variant: Variant, reference_runs: list) -> dict:
             "fires_on": sync_fraction(values, delta), "steps": int(len(values)), "same_as": None}
 
 
-def derive_points(base, variants: list[Variant], reference_runs: list) -> dict[str, dict]:
-    """Every derived variant's point, by its "fires:F" entry; one that trains what an
-    earlier point of the list trains is marked `same_as` that point's entry."""
+def derive_points(base, variants: list[Variant], reference_runs: list, steps: int) -> dict[str, dict]:
+    """Every derived variant's point, by its "fires:F" entry (`steps`: the reference runs'
+    length); one that trains what an earlier point of the list trains is marked `same_as`
+    that point's entry."""
     from ..training.plan import strategy_of
 
     out: dict[str, dict] = {}
@@ -105,7 +107,7 @@ def derive_points(base, variants: list[Variant], reference_runs: list) -> dict[s
     for v in variants:
         if not fired(v):
             continue
-        point = derive(base, v, reference_runs)
+        point = derive(base, v, reference_runs, steps)
         strategy = strategy_of(row_config(base, parse_entry(point["entry"])))
         point["same_as"] = next((entry for entry, other in built if other == strategy), None)
         built.append((v.entry, strategy))
@@ -127,8 +129,9 @@ def recorded_points(out: Path, variants: list[Variant]) -> dict[str, dict] | Non
     return points
 
 
-def points_for(out: Path, base, variants: list[Variant], reference_runs: list | None) -> dict[str, dict]:
-    """The derived points, derived from `reference_runs` (plain BSP's runs, seed order): as
+def points_for(out: Path, base, variants: list[Variant], reference_runs: list | None, steps: int) -> dict[str, dict]:
+    """The derived points, derived from `reference_runs` (plain BSP's runs, seed order, of
+    `steps` steps): as
     recorded in `out`, where the record holds exactly these (a record is what frontier.md and
     `jaxsel report` quote, so one that another hand or other runs made is refused, not run),
     else recorded now."""
@@ -139,7 +142,7 @@ def points_for(out: Path, base, variants: list[Variant], reference_runs: list | 
         raise ConfigError(f"the {FIRES}F points cannot be derived: plain BSP's runs, which they come from, failed "
                           f"or are missing, so {out / DERIVED_FILE} " + (
                               "cannot be checked against them" if recorded is not None else "does not record them"))
-    points = json.loads(json.dumps(derive_points(base, variants, reference_runs)))   # as JSON reads them back
+    points = json.loads(json.dumps(derive_points(base, variants, reference_runs, steps)))   # as JSON reads them back
     if recorded is not None:
         differs = next((e for e in sorted(points) if recorded[e] != points[e]), None)
         if differs is not None:

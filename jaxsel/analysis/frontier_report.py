@@ -34,11 +34,13 @@ from ..training.numbers import significant
 from ..training.rundir import FRONTIER_PICTURE, FRONTIER_TABLE, TASK_FILE
 from ..training.rundir.job_files import FRONTIER, write_job_file
 from ..training.rundir.write import write_text
+from .cells import effective_options
 from .frontier_points import recorded_points
 from .matched_budget import BEYOND_SPREAD, is_adaptive, matched_syncs
 from .pareto import front
 from .plots import new_figure, row_color, save, wrapped
-from .seed_grid import mean_std, synced_steps
+from .seed_grid import mean_std, seed_range, synced_steps
+from .task_setting import TaskSetting
 from .variants import entry_of
 
 #: the method whose bytes the budget levels are shares of (its plain configuration always runs)
@@ -50,11 +52,12 @@ BASELINE = "localsgd"
 SAME_ORDER_KNOB = "same-order baselines: spread schedules matched to the adaptive points"
 
 
-def point_figures(point, base_options: dict) -> dict:
-    """A point's seed means and each seed's figures (no figures where a seed failed)."""
+def point_figures(point, effective: dict) -> dict:
+    """A point's seed means and each seed's figures (no figures where a seed failed);
+    `effective`: the options its runs took (the job's global ones under the entry's own)."""
     v = point.variant
     out = {"method": point.method, "entry": v.entry, "options": dict(v.options), "dir": point.slug,
-           "command_entry": entry_of(v.name, v.effective(base_options)),
+           "command_entry": entry_of(v.name, effective),
            **({"matches": point.matches} if point.matches else {})}
     if point.failed:
         f = point.failed[0]
@@ -214,22 +217,17 @@ def sentence(row: dict) -> str:
     return f"{lead}, ahead of {against}, {standing}."
 
 
-def task_line(cfg) -> str:
+def task_line(task: TaskSetting) -> str:
     """The task in one line, for titles."""
-    from ..training.lr_schedule import describe_lr_schedule
-
-    data, optim = cfg.data, cfg.optim
-    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
-    return (f"{data.dataset} / {optim.model}, {cfg.placement.replicas} replicas x batch {optim.batch_size}, "
-            f"{optim.steps} steps, partition {part}, {optim.optimizer} lr {optim.lr:g} "
-            f"({describe_lr_schedule(optim.lr_schedule, optim.steps)})")
+    return (f"{task.head}, {task.steps} steps, partition {task.shards}, {task.optimizer} lr {task.lr:g} "
+            f"({task.schedule})")
 
 
 def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> dict:
     """frontier.json, frontier.md and frontier.png in `out`; returns frontier.json's value."""
     from ..strategies import STRATEGIES
 
-    figures = [point_figures(p, base.method.strategy_options) for p in points]
+    figures = [point_figures(p, effective_options(base, p.variant)) for p in points]
     knobs = {m: ("given with --grid" if m in plan.given or traits_of(STRATEGIES[m]).budget is None
                  else traits_of(STRATEGIES[m]).budget.knob)
              for m in plan.methods}
@@ -240,8 +238,8 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
     if reference["failed"]:
         raise ValueError(f"plain BSP, the reference of the budget levels, failed ({reference['failed']}); "
                          f"lower --lr or set --clip-norm")
-    result = {"setting": task_line(base),
-              "seeds": list(range(base.optim.seed, base.optim.seed + seeds)), "levels": list(levels),
+    result = {"setting": task_line(TaskSetting.of(base.data, base.optim, base.placement)),
+              "seeds": seed_range(base.optim, seeds), "levels": list(levels),
               "reference": {"entry": reference["entry"], "mb": reference["mb"]},
               "verdict": [verdict_row(curves, lv, reference["mb"]) for lv in levels], "methods": curves,
               "own_budget": own_budget(figures, adaptive),
@@ -258,7 +256,7 @@ def write_frontier(out: Path, base, plan, points: list, seeds: int, levels) -> d
 def _adaptive(base, variant) -> bool:
     """Whether the point's strategy decides during the run which steps sync."""
     from ..training.plan import strategy_of
-    from .variants import row_config
+    from .cells import row_config
 
     return is_adaptive(strategy_of(row_config(base, variant)))
 

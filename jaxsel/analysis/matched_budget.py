@@ -28,7 +28,8 @@ import math
 from ..strategies.traits import is_adaptive  # noqa: F401  (read here by compare and the frontier)
 from ..strategies.triggered import ORDERS, Triggered, TriggeredStrategy
 from ..training.numbers import plus_minus, significant
-from .variants import Variant, entry_of, row_config
+from .cells import effective_options, row_config
+from .variants import Variant, entry_of
 
 #: what a trigger-based method's sync does besides when: kept by its same-order baseline
 SAME_SYNC = ("sync", "sync_opt_state", "aggregator", "sync_model_state", "compress", "error_feedback")
@@ -53,15 +54,15 @@ def matched_label(syncs: int, steps: int, adaptive_entry: str) -> str:
     return f"localsgd ({syncs} of {steps} steps, {ORDERS['model']}, matches {adaptive_entry})"
 
 
-def same_order_variant(base, adaptive: Variant, target_syncs: float) -> Variant | None:
+def same_order_variant(base, adaptive: Variant, target_syncs: float, steps: int) -> Variant | None:
     """`adaptive` with only its trigger replaced by a schedule of as many syncs (the
-    rounded mean, `matched_syncs`): its forced warm-up syncs first, the rest evenly spread
+    rounded mean, `matched_syncs`) over the run's `steps`: its forced warm-up syncs first, the rest evenly spread
     (`triggers.Spread`), as `triggered` with the row's own sync mode, optimizer-state
     handling, aggregator, codec and model-state sync. None where the row is no
     trigger-based strategy (a composition's levels each have their own)."""
     k = matched_syncs(target_syncs)
     return with_trigger(base, adaptive, lambda strategy: {
-        "trigger": "spread", "trigger.syncs": k, "trigger.steps": base.optim.steps,
+        "trigger": "spread", "trigger.syncs": k, "trigger.steps": steps,
         "trigger.warmup": min(k, forced_warmup(strategy.trigger))})
 
 
@@ -74,7 +75,7 @@ def with_trigger(base, adaptive: Variant, trigger, **changes) -> Variant | None:
     if not isinstance(strategy, Triggered):
         return None
     defaults = {f.name: f.default for f in dataclasses.fields(TriggeredStrategy)}
-    kept = {**same_sync(strategy, adaptive.effective(base.method.strategy_options)), **changes}
+    kept = {**same_sync(strategy, effective_options(base, adaptive)), **changes}
     options = {**trigger(strategy), **{k: v for k, v in kept.items() if v != defaults.get(k)}}
     return Variant(TriggeredStrategy.name, options, entry_of(TriggeredStrategy.name, options))
 

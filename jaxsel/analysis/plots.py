@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training.lr_schedule import describe_lr_schedule, milestone_steps, parse_lr_schedule
+from ..training.lr_schedule import milestone_steps, parse_lr_schedule
 from .significance_reach import fall_peak, jump_needed, significance_options
+from .task_setting import TaskSetting
 
 LEGEND_NOTE = "aggregator: mean unless [shown]"
 #: dots per inch of every saved picture
@@ -115,21 +116,25 @@ def label(row) -> str:
     return row.label
 
 
+def row_task(row) -> TaskSetting:
+    """The task the row's runs trained (its first run's recorded sections: a row's runs
+    differ by seed alone)."""
+    ran = row.runs[0].config
+    return TaskSetting.of(ran.data, ran.optim, ran.placement)
+
+
 def setting(row) -> str:
     """One line naming the task, for figure titles."""
-    c = row.runs[0].config
-    data, optim = c.data, c.optim
-    part = data.partition + (" + injection" if data.partition_options.get("injection") else "")
+    task = row_task(row)
     seeds = [r.config.optim.seed for r in row.runs]
     over = f", seeds {seeds[0]}-{seeds[-1]} (mean, band: min-max)" if len(seeds) > 1 else f", seed {seeds[0]}"
-    return (f"{data.dataset} / {optim.model}, {c.placement.replicas} replicas x batch {optim.batch_size}, {part}, "
-            f"{describe_lr_schedule(optim.lr_schedule, optim.steps)}{over}")
+    return f"{task.head}, {task.shards}, {task.schedule}{over}"
 
 
 def lr_milestones(row) -> list[int]:
-    cfg = row.runs[0].config
-    kind, milestones, _ = parse_lr_schedule(cfg.optim.lr_schedule)
-    return milestone_steps(milestones, cfg.optim.steps) if kind == "milestones" else []
+    task = row_task(row)
+    kind, milestones, _ = parse_lr_schedule(task.lr_schedule)
+    return milestone_steps(milestones, task.steps) if kind == "milestones" else []
 
 
 def mark_milestones(ax, row) -> None:

@@ -35,14 +35,21 @@ class RowRuns:
     matched_to: "RowRuns | None" = None   # a budget-matched row: the adaptive row it matches
 
 
-def check_seeds(base, seeds: int) -> None:
-    """`seeds` runs from `base.seed` on: an integer >= 1 that stays within the seeds JAX's keys hold."""
+def check_seeds(optim, seeds: int) -> None:
+    """`seeds` runs from the base's seed on (`optim`: its OptimSettings): an integer >= 1
+    that stays within the seeds JAX's keys hold."""
     from ..training.config import MAX_SEED, ConfigError
 
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be an integer >= 1, got {seeds!r}")
-    if base.optim.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with base.seed
-        raise ConfigError(f"seeds {seeds} from seed {base.optim.seed} pass the largest seed {MAX_SEED}")
+    if optim.seed + seeds - 1 > MAX_SEED:   # the variants' configs are checked with the base's seed
+        raise ConfigError(f"seeds {seeds} from seed {optim.seed} pass the largest seed {MAX_SEED}")
+
+
+def seed_range(optim, seeds: int) -> list[int]:
+    """The seeds of a job's `seeds` runs per configuration: from the base's seed on (`optim`:
+    its OptimSettings), as `row_config` gives them to the cells."""
+    return list(range(optim.seed, optim.seed + seeds))
 
 
 def mean_std(values) -> tuple[float | None, float | None]:

@@ -38,11 +38,12 @@ def window_step_times(records: list[dict]) -> np.ndarray:
     return per_step[starts]
 
 
-def common_step_time(row_runs, cfg) -> float:
-    """The compute seconds per step the cost model gives every row: --project compute_s, or
-    the median measured step time over every window of every run of the comparison."""
-    if cfg.projection.project_compute_s is not None:
-        return float(cfg.projection.project_compute_s)
+def common_step_time(row_runs, project) -> float:
+    """The compute seconds per step the cost model gives every row: --project compute_s (of
+    `project`, the comparison's ProjectSettings), or the median measured step time over
+    every window of every run of the comparison."""
+    if project.project_compute_s is not None:
+        return float(project.project_compute_s)
     pooled = np.concatenate([window_step_times(run.records) for row in row_runs for run in row.runs])
     return float(np.median(pooled)) if pooled.size else 0.0
 
@@ -53,9 +54,10 @@ def model_time_to_target(row, steps: int | None, compute_s: float) -> float | No
         return None
     times = []
     for run in row.runs:
-        cfg = run.config
-        projected, _ = project_run(run.records, projected_cluster(cfg), cfg.placement.replicas, compute_s,
-                                   cfg.projection.project_stragglers, cfg.optim.seed, **dict(run.timing or {}))
+        ran = run.config   # the finished run's own settings, read like its records
+        project = ran.projection
+        projected, _ = project_run(run.records, projected_cluster(project), ran.placement.replicas, compute_s,
+                                   project.project_stragglers, ran.optim.seed, **dict(run.timing or {}))
         times.append(float(projected[steps - 1]) if steps > 0 else 0.0)
     return float(np.mean(times))
 
@@ -73,11 +75,12 @@ def measured_speedup(base: np.ndarray, base_steps: int, other: np.ndarray, other
             "measured_speedup_within_noise": low <= 1.0 <= high}
 
 
-def add_time_columns(row_runs, rows: list[dict], cfg, baseline: str = "bsp") -> None:
+def add_time_columns(row_runs, rows: list[dict], project, baseline: str = "bsp") -> None:
     """Add to every row its cost-model time to target and speed-up over the BSP row
     (`model_time_to_target_s`, `speedup_vs_bsp`) and its measured speed-up with the
-    interval (`measured_speedup_*`); a row or BSP that never reached the target gets None."""
-    compute_s = common_step_time(row_runs, cfg)
+    interval (`measured_speedup_*`); a row or BSP that never reached the target gets None.
+    `project`: the comparison's ProjectSettings (its --project compute_s, if any)."""
+    compute_s = common_step_time(row_runs, project)
     samples = {}
     for row, result in zip(row_runs, rows):
         result["model_step_s"] = compute_s

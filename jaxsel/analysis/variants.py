@@ -118,39 +118,6 @@ def parse_strategies(strategies: str | list[str]) -> list[Variant]:
     return [parse_entry(e) for e in entries]
 
 
-def row_config(base, variant: Variant, out_dir: str | None = None, seed: int | None = None):
-    """The TrainConfig of one run of `variant` (`base`: the comparison's settings)."""
-    return dataclasses.replace(base, strategy=variant.name,
-                               strategy_options=variant.effective(base.method.strategy_options),
-                               out_dir=out_dir, seed=base.optim.seed if seed is None else seed)
-
-
-def check_variants(base, variants: list[Variant]) -> list:
-    """Before anything trains: every entry's config passes `check_config` (once per
-    variant) and its strategy builds with its options (a bad key or value names the entry),
-    every global option reaches a row, and no two entries train the same configuration.
-    Returns the strategies as built."""
-    from ..training.config import check_config
-    from ..training.plan import strategy_of
-
-    check_globals_reach(variants, base.method.strategy_options)
-    built: list[tuple[Variant, Any]] = []
-    for v in variants:
-        check_config(row_config(base, v))
-        try:
-            strategy = strategy_of(row_config(base, v))
-        except ValueError as err:
-            raise OptionError(f"--strategies entry {v.entry!r}: {err}") from None
-        for other, same in built:
-            if same == strategy:
-                what = (f"lists {v.entry!r} twice" if other.entry == v.entry else
-                        f"entries {other.entry!r} and {v.entry!r} train the same configuration "
-                        f"({strategy.describe()})")
-                raise OptionError(f"--strategies {what}; drop one")
-        built.append((v, strategy))
-    return [s for _, s in built]
-
-
 def check_globals_reach(variants: list[Variant], options: dict) -> None:
     """A global strategy option (flag or --opt) must be taken by some entry that does not
     set it itself: otherwise it would change nothing, silently."""

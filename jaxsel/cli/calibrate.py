@@ -68,7 +68,7 @@ def _calibrate(args, out: str) -> int:
                            alpha=own.alpha if args.alpha is None else args.alpha, warmup=args.warmup,
                            delta=own.delta if args.delta is None else args.delta)
         base = config_from_args(args, strategy="bsp")
-        check_seeds(base, args.seeds)
+        check_seeds(base.optim, args.seeds)
         for cfg in probe_configs(base, Path(out), args.seeds):
             check_config(cfg)
         layout = layout_line(base)

@@ -12,7 +12,7 @@ from .common import (HelpFormatter, default_out, ensure_writable, layout_line, o
                      user_input)
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
-from ..training.tasks import DEFAULT_TASK_NAME, TASKS, task_of
+from ..training.tasks import DEFAULT_TASK_NAME, TASKS
 from .settings_args import config_from_args
 from .task_args import add_task_args
 from .task_flag import add_task_flag, task_line
@@ -72,7 +72,8 @@ def cmd_compare(args) -> int:
 
 def _compare(args, out: str) -> int:
     from ..analysis.attribution import attribution_entries
-    from ..analysis.compare import PICTURES, check_fresh, format_table, plan_rows, run_comparison
+    from ..analysis.compare import (PICTURES, check_data, check_fresh, format_table, plan_rows, run_comparison,
+                                    summary_line)
     from ..analysis.matched_budget import built, is_adaptive
     from ..core.options import OptionError
     from ..analysis.job import kept_compilations
@@ -80,7 +81,6 @@ def _compare(args, out: str) -> int:
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
     from ..training.rundir.claim import claim_new_dir
-    from ..data.sources import check_prepared
     from ..training.run_kinds import refuse_run
 
     match = args.match_budget is not False   # on unless --no-match-budget
@@ -96,7 +96,7 @@ def _compare(args, out: str) -> int:
         layout = layout_line(base)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
-    check_prepared(base.data.dataset, base.data.data_dir)
+    check_data(base)
     if args.out:
         top = ensure_writable(out)
         undo = undo_created(top or out, top is not None)
@@ -121,15 +121,7 @@ def _compare(args, out: str) -> int:
                               resume=args.resume, shard=args.shard, batch_cells=args.batch_cells)
     if done is None:   # a shard that ended before the others (it said so)
         return 0
-    data, optim = base.data, base.optim
-    seeds = f"seeds {optim.seed}-{optim.seed + args.seeds - 1}" if args.seeds > 1 else f"seed {optim.seed}"
-    options = ", ".join(f"{k}={v}" for k, v in base.method.strategy_options.items())
-    named = task_of(base)
-    print(f"\n{f'task {named}: ' if named else ''}{data.dataset} / {optim.model}: {base.placement.replicas} replicas x "
-          f"batch {optim.batch_size}, {optim.steps} steps, partition {data.partition}, lr {optim.lr:g} "
-          f"({optim.lr_schedule}), {seeds}"
-          f"{f'; strategy options for every row that takes them: {options}' if options else ''}; "
-          f"{layout}; took {time.perf_counter() - started:.0f} s")
+    print(f"\n{summary_line(base, args.seeds, layout, time.perf_counter() - started)}")
     print(format_table(done.rows))
     print(f"\nwrote {out}/results.json and {', '.join(PICTURES)}")
     return 0

@@ -49,7 +49,7 @@ from .run import Run, assemble_run, check_paths
 from .rundir.lock import lock_run
 from .rundir.owner import new_run_id, run_id_of
 from .runlog import RunLog, stack_steps
-from .train import RunResult, evaluate_run, finished_run, nonfinite_error, open_run_dir, step_due
+from .train import RunResult, evaluate_run, finished_run, log_settings, nonfinite_error, open_run_dir, step_due
 
 
 def why_alone(cfg: TrainConfig) -> str | None:
@@ -233,7 +233,7 @@ def _open_lane(plan: RunPlan, run: Run, held: contextlib.ExitStack) -> Lane:
     held.enter_context(lock_run(cfg.evaluation.out_dir, None))
     check_paths(cfg, job_cell=plan.paths.job_cell)
     out_dir = open_run_dir(cfg, run, run_id_of(cfg.evaluation.out_dir) or new_run_id()) if cfg.evaluation.out_dir else None
-    log = RunLog(cfg, run.timing, out_dir, 0, {}, lambda tree: tree, None, True, samples=run.samples)
+    log = RunLog(log_settings(cfg), run.timing, out_dir, 0, {}, lambda tree: tree, None, True, samples=run.samples)
     held.callback(log.close)
     return Lane(run, cfg, log, out_dir, plan.late_warning)
 

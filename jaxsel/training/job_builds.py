@@ -1,7 +1,7 @@
 """One build of each strategy and layout per long job: `one_job()` and `built_once(key, build)`.
 
 Why: a comparison, a frontier or a calibration asks about its cells long before and after
-they train: its entries are checked (`analysis/variants.check_variants`), a frontier's
+they train: its entries are checked (`analysis/compare.check_variants`), a frontier's
 points are fitted and derived, its rows are labelled and ordered, its adaptive points are
 told apart, and its command line says the layout. Each of those questions used to build the
 cell's strategy (or layout) again, outside the plan and each in its own way. Now only the

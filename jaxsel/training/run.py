@@ -36,7 +36,7 @@ from . import distributed
 from .checkpoint import existing_steps, newest_meta
 from .rundir.owner import (claim, clear_partial_forks, foreign_owner, fork, fork_root, fork_source, not_jaxsels,
                            records)
-from .config import ConfigError, TrainConfig
+from .config import ConfigError, TrainConfig, default_checkpoint_name
 from .evaluation import make_eval_fn
 from .grad_clip import with_clipped_gradients
 from .lr_schedule import RunSamples, never_fires_warning
@@ -301,7 +301,7 @@ def refuse_restart(cfg: TrainConfig) -> None:
     root = cfg.checkpoint_root()
     if not held or existing_steps(root):
         return
-    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.evaluation.out_dir)))
+    source = _fork_source(cfg)
     if source is not None and existing_steps(source):
         return
     raise ConfigError(f"run directory {str(cfg.evaluation.out_dir)!r} holds a run ({', '.join(held)}) but there is no "
@@ -320,9 +320,9 @@ def resumed_settings(cfg: TrainConfig) -> TrainConfig:
     source = None
     if cfg.checkpoints.checkpoint_dir is None and cfg.evaluation.out_dir:
         recorded = _recorded_checkpoint_dir(Path(cfg.evaluation.out_dir))
-        source = fork_source(cfg, recorded)
+        source = fork_source(cfg.checkpoints.resume, cfg.evaluation.out_dir, recorded)
         if source is not None:   # a copied run directory: checkpoints of its own (rundir/owner.py)
-            cfg = dataclasses.replace(cfg, checkpoint_dir=str(fork_root(source, cfg)))
+            cfg = dataclasses.replace(cfg, checkpoint_dir=str(fork_root(source, default_checkpoint_name(cfg))))
         elif recorded is not None:
             cfg = dataclasses.replace(cfg, checkpoint_dir=recorded)
     if cfg.optim.lr_schedule_steps is None:
@@ -342,10 +342,18 @@ def claim_checkpoints(cfg: TrainConfig, run_id: str | None = None) -> None:
     if root is None or not cfg.evaluation.out_dir:
         return
     clear_partial_forks(root)   # a fork killed mid-copy (SIGKILL) left its half copies
-    source = fork_source(cfg, _recorded_checkpoint_dir(Path(cfg.evaluation.out_dir)))
-    if source is not None and root.absolute() == fork_root(source, cfg).absolute():   # `resumed_settings` forked
+    source = _fork_source(cfg)
+    forked = source is not None and root.absolute() == fork_root(source, default_checkpoint_name(cfg)).absolute()
+    if forked:   # `resumed_settings` forked
         fork(source, root, cfg.evaluation.out_dir)
     claim(root, cfg.evaluation.out_dir, run_id)
+
+
+def _fork_source(cfg: TrainConfig) -> Path | None:
+    """The checkpoints a resumed copy of a run directory forks from (rundir/owner.py), as
+    its config.json records them."""
+    out_dir = cfg.evaluation.out_dir
+    return fork_source(cfg.checkpoints.resume, out_dir, _recorded_checkpoint_dir(Path(out_dir)))
 
 
 def _recorded_checkpoint_dir(out: Path) -> str | None:

@@ -26,19 +26,36 @@ from .lr_schedule import scheduled_lr
 from .rundir import METRICS_FILE
 from .rundir.metrics_file import MetricsFile
 from .rundir.write import jsonable
+from .sections import EvalSettings, OptimSettings, ProjectSettings
 from .writers import MetricWriter, dashboard_writers
 
 
-def projected_cluster(cfg) -> Cluster:
-    """The cluster a run is projected onto (one network unless project_gpus_per_host > 1)."""
-    project = cfg.projection
+def projected_cluster(project: ProjectSettings) -> Cluster:
+    """The cluster a run is projected onto (`project`: its ProjectSettings; one network
+    unless project_gpus_per_host > 1)."""
     return Cluster(project.project_network, project.project_intra_network, project.project_gpus_per_host)
 
 
-def make_projector(cfg, timing: dict, saved: dict | None = None) -> Projector:
+@dataclasses.dataclass(frozen=True)
+class LogSettings:
+    """What the run log reads of a run's settings, handed over by the loop: the log depends
+    on these sections and values alone, so a change elsewhere in the settings cannot reach
+    it. `settings`: every setting as plain values (a W&B run's config); `name`: the run's
+    name on the dashboards (writers.run_name)."""
+
+    optim: OptimSettings          # steps, seed, the learning-rate schedule
+    projection: ProjectSettings   # the cluster the run is projected onto
+    evaluation: EvalSettings      # the metric reads and the dashboards
+    replicas: int
+    nonfinite: str      # the non-finite policy ("skip" counts skipped steps)
+    name: str
+    settings: dict
+
+
+def make_projector(logged: LogSettings, timing: dict, saved: dict | None = None) -> Projector:
     """The live projection of this run (`timing`: the strategy's cost-model keywords)."""
-    return Projector(projected_cluster(cfg), cfg.placement.replicas, cfg.optim.steps,
-                     cfg.projection.project_stragglers, cfg.optim.seed, **timing, state=saved)
+    return Projector(projected_cluster(logged.projection), logged.replicas, logged.optim.steps,
+                     logged.projection.project_stragglers, logged.optim.seed, **timing, state=saved)
 
 
 @dataclasses.dataclass
@@ -119,24 +136,25 @@ class RunLog:
     `out_dir` None: nothing is written (other processes of a multi-host run, library
     runs without a run directory). `history` is a checkpoint's meta (resuming)."""
 
-    def __init__(self, cfg, timing: dict, out_dir: Path | None, start: int, history: dict,
+    def __init__(self, logged: LogSettings, timing: dict, out_dir: Path | None, start: int, history: dict,
                  fetch: Callable = jax.device_get, bar=None, lead: bool = True, samples=None):
-        self.cfg, self.fetch, self.bar, self.lead = cfg, fetch, bar, lead
+        self.logged, self.fetch, self.bar, self.lead = logged, fetch, bar, lead
         saved = history.get("counters", {})
         self.counters = Counters.from_meta(saved)
-        self.projector = make_projector(cfg, timing, saved.get("projector"))
+        self.projector = make_projector(logged, timing, saved.get("projector"))
         self.evals: list[dict] = list(history.get("evals", []))
         self.window: list[tuple[int, dict]] = []
         self.divergences: dict[int, Any] = {}
         self.skip_run = 0
-        self.lr_at = scheduled_lr(cfg.optim.lr_schedule, cfg.optim.lr, cfg.lr_schedule_length, samples)
+        optim = logged.optim
+        self.lr_at = scheduled_lr(optim.lr_schedule, optim.lr, optim.lr_schedule_length, samples)
         file = MetricsFile(out_dir / METRICS_FILE, start) if out_dir else None
         self.records: list[dict] = list(file.earlier) if file else []
         self.writers: list[MetricWriter] = [file] if file else []
         if lead:
             try:
-                self.writers += dashboard_writers(cfg, out_dir, start, self.counters.synced_steps,
-                                                  self.counters.bytes_allreduced)
+                self.writers += dashboard_writers(logged.evaluation, logged.name, logged.settings, out_dir, start,
+                                                  self.counters.synced_steps, self.counters.bytes_allreduced)
             except BaseException:
                 self.close()
                 raise
@@ -179,7 +197,7 @@ class RunLog:
             rec["lr"] = self.lr_at(rec["step"] - c.skipped_steps, c.synced_steps - c.skipped_synced_steps)
             c.bytes_allreduced += int(rec["bytes_allreduced"])
             c.synced_steps += bool(rec["synced"])
-            if self.cfg.checkpoints.nonfinite == "skip":
+            if self.logged.nonfinite == "skip":
                 self.skip_run = self.skip_run + 1 if rec["nonfinite"] else 0
                 c.skipped_steps += bool(rec["nonfinite"])
                 c.skipped_synced_steps += bool(rec["nonfinite"]) and bool(rec["synced"])
@@ -190,10 +208,10 @@ class RunLog:
         return bad
 
     def _count_and_project(self, new: list[dict]) -> None:
-        c, cfg = self.counters, self.cfg
+        c = self.counters
         elapsed = time.perf_counter() - self.started
         c.train_time_s += elapsed
-        measured = cfg.projection.project_compute_s
+        measured = self.logged.projection.project_compute_s
         step_s = measured if measured is not None else elapsed / max(len(new), 1)
         for rec in new:
             rec["train_time_s"] = c.train_time_s
@@ -226,24 +244,24 @@ class RunLog:
 
     def final(self, description: str, compile_time: float, start: int) -> dict:
         """The run's closing figures (final.json)."""
-        cfg, c, summary = self.cfg, self.counters, self.projector.summary()
-        tail = self.records[-cfg.evaluation.log_every:]
+        logged, c, summary = self.logged, self.counters, self.projector.summary()
+        tail = self.records[-logged.evaluation.log_every:]
         final = {
             "strategy": description,
             "final_test_accuracy": self.evals[-1]["test_accuracy"],
             "final_test_loss": self.evals[-1]["test_loss"],
             "final_train_loss": float(np.mean([r["loss"] for r in tail])) if tail else float("nan"),
             "mean_correlation": _mean_of(self.records, "correlation"),
-            "sync_fraction": c.synced_steps / cfg.optim.steps,
+            "sync_fraction": c.synced_steps / logged.optim.steps,
             "bytes_allreduced": c.bytes_allreduced,
             "wall_time_s": c.train_time_s,
             "compile_time_s": compile_time,
             "projected_time_s": summary["total"],
             "projection": summary,
-            "steps": cfg.optim.steps,
-            "replicas": cfg.placement.replicas,
+            "steps": logged.optim.steps,
+            "replicas": logged.replicas,
         }
-        if cfg.checkpoints.nonfinite == "skip":
+        if logged.nonfinite == "skip":
             final["skipped_steps"] = c.skipped_steps
         if start:
             final["resumed_from_step"] = start

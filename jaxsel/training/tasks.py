@@ -69,10 +69,12 @@ def task_named(name: str) -> Task:
 def _changed(task: Task, cfg) -> dict[str, Any]:
     """The task's settings that `cfg` holds other values of (field -> cfg's value); an
     option table the task leaves empty (partition options: injection, a class split)
-    counts when it is set."""
-    out = {k: getattr(cfg, k) for k, v in task.settings.items() if getattr(cfg, k) != v}
-    if getattr(cfg, "partition_options", None):
-        out["partition_options"] = cfg.data.partition_options
+    counts when it is set. A task names settings by field, so they are compared as one
+    table of values by name, whichever section holds each."""
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    out = {k: values[k] for k, v in task.settings.items() if values[k] != v}
+    if values.get("partition_options"):
+        out["partition_options"] = values["partition_options"]
     return out
 
 

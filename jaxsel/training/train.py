@@ -36,8 +36,9 @@ from .run import Run, assemble_run, check_paths, claim_checkpoints, evaluation_w
 from .rundir import RunDir
 from .rundir.lock import lock_run
 from .rundir.write import write_record
-from .runlog import RunLog
+from .runlog import LogSettings, RunLog
 from .sync_horizon import no_sync_after_warmup_warning
+from .writers import run_name
 
 __all__ = ["RunPlan", "RunResult", "TrainConfig", "build_run", "plan_run", "train"]
 
@@ -118,7 +119,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
     identity = run_identity(cfg, data_fingerprint(run.loader.table)) if cfg.checkpoint_root() is not None else None
     ckpt, start, state, history = _restore(cfg, run, lead, identity)
     out_dir = open_run_dir(cfg, run, run_id) if cfg.evaluation.out_dir and lead else None   # one writer: process 0
-    log = RunLog(cfg, run.timing, out_dir, start, history, distributed.to_host,
+    log = RunLog(log_settings(cfg), run.timing, out_dir, start, history, distributed.to_host,
                  _progress(cfg, start) if lead else None, lead, samples=run.samples)
     step_fn = guard_nonfinite(run.step_fn) if cfg.checkpoints.nonfinite == "skip" else run.step_fn
     try:
@@ -291,6 +292,13 @@ def nonfinite_error(rec: dict, cfg: TrainConfig, ckpt) -> NonFiniteError:
     else:
         kept = "checkpointing is off, nothing to roll back to"
     return NonFiniteError(f"{what} at step {step}; training stopped, {kept}", step)
+
+
+def log_settings(cfg: TrainConfig) -> LogSettings:
+    """The sections and values a run's log reads (RunLog gets these, not the record): built
+    here for every loop that keeps a run log (this one, a batch of cells')."""
+    return LogSettings(cfg.optim, cfg.projection, cfg.evaluation, cfg.placement.replicas, cfg.checkpoints.nonfinite,
+                       run_name(cfg.evaluation, cfg.method.strategy), dataclasses.asdict(cfg))
 
 
 def _progress(cfg: TrainConfig, start: int):

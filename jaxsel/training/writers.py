@@ -16,7 +16,6 @@ Both dashboards get the same scalars (`step_scalars`, `eval_scalars`).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +25,7 @@ import numpy as np
 from .rundir import WANDB_ID_FILE
 from .rundir.records import read_text
 from .rundir.write import write_text
+from .sections import EvalSettings
 
 
 class MetricWriter(Protocol):
@@ -98,14 +98,15 @@ class TensorBoardWriter:
         self.writer.close()
 
 
-def run_name(cfg) -> str:
-    """A run's name on the dashboards: its directory, below the comparison's directory when
-    the run belongs to one (`bsp/seed0`), else the directory's own name."""
-    if not cfg.evaluation.out_dir:
-        return cfg.method.strategy
-    parts = Path(cfg.evaluation.out_dir).parts
-    if cfg.evaluation.run_group in parts[:-1]:
-        below = len(parts) - 1 - parts[::-1].index(cfg.evaluation.run_group)
+def run_name(evaluation: EvalSettings, strategy: str) -> str:
+    """A run's name on the dashboards: its directory (`evaluation`: the run's EvalSettings),
+    below the comparison's directory when the run belongs to one (`bsp/seed0`), else the
+    directory's own name; without a run directory, its `strategy`'s name."""
+    if not evaluation.out_dir:
+        return strategy
+    parts = Path(evaluation.out_dir).parts
+    if evaluation.run_group in parts[:-1]:
+        below = len(parts) - 1 - parts[::-1].index(evaluation.run_group)
         return "/".join(parts[below + 1:])
     return parts[-1]
 
@@ -121,24 +122,26 @@ def _recorded_id(id_file: Path) -> str | None:
 
 class WandbWriter:
     """A W&B run per training run (WANDB_MODE=offline: written under the run directory
-    for `wandb sync`). A resumed run continues the W&B run whose id the run directory kept."""
+    for `wandb sync`). A resumed run continues the W&B run whose id the run directory kept.
+    `evaluation`: the run's EvalSettings (project, group); `name`: its `run_name`;
+    `settings`: every setting as plain values, the W&B run's config."""
 
-    def __init__(self, cfg, out_dir: Path | None, start: int, totals: Totals):
+    def __init__(self, evaluation: EvalSettings, name: str, settings: dict, out_dir: Path | None, start: int,
+                 totals: Totals):
         import wandb
 
         self.totals, self.wandb = totals, wandb
         id_file = out_dir / WANDB_ID_FILE if out_dir else None
         run_id = _recorded_id(id_file) if start and id_file else None
-        name = run_name(cfg)
         try:
-            self.run = wandb.init(project=cfg.evaluation.wandb_project, group=cfg.evaluation.run_group, name=name,
-                                  dir=str(out_dir) if out_dir else None, config=dataclasses.asdict(cfg),
+            self.run = wandb.init(project=evaluation.wandb_project, group=evaluation.run_group, name=name,
+                                  dir=str(out_dir) if out_dir else None, config=settings,
                                   id=run_id, resume="allow" if run_id else None,
                                   settings=wandb.Settings(console="off"))
         except Exception as err:   # no login, no network: say so in one line
             from .config import ConfigError
 
-            raise ConfigError(f"--wandb {cfg.evaluation.wandb_project}: W&B could not start a run ({err}); log in with "
+            raise ConfigError(f"--wandb {evaluation.wandb_project}: W&B could not start a run ({err}); log in with "
                               f"`wandb login`, or set WANDB_MODE=offline to write it locally") from None
         if id_file is not None:
             write_text(id_file, self.run.id)
@@ -154,15 +157,17 @@ class WandbWriter:
         self.run.finish()
 
 
-def dashboard_writers(cfg, out_dir: Path | None, start: int, synced: int, nbytes: int) -> list[MetricWriter]:
-    """The dashboards `cfg` asks for (each with its own running totals); if one cannot
-    start, those already started are closed again."""
+def dashboard_writers(evaluation: EvalSettings, name: str, settings: dict, out_dir: Path | None, start: int,
+                      synced: int, nbytes: int) -> list[MetricWriter]:
+    """The dashboards the run's EvalSettings (`evaluation`) ask for, each with its own
+    running totals (`name`, `settings`: see `WandbWriter`); if one cannot start, those
+    already started are closed again."""
     writers: list[MetricWriter] = []
     try:
-        if cfg.evaluation.tensorboard and out_dir is not None:
+        if evaluation.tensorboard and out_dir is not None:
             writers.append(TensorBoardWriter(out_dir, start, Totals(synced, nbytes)))
-        if cfg.evaluation.wandb_project:
-            writers.append(WandbWriter(cfg, out_dir, start, Totals(synced, nbytes)))
+        if evaluation.wandb_project:
+            writers.append(WandbWriter(evaluation, name, settings, out_dir, start, Totals(synced, nbytes)))
     except BaseException:
         for w in writers:
             w.close()

@@ -140,18 +140,19 @@ def claim(root: str | os.PathLike, run_dir: str | os.PathLike, run_id: str | Non
     write_text(path, text, temporary=f"{OWNER_FILE}.{os.getpid()}.tmp")   # a reader sees the old owner or the new one
 
 
-def fork_root(source: Path, cfg: TrainConfig) -> Path:
+def fork_root(source: Path, fresh_name: str) -> Path:
     """The folder of a copied run directory's own checkpoints: beside the original's, under
-    the name a fresh run in that directory would get."""
-    return source.parent / default_checkpoint_name(cfg)
+    `fresh_name`, the name a fresh run in that directory would get
+    (`config.default_checkpoint_name`)."""
+    return source.parent / fresh_name
 
 
-def fork_source(cfg: TrainConfig, recorded: str | None) -> Path | None:
-    """The checkpoint folder a resumed run directory must fork from: the one its
-    config.json records (`recorded`), when another run directory owns it."""
-    if not (cfg.checkpoints.resume and cfg.evaluation.out_dir and recorded):
+def fork_source(resume: bool, out_dir: str | None, recorded: str | None) -> Path | None:
+    """The checkpoint folder a resumed run directory (`out_dir`, when `resume`) must fork
+    from: the one its config.json records (`recorded`), when another run directory owns it."""
+    if not (resume and out_dir and recorded):
         return None
-    return Path(recorded) if foreign_owner(recorded, cfg.evaluation.out_dir) is not None else None
+    return Path(recorded) if foreign_owner(recorded, out_dir) is not None else None
 
 
 #: a step being copied by `fork`: .fork-<step>-<pid> (a rename makes it a checkpoint)
