@@ -228,3 +228,12 @@ def test_a_record_of_train_s_old_defaults_resumes_as_it_ran(tmp_path, capsys):
         ("digits", "seldp", "constant", 6)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(6))
+
+
+@pytest.mark.parametrize("claim", [False, True])
+def test_the_plan_s_run_directory_is_its_settings_one(tmp_path, claim):
+    """`jaxsel train` names the run directory in a stop's message from `plan.paths.out_dir`
+    (issue 59: it holds the plan, not its settings): the same value the settings hold."""
+    plan = plan_module.plan_run(TrainConfig(strategy="bsp", steps=2, eval_every=2, log_every=2, progress=False,
+                                            out_dir=str(tmp_path / "run")), claim=claim)
+    assert plan.paths.out_dir == plan.cfg.evaluation.out_dir == str(tmp_path / "run")

@@ -13,12 +13,18 @@ from jaxsel.analysis.seed_grid import seed_range
 from jaxsel.analysis.task_setting import TaskSetting
 from jaxsel.training.config import TrainConfig
 from jaxsel.training.tasks import DEFAULT_TASK_NAME, TASKS
+from jaxsel.training.train import RunResult
 from jaxsel.training.writers import run_name
 
 INJECTED = TrainConfig(dataset="mnist1d", model="mlp", replicas=4, batch_size=16, steps=200, partition="seldp",
                        partition_options={"injection": (0.5, 0.5)}, lr=0.05, optimizer="sgd",
                        lr_schedule="milestones:0.5,0.75", strategy_options={"period": 4}, seed=3)
 PLAIN = TrainConfig(dataset="digits", steps=120, seed=0)
+
+
+def finished(cfg: TrainConfig) -> RunResult:
+    """A finished run of `cfg` as its readers see it (no records needed here)."""
+    return RunResult(cfg, [], [], {}, None, "bsp")
 
 
 def task_of(cfg: TrainConfig) -> TaskSetting:
@@ -40,11 +46,11 @@ def test_the_frontier_s_setting_is_unchanged():
 
 
 def test_the_figures_titles_and_milestones_are_unchanged():
-    row = SimpleNamespace(runs=[SimpleNamespace(config=dataclasses.replace(INJECTED, seed=s)) for s in (3, 4)])
+    row = SimpleNamespace(runs=[finished(dataclasses.replace(INJECTED, seed=s)) for s in (3, 4)])
     assert setting(row) == ("mnist1d / mlp, 4 replicas x batch 16, seldp + injection, lr x0.1 at steps 100, 150, "
                             "seeds 3-4 (mean, band: min-max)")
     assert lr_milestones(row) == [100, 150]
-    one = SimpleNamespace(runs=[SimpleNamespace(config=PLAIN)])
+    one = SimpleNamespace(runs=[finished(PLAIN)])
     assert setting(one) == "digits / mlp, 8 replicas x batch 16, seldp, constant lr, seed 0"
     assert lr_milestones(one) == []
 

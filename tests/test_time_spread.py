@@ -10,6 +10,7 @@ from jaxsel.analysis.compare_table import format_table
 from jaxsel.analysis.time_spread import add_time_columns, measured_speedup, window_step_times
 from jaxsel.costmodel.projector import project_run
 from jaxsel.training.config import TrainConfig
+from jaxsel.training.train import RunResult
 
 
 def records(step_times, synced_every=1, window=4, nbytes=1_000_000):
@@ -45,7 +46,7 @@ def test_the_measured_speed_up_and_its_interval_against_numpy():
 
 def _row(label, logs, steps_to_target):
     cfg = TrainConfig(steps=len(logs[0]))
-    runs = [SimpleNamespace(records=log, config=cfg, timing={}) for log in logs]
+    runs = [RunResult(cfg, log, [], {}, None, label) for log in logs]
     result = {"strategy": label, "entry": label, "steps_to_target": steps_to_target}
     return SimpleNamespace(runs=runs), result
 

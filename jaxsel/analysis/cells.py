@@ -60,6 +60,11 @@ class FailedCell:
     error: str
     step: int | None
 
+    @property
+    def seed(self) -> int:
+        """The seed it ran (its readers hold the cell, not its whole record: issue 59)."""
+        return self.config.optim.seed
+
 
 @dataclasses.dataclass(frozen=True)
 class PendingCell:

@@ -61,14 +61,14 @@ def point_figures(point, effective: dict) -> dict:
            **({"matches": point.matches} if point.matches else {})}
     if point.failed:
         f = point.failed[0]
-        return {**out, "label": point.label or v.label(v.name), "failed": f"seed {f.config.optim.seed}: {f.error}"}
+        return {**out, "label": point.label or v.label(v.name), "failed": f"seed {f.seed}: {f.error}"}
     runs = point.runs
     acc, acc_std = mean_std([r.final["final_test_accuracy"] for r in runs])
     mb, mb_std = mean_std([r.final["bytes_allreduced"] / 1e6 for r in runs])
     return {**out, "label": point.label or v.label(runs[0].final["strategy"]), "failed": None,
             "mb": mb, "mb_std": mb_std, "accuracy": acc, "accuracy_std": acc_std,
             "sync_fraction": mean_std([r.final["sync_fraction"] for r in runs])[0],
-            "per_seed": [{"seed": r.config.optim.seed, "accuracy": r.final["final_test_accuracy"],
+            "per_seed": [{"seed": r.seed, "accuracy": r.final["final_test_accuracy"],
                           "mb": r.final["bytes_allreduced"] / 1e6, "syncs": synced_steps(r),
                           "sync_fraction": r.final["sync_fraction"], "wall_time_s": r.final["wall_time_s"]}
                          for r in runs]}

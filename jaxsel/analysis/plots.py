@@ -119,14 +119,13 @@ def label(row) -> str:
 def row_task(row) -> TaskSetting:
     """The task the row's runs trained (its first run's recorded sections: a row's runs
     differ by seed alone)."""
-    ran = row.runs[0].config
-    return TaskSetting.of(ran.data, ran.optim, ran.placement)
+    return TaskSetting.of(*row.runs[0].task_sections)
 
 
 def setting(row) -> str:
     """One line naming the task, for figure titles."""
     task = row_task(row)
-    seeds = [r.config.optim.seed for r in row.runs]
+    seeds = [r.seed for r in row.runs]
     over = f", seeds {seeds[0]}-{seeds[-1]} (mean, band: min-max)" if len(seeds) > 1 else f", seed {seeds[0]}"
     return f"{task.head}, {task.shards}, {task.schedule}{over}"
 

@@ -93,12 +93,12 @@ def per_seed(run: RunResult, goal) -> dict:
     from .time_to_accuracy import time_to_target
 
     f = run.final
-    return {"seed": run.config.optim.seed, "final_test_accuracy": f["final_test_accuracy"],
+    return {"seed": run.seed, "final_test_accuracy": f["final_test_accuracy"],
             "final_test_loss": f["final_test_loss"], "sync_fraction": f["sync_fraction"],
             "syncs": synced_steps(run), "bytes_allreduced": f["bytes_allreduced"],
             "replica_accuracy": f.get("replica_accuracy"), "mean_correlation": f.get("mean_correlation"),
             "wall_time_s": f["wall_time_s"],
-            "projected_time_s": f["projected_time_s"], "run_dir": run.config.evaluation.out_dir,
+            "projected_time_s": f["projected_time_s"], "run_dir": run.run_dir,
             **time_to_target(run.evals, goal.accuracy)}
 
 
@@ -112,7 +112,7 @@ def row_result(row: RowRuns, goal, network: str) -> dict:
     mean = lambda key: mean_std([s[key] for s in seeds])[0]
     acc, acc_std = mean_std([s["final_test_accuracy"] for s in seeds])
     out = {"strategy": row.label, "name": row.variant.name, "entry": row.variant.entry,
-           "options": dict(first.config.method.strategy_options), "seeds": [s["seed"] for s in seeds],
+           "options": dict(first.method.strategy_options), "seeds": [s["seed"] for s in seeds],
            "final_test_accuracy": acc, "final_test_accuracy_std": acc_std,
            "final_test_loss": mean("final_test_loss"), "replica_accuracy": replica_spread(row.runs),
            **{k: mean(k) for k in ("sync_fraction", "syncs", "bytes_allreduced", "wall_time_s", "projected_time_s",

@@ -90,7 +90,7 @@ def significance_options(run) -> SignificanceOptions:
     """The options of a run's significance trigger: its options over the defaults."""
     from ..strategies.build import strategy_options
 
-    opts = {**strategy_options(run.config.method.strategy), **run.config.method.strategy_options}
+    opts = {**strategy_options(run.method.strategy), **run.method.strategy_options}
     opts = {**Significance().__dict__, **(opts.get("trigger_options") or {}), **opts}
     return SignificanceOptions(float(opts["delta"]), int(opts["window"]), float(opts["alpha"]), str(opts["statistic"]),
                                None if opts["warmup"] is None else int(opts["warmup"]))

@@ -54,10 +54,9 @@ def model_time_to_target(row, steps: int | None, compute_s: float) -> float | No
         return None
     times = []
     for run in row.runs:
-        ran = run.config   # the finished run's own settings, read like its records
-        project = ran.projection
-        projected, _ = project_run(run.records, projected_cluster(project), ran.placement.replicas, compute_s,
-                                   project.project_stragglers, ran.optim.seed, **dict(run.timing or {}))
+        project = run.projection   # the finished run's own settings, read like its records
+        projected, _ = project_run(run.records, projected_cluster(project), run.replicas, compute_s,
+                                   project.project_stragglers, run.seed, **dict(run.timing or {}))
         times.append(float(projected[steps - 1]) if steps > 0 else 0.0)
     return float(np.mean(times))
 

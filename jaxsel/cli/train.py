@@ -174,7 +174,7 @@ def cmd_train(args) -> int:
         cfg = _train_config(args, out)
         head = (task_line(cfg, args),)   # the task the settings are, and what of it was changed
         plan = plan_run(cfg, claim=args.out is None, announce=head if lead else None)   # every check; nothing made
-        args.run_dir = plan.cfg.evaluation.out_dir   # a stop from here on names it in the command that continues
+        args.run_dir = plan.paths.out_dir   # a stop from here on names it in the command that continues
         note = resumed_note(args, cfg, plan.cfg)   # after the plan's checks: a run that cannot be resumed says so first
         if note and lead:
             plan = dataclasses.replace(plan, announce=(*plan.announce, note))

@@ -53,6 +53,37 @@ class RunResult:
     strategy_name: str
     timing: dict = dataclasses.field(default_factory=dict)   # the strategy's cost-model keywords
 
+    # The facts a finished run's readers (analysis/) take from its settings, so that they
+    # hold the run, not its whole record (issue 59: tests/test_settings_reads.py).
+    @property
+    def seed(self) -> int:
+        return self.config.optim.seed
+
+    @property
+    def run_dir(self) -> str | None:
+        """Where it wrote (None: nowhere)."""
+        return self.config.evaluation.out_dir
+
+    @property
+    def replicas(self) -> int:
+        return self.config.placement.replicas
+
+    @property
+    def method(self):
+        """Its StrategySettings: the strategy and its options as configured."""
+        return self.config.method
+
+    @property
+    def projection(self):
+        """Its ProjectSettings: the cluster its cost model projects onto."""
+        return self.config.projection
+
+    @property
+    def task_sections(self) -> tuple:
+        """Its DataSettings, OptimSettings and ReplicaSettings: what it trained
+        (analysis/task_setting.py's `TaskSetting.of`)."""
+        return self.config.data, self.config.optim, self.config.placement
+
 
 class Due(NamedTuple):
     """What the loop does after step t."""
