@@ -14,6 +14,7 @@ counts its own share of them.
 """
 from __future__ import annotations
 
+import re
 import time
 from typing import Callable
 
@@ -60,7 +61,7 @@ class Progress:
         if len(whats) == 1:
             return self.started(whats[0])
         head = self.head().replace(f"[cell {self.done + 1} of", f"[cells {self.done + 1}-{self.done + len(whats)} of", 1)
-        self.say(f"{head} {len(whats)} cells as one batch: {'; '.join(whats)}")
+        self.say(f"{head} {_together(whats)}")
 
     def finished(self, seconds: float) -> None:
         self.done += 1
@@ -79,3 +80,13 @@ class Progress:
         mean = f", {sum(self.trained) / trained:.1f} s per trained cell" if trained else ""
         return (f"{self.done} cells ({trained} trained now, {self.done - trained} loaded from earlier runs) in "
                 f"{clock(time.perf_counter() - self.began)}{mean}")
+
+
+def _together(whats: list[str]) -> str:
+    """A batch's cells in one short line: a row's seeds as "ROW, seeds 0, 1, 2" when they
+    differ by seed alone (as the job names them: "ROW, seed S (I of N)"), else each named."""
+    found = [re.fullmatch(r"(.*), seed (\S+)(?: \(\d+ of \d+\))?", what) for what in whats]
+    if all(found) and len({m.group(1) for m in found}) == 1:
+        return f"{found[0].group(1)}, seeds {', '.join(m.group(2) for m in found)}: {len(whats)} cells as one batch"
+    return f"{len(whats)} cells as one batch: {'; '.join(whats)}"
+
