@@ -246,7 +246,7 @@ def test_a_compare_directory_is_never_overwritten_nor_shared(tmp_path, capsys):
 def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     out, rows, printed = grid
     assert f"run directory: {out}" in printed and "[entry 3 of 3, matched baseline] localsgd:syncs=" in printed
-    assert "[entry 1 of 3] bsp, seed 1 (2 of 2)" in printed
+    assert "[entry 1 of 3] bsp, seeds 0, 1: 2 cells as one batch" in printed
     layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
     assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
     assert "replicas' own" in printed and "acc (min-max)" in printed and "means over 2 seeds (0, 1)" in printed
