@@ -153,7 +153,7 @@ def test_a_job_trains_a_row_s_seeds_as_one_batch_and_records_each_cell(tmp_path)
     said = []
     cfgs = cells_of(tmp_path, "job", "bsp", {}, None)
     cells = Cells(tmp_path / "job", Progress(3, said.append), keep_states=True)
-    runs = cells.get_all([(c, f"bsp, seed {c.seed}") for c in cfgs])
+    runs = cells.get_all([(c, f"bsp, seed {c.seed}") for c in cfgs], row="bsp")
     assert said[0].startswith("[cells 1-3 of 3") and "bsp, seeds 0, 1, 2: 3 cells as one batch" \
         in said[0]
     for cfg, run in zip(cfgs, runs):

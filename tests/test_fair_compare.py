@@ -304,7 +304,7 @@ def test_a_matched_row_of_an_already_trained_configuration_shares_its_runs(tmp_p
             synced = [{"synced": t < 10} for t in range(100)]   # 10 syncs in 100 steps
             return RunResult(cfg, synced, [], {"strategy": cfg.strategy}, None, cfg.strategy)
 
-        def get_all(self, wanted):   # a row's seeds (batched by the real Cells)
+        def get_all(self, wanted, row=None):   # a row's seeds (batched by the real Cells)
             return [self.get(cfg, what) for cfg, what in wanted]
 
     plan = cmp.plan_rows(TrainConfig(steps=100), "selsync,selsync:delta=0.1", 2, True)

@@ -217,8 +217,10 @@ class Cells:
         found = self.ready(cfg, what)
         return found if found is not None else self.train_alone(cfg, what)
 
-    def get_all(self, wanted: list[tuple[TrainConfig, str]]) -> list[RunResult | FailedCell | PendingCell]:
-        """`get` for each (cfg, what) of `wanted` (a row's seeds), in order; the cells this
+    def get_all(self, wanted: list[tuple[TrainConfig, str]], row: str | None = None
+                ) -> list[RunResult | FailedCell | PendingCell]:
+        """`get` for each (cfg, what) of `wanted` (the seeds of `row`, as progress names the
+        row: a batch's line is "ROW, seeds 0, 1, 2"), in order; the cells this
         process trains that share a program train as one batch (training/cell_batch.py)
         unless the job runs them one by one (`batch_cells` False); a lone seed too (beside
         a copy of itself), so a cell ends with the same bits however many of its row are
@@ -233,7 +235,8 @@ class Cells:
             if why_alone(cells[0][1].cfg) is not None:
                 found[cells[0][0]] = self.train_alone(*wanted[cells[0][0]])
                 continue
-            for (i, _), result in zip(cells, self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells])):
+            batch = self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells], row)
+            for (i, _), result in zip(cells, batch):
                 found[i] = result
         return found
 
@@ -277,13 +280,15 @@ class Cells:
             return self.record_failure(cfg, directory, err)
         return self.recorded(cfg, run, time.perf_counter() - started)
 
-    def train_batch(self, wanted: list[tuple[TrainConfig, str]], plans: list) -> list[RunResult | FailedCell]:
+    def train_batch(self, wanted: list[tuple[TrainConfig, str]], plans: list,
+                    row: str | None = None) -> list[RunResult | FailedCell]:
         """Train cells that share a program as one batch (`cell_batch.train_cells`), each
         recorded as if it had run alone; the batch's time is shared out among its cells."""
         started = time.perf_counter()
         try:
             runs = train_cells(plans, tolerate_faults=self.tolerate_faults,
-                               on_start=lambda: self.progress.started_together([what for _, what in wanted]))
+                               on_start=lambda: self.progress.started_together(
+                                   [what for _, what in wanted], row, [cfg.optim.seed for cfg, _ in wanted]))
         except NotOneProgram:   # a strategy that draws from the run's seed: one by one
             return [self.train_alone(cfg, what) for cfg, what in wanted]
         except TrainingInterrupted as stop:

@@ -231,7 +231,7 @@ def run_rows(base, plan, seeds: int, out: Path, cells: Cells) -> list[RowRuns]:
             return RowRuns(variant, trained[key].slug, trained[key].runs)
         runs = cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s),
                                f"{where} {variant.entry}, seed {s} ({i} of {seeds})")
-                              for i, s in enumerate(seed_list, 1)])
+                              for i, s in enumerate(seed_list, 1)], row=f"{where} {variant.entry}")
         trained[key] = RowRuns(variant, slug, runs)
         return trained[key]
 

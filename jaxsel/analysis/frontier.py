@@ -277,7 +277,7 @@ def point_runs(base: TrainConfig, variant: Variant, slug: str, seeds: int, out: 
                where: str) -> list:
     """The point's cells, seed by seed, in `out`/`slug`/seed<s>."""
     return cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}")
-                          for s in range(base.optim.seed, base.optim.seed + seeds)])
+                          for s in range(base.optim.seed, base.optim.seed + seeds)], row=f"{where} {variant.entry}")
 
 
 def gets_baseline(base: TrainConfig, variant: Variant) -> bool:

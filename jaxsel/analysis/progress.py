@@ -14,7 +14,6 @@ counts its own share of them.
 """
 from __future__ import annotations
 
-import re
 import time
 from typing import Callable
 
@@ -56,12 +55,15 @@ class Progress:
     def started(self, what: str) -> None:
         self.say(f"{self.head()} {what}")
 
-    def started_together(self, whats: list[str]) -> None:
-        """Cells `whats` start as one batch (training/cell_batch.py): one line names them all."""
+    def started_together(self, whats: list[str], row: str | None = None, seeds: list[int] = ()) -> None:
+        """Cells `whats` start as one batch (training/cell_batch.py): one line names them all,
+        as the seeds of `row` where the job names the row ("ROW, seeds 0, 1, 2"), else each."""
         if len(whats) == 1:
             return self.started(whats[0])
         head = self.head().replace(f"[cell {self.done + 1} of", f"[cells {self.done + 1}-{self.done + len(whats)} of", 1)
-        self.say(f"{head} {_together(whats)}")
+        named = (f"{row}, seeds {', '.join(map(str, seeds))}: {len(whats)} cells as one batch" if row is not None
+                 else f"{len(whats)} cells as one batch: {'; '.join(whats)}")
+        self.say(f"{head} {named}")
 
     def finished(self, seconds: float) -> None:
         self.done += 1
@@ -80,13 +82,4 @@ class Progress:
         mean = f", {sum(self.trained) / trained:.1f} s per trained cell" if trained else ""
         return (f"{self.done} cells ({trained} trained now, {self.done - trained} loaded from earlier runs) in "
                 f"{clock(time.perf_counter() - self.began)}{mean}")
-
-
-def _together(whats: list[str]) -> str:
-    """A batch's cells in one short line: a row's seeds as "ROW, seeds 0, 1, 2" when they
-    differ by seed alone (as the job names them: "ROW, seed S (I of N)"), else each named."""
-    found = [re.fullmatch(r"(.*), seed (\S+)(?: \(\d+ of \d+\))?", what) for what in whats]
-    if all(found) and len({m.group(1) for m in found}) == 1:
-        return f"{found[0].group(1)}, seeds {', '.join(m.group(2) for m in found)}: {len(whats)} cells as one batch"
-    return f"{len(whats)} cells as one batch: {'; '.join(whats)}"
 
