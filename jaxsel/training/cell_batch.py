@@ -252,13 +252,14 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     unstack = unstacker(first.state, len(lanes) + pad)
     for lane in lanes:
         lane.run = dataclasses.replace(lane.run, state=None)   # the stacked state holds it now
-    feeds = [lane.run.loader.host_batches(0, cfg.optim.steps, cfg.data.prefetch) for lane in lanes + lanes[:1] * pad]
+    computed = lanes + lanes[:1] * pad   # each cell's data, the first's again for each copy
+    feeds = [lane.run.loader.host_batches(0, cfg.optim.steps, cfg.data.prefetch) for lane in computed]
     for feed in feeds:
         held.callback(feed.close)
     step = batched_step(first)
     t0 = time.perf_counter()
     with cells_batched():   # the collectives' rules see the cell vmap (core/cell_axis.py)
-        compiled = step.lower(state, place_batches(tuple(lane.run.loader.batch(0) for lane in lanes + lanes[:1] * pad),
+        compiled = step.lower(state, place_batches(tuple(lane.run.loader.batch(0) for lane in computed),
                                                    first.mesh)).compile()
     compile_time = time.perf_counter() - t0
     _evaluate(lanes, unstack(state), 0)
