@@ -65,8 +65,13 @@ def selsync_against_local_sgd(rows: list) -> str:
             f"{_row(rows, 'localsgd:syncs=567')['final_test_accuracy']:.3f}")
 
 
+def _same_order(rows: list) -> dict:
+    """The row of the adaptive method's same-order matched baseline."""
+    return next(r for r in rows if r.get("baseline") == "same order")
+
+
 def same_order_schedule(rows: list) -> str:
-    return f"{next(r for r in rows if r.get('baseline') == 'same order')['final_test_accuracy']:.3f}"
+    return f"{_same_order(rows)['final_test_accuracy']:.3f}"
 
 
 def _point_name(point: dict, derived: dict) -> str:
@@ -155,7 +160,7 @@ def bsp_and_period_50(rows: list) -> str:
 
 
 def same_order_with_spread(rows: list) -> str:
-    row = next(r for r in rows if r.get("baseline") == "same order")
+    row = _same_order(rows)
     return f"{row['final_test_accuracy']:.3f} ± {row['final_test_accuracy_std']:.3f}"
 
 
