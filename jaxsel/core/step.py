@@ -234,9 +234,8 @@ def make_train_step(
     first use of its key and cached on disk (`core/packing.py`; `step.decide`, `step.choice`);
     unroll where nothing is measured (on CPU, unless `step.decide(..., measure=True)`).
     Unroll and map reproduce one replica per device bit for bit on CPU; vmap to float32
-    rounding. The strategy always runs as a vmap. (Last release's "matmul" runs as "auto",
-    with a DeprecationWarning: `choices.REMOVED_LOOPS`; `local_replicas=`, packing's last
-    release's name, is read for one more with a DeprecationWarning.)
+    rounding. The strategy always runs as a vmap. (Read for one release, warned: "matmul"
+    as "auto", `choices.REMOVED_LOOPS`; `local_replicas=`, packing's old name.)
     """
     mesh, replicas = _said_replicas(mesh, replicas)
     _check_arguments(loss_fn, optimizer, strategy, mesh)
