@@ -203,3 +203,86 @@ def test_a_job_stopped_mid_batch_says_so_and_its_batch_trains_again_to_the_same_
         [(c, f"selsync, seed {c.seed}") for c in cells_of(tmp_path, "whole", "selsync", FAMILIES[2][1], None, (0, 1))])
     assert [state_digest(r.state) for r in resumed] == [state_digest(r.state) for r in whole]
     assert [r.records[-1]["step"] for r in resumed] == [STEPS - 1] * 2
+
+
+# ------------------------------------------------ a method's budget points as one batch (cell options)
+
+POINTS = [("localsgd", "period", (2, 5), {}),
+          ("selsync", "delta", (0.05, 0.3), {"window": 5}),
+          ("triggered", "trigger.syncs", (4, 17), {"trigger": "spread", "trigger.steps": STEPS, "trigger.warmup": 3})]
+
+
+def point_cells(tmp_path, where: str, strategy: str, key: str, values, extra: dict, seeds=(0, 1)) -> list[TrainConfig]:
+    base = TrainConfig(strategy=strategy, steps=STEPS, progress=False, eval_every=20)
+    return [dataclasses.replace(base, strategy_options={**extra, key: v}, seed=s,
+                                out_dir=str(tmp_path / where / f"{v}" / f"seed{s}")) for v in values for s in seeds]
+
+
+@pytest.mark.parametrize("strategy, key, values, extra", POINTS, ids=[p[0] for p in POINTS])
+def test_a_method_s_budget_points_train_as_one_batch_each_cell_its_lone_run(tmp_path, strategy, key, values, extra):
+    """Points that differ in a cell option (core/cell_options.py) share one program: each
+    cell decides from its own value (its sync count exactly its lone run's) and ends as its
+    lone run, to float32 rounding."""
+    cfgs = point_cells(tmp_path, "batched", strategy, key, values, extra)
+    plans = [plan_run(c, job_cell=True) for c in cfgs]
+    assert share_program(plans) == [[0, 1, 2, 3]]
+    batched = train_cells(plans)
+    lone = [train(plan_run(dataclasses.replace(c, out_dir=c.out_dir.replace("batched", "lone")), job_cell=True))
+            for c in cfgs]
+    for a, b in zip(lone, batched):
+        same_cell(a, b)
+    synced = [sum(r["synced"] for r in b.records) for b in batched]
+    assert synced[0] != synced[2]   # the points' own values decided
+    if strategy == "triggered":
+        assert synced == [4, 4, 17, 17]
+
+
+def test_a_cell_ends_with_the_same_bits_beside_its_seeds_or_beside_other_points(tmp_path):
+    """Whether a cell's batch holds its own seeds or other points too, the program is the
+    same (its options are values on the cell axis either way): the same bits."""
+    alone = point_cells(tmp_path, "seeds", "localsgd", "period", (5,), {})
+    mixed = point_cells(tmp_path, "mixed", "localsgd", "period", (2, 5), {}, seeds=(0,))
+    digests = [state_digest(train_cells([plan_run(c, job_cell=True) for c in cfgs])[-1 if cfgs is mixed else 0].state)
+               for cfgs in (alone, mixed)]
+    assert digests[0] == digests[1]
+
+
+def test_points_differing_in_more_than_cell_options_train_apart(tmp_path):
+    period = point_cells(tmp_path, "p", "localsgd", "period", (2, 5), {}, seeds=(0,))
+    syncs = point_cells(tmp_path, "k", "localsgd", "syncs", (3,), {"total_steps": STEPS}, seeds=(0,))
+    capped = point_cells(tmp_path, "c", "selsync", "max_local", (4, 8), {}, seeds=(0,))
+    plans = [plan_run(c, job_cell=True) for c in (*period, *syncs, *capped)]
+    assert share_program(plans) == [[0, 1], [2], [3], [4]]   # max_local is not a cell option: a cap is its program
+
+
+def test_cell_options_bind_a_copy_and_leave_the_built_strategy_alone():
+    from jaxsel.core.cell_options import bind, cell_values, program_key
+    from jaxsel.strategies.localsgd import LocalSGD
+    from jaxsel.strategies.triggered import TriggeredStrategy
+
+    a, b = LocalSGD(period=4), LocalSGD(period=16)
+    assert program_key(a) == program_key(b) != program_key(LocalSGD(syncs=3, total_steps=30))
+    assert cell_values(a) == {"period": np.int32(4)} and cell_values(a)["period"].dtype == np.int32
+    bound = bind(a, {"period": np.int32(7)})
+    assert bound.period == 7 and a.period == 4 and bound.trigger.period == 7
+    spread = TriggeredStrategy(trigger="spread", trigger_options={"syncs": 5, "steps": 40, "warmup": 2})
+    assert {k: int(v) for k, v in cell_values(spread).items()} == {"trigger.syncs": 5, "trigger.warmup": 2}
+    assert bind(spread, {"trigger.syncs": np.int32(9)}).trigger.syncs == 9 and spread.trigger.syncs == 5
+
+
+@pytest.mark.parametrize("syncs, steps, warmup", [(0, 40, 0), (5, 40, 0), (37, 40, 24), (24, 40, 24), (40, 40, 3),
+                                                  (13, 600, 13), (567, 600, 24), (1, 7, 0)])
+def test_a_spread_schedule_traced_fires_exactly_where_its_host_mask_does(syncs, steps, warmup):
+    """A cell batch computes Spread's firing steps on the device (int32 arithmetic); they are
+    the host's int64 ones (`spread_steps`), over two periods of the pattern."""
+    from jaxsel.core.cell_options import bind
+    from jaxsel.core.triggers import Spread, spread_steps
+
+    trigger = Spread(syncs, steps, warmup)
+    expected = np.zeros(2 * steps, bool)
+    for start in (0, steps):
+        expected[start + np.arange(warmup)] = True
+        expected[start + warmup + spread_steps(syncs - warmup, steps - warmup)] = True
+    traced = jax.jit(jax.vmap(lambda t, k, w: bind(trigger, {"syncs": k, "warmup": w}).fires(t), (0, None, None)))(
+        np.arange(2 * steps, dtype=np.int32), np.int32(syncs), np.int32(warmup))
+    assert np.array_equal(np.asarray(traced), expected)

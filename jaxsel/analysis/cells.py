@@ -217,10 +217,10 @@ class Cells:
         found = self.ready(cfg, what)
         return found if found is not None else self.train_alone(cfg, what)
 
-    def get_all(self, wanted: list[tuple[TrainConfig, str]], row: str | None = None
+    def get_all(self, wanted: list[tuple[TrainConfig, str]], row: str | list[str] | None = None
                 ) -> list[RunResult | FailedCell | PendingCell]:
         """`get` for each (cfg, what) of `wanted` (the seeds of `row`, as progress names the
-        row: a batch's line is "ROW, seeds 0, 1, 2"), in order; the cells this
+        row: a batch's line is "ROW, seeds 0, 1, 2"; a list: each cell's row), in order; the cells this
         process trains that share a program train as one batch (training/cell_batch.py)
         unless the job runs them one by one (`batch_cells` False); a lone seed too (beside
         a copy of itself), so a cell ends with the same bits however many of its row are
@@ -235,7 +235,8 @@ class Cells:
             if why_alone(cells[0][1].cfg) is not None:
                 found[cells[0][0]] = self.train_alone(*wanted[cells[0][0]])
                 continue
-            batch = self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells], row)
+            rows = row if row is None or isinstance(row, str) else list(dict.fromkeys(row[i] for i, _ in cells))
+            batch = self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells], rows)
             for (i, _), result in zip(cells, batch):
                 found[i] = result
         return found
@@ -281,7 +282,7 @@ class Cells:
         return self.recorded(cfg, run, time.perf_counter() - started)
 
     def train_batch(self, wanted: list[tuple[TrainConfig, str]], plans: list,
-                    row: str | None = None) -> list[RunResult | FailedCell]:
+                    row: str | list[str] | None = None) -> list[RunResult | FailedCell]:
         """Train cells that share a program as one batch (`cell_batch.train_cells`), each
         recorded as if it had run alone; the batch's time is shared out among its cells."""
         started = time.perf_counter()

@@ -246,38 +246,46 @@ class Point:
 def run_points(base: TrainConfig, plan: FrontierPlan, seeds: int, out: Path, cells: Cells) -> list[Point]:
     """Every point's cells, method by method (plain BSP first), each point over the seeds; a
     derived point (`frontier_points`) runs as derived from plain BSP's runs, and one that
-    trains another point's configuration is not run again. An adaptive point's same-order
-    baseline (`plan.same_order`) runs right after it."""
+    trains another point's configuration is not run again. A method's points are asked for
+    together (its cells that share a program train as one batch, `Cells.get_all`), then the
+    same-order baselines of its adaptive points (`plan.same_order`), together too."""
     slugs = unique_slugs(plan.variants)
+    planned = [(method, v) for method, vs in plan.methods.items() for v in vs]
+    numbered = [(i, method, v, slug) for i, ((method, v), slug) in enumerate(zip(planned, slugs), 1)]
     points: list[Point] = []
     derived = None
-    planned = [(method, v) for method, vs in plan.methods.items() for v in vs]
-    for i, ((method, variant), slug) in enumerate(zip(planned, slugs), 1):
-        where = f"[point {i} of {len(planned)}]"
-        baselined = plan.same_order and gets_baseline(base, variant)
-        if fired(variant):
-            if derived is None:
-                derived = points_for(out, base, plan.variants, _plain(points, cells), base.optim.steps)
-            if derived[variant.entry]["same_as"] is not None:
-                cells.progress.skip(seeds * (1 + baselined))
+    for name in plan.methods:
+        todo: list[tuple[str, Variant, str, bool]] = []   # (where, variant, slug, gets a baseline)
+        for i, method, variant, slug in numbered:
+            if method != name:
                 continue
-            variant = parse_entry(derived[variant.entry]["entry"])
-        point = Point(method, variant, slug, point_runs(base, variant, slug, seeds, out, cells, where))
-        points.append(point)
-        if baselined:
-            baseline = same_order_point(base, point, seeds, out, cells, where, points)
-            if baseline is None:
-                cells.progress.skip(seeds)
-            else:
-                points.append(baseline)
+            where = f"[point {i} of {len(planned)}]"
+            baselined = plan.same_order and gets_baseline(base, variant)
+            if fired(variant):
+                if derived is None:
+                    derived = points_for(out, base, plan.variants, _plain(points, cells), base.optim.steps)
+                if derived[variant.entry]["same_as"] is not None:
+                    cells.progress.skip(seeds * (1 + baselined))
+                    continue
+                variant = parse_entry(derived[variant.entry]["entry"])
+            todo.append((where, variant, slug, baselined))
+        runs = points_runs(base, [(where, v, slug) for where, v, slug, _ in todo], seeds, out, cells)
+        mine = [Point(name, v, slug, r) for (_, v, slug, _), r in zip(todo, runs)]
+        points.extend(mine)
+        points.extend(same_order_points(base, [(p, where) for p, (where, *_, b) in zip(mine, todo) if b],
+                                        seeds, out, cells, points))
     return points
 
 
-def point_runs(base: TrainConfig, variant: Variant, slug: str, seeds: int, out: Path, cells: Cells,
-               where: str) -> list:
-    """The point's cells, seed by seed, in `out`/`slug`/seed<s>."""
-    return cells.get_all([(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}")
-                          for s in range(base.optim.seed, base.optim.seed + seeds)], row=f"{where} {variant.entry}")
+def points_runs(base: TrainConfig, wanted: list[tuple[str, Variant, str]], seeds: int, out: Path,
+                cells: Cells) -> list[list]:
+    """Each point's cells (`wanted`: where progress places it, its variant, its slug), seed by
+    seed, in `out`/`slug`/seed<s>: asked for in one `get_all`."""
+    cfgs = [(row_config(base, variant, str(out / slug / f"seed{s}"), s), f"{where} {variant.entry}, seed {s}",
+             f"{where} {variant.entry}")
+            for where, variant, slug in wanted for s in range(base.optim.seed, base.optim.seed + seeds)]
+    found = cells.get_all([(cfg, what) for cfg, what, _ in cfgs], row=[row for *_, row in cfgs])
+    return [found[k * seeds:(k + 1) * seeds] for k in range(len(wanted))]
 
 
 def gets_baseline(base: TrainConfig, variant: Variant) -> bool:
@@ -295,23 +303,29 @@ def planned_cells(base: TrainConfig, plan: FrontierPlan, seeds: int) -> int:
     return (len(plan.variants) + baselines) * seeds
 
 
-def same_order_point(base: TrainConfig, point: Point, seeds: int, out: Path, cells: Cells, where: str,
-                     points: list[Point]) -> Point | None:
-    """Adaptive `point`'s same-order baseline, on the same seeds: its method with only the
-    trigger replaced by a spread schedule of its mean sync count over seeds, rounded
-    (`same_order_variant`, as `jaxsel compare` builds it). None where a seed of the point
-    failed (no count to match) or an earlier point already trains that configuration."""
-    point.runs = cells.need(point.runs)
-    if point.failed:
-        return None
-    mean = sum(synced_steps(r) for r in point.runs) / len(point.runs)
-    variant = same_order_variant(base, point.variant, mean, base.optim.steps)
-    if any(p.variant.entry == variant.entry for p in points):
-        return None
-    slug = same_order_slug(variant.options["trigger.syncs"], point.slug)
-    runs = point_runs(base, variant, slug, seeds, out, cells, f"{where} same-order baseline:")
-    return Point(variant.name, variant, slug, runs, same_order_label(variant, base.optim.steps, point.variant.entry),
-                 point.variant.entry)
+def same_order_points(base: TrainConfig, adaptive: list[tuple[Point, str]], seeds: int, out: Path, cells: Cells,
+                      points: list[Point]) -> list[Point]:
+    """The adaptive points' same-order baselines (`adaptive`: each point and where progress
+    placed it), on the same seeds: each its method with only the trigger replaced by a
+    spread schedule of its mean sync count over seeds, rounded (`same_order_variant`, as
+    `jaxsel compare` builds it). None for a point where a seed failed (no count to match)
+    or where an earlier point already trains that configuration."""
+    wanted: list[tuple[str, Variant, str]] = []
+    labels: list[tuple[Point, Variant]] = []
+    for point, where in adaptive:
+        point.runs = cells.need(point.runs)
+        variant = None if point.failed else same_order_variant(
+            base, point.variant, sum(synced_steps(r) for r in point.runs) / len(point.runs), base.optim.steps)
+        taken = [p.variant.entry for p in points] + [v.entry for _, v, _ in wanted]
+        if variant is None or variant.entry in taken:
+            cells.progress.skip(seeds)
+            continue
+        wanted.append((f"{where} same-order baseline:", variant, same_order_slug(variant.options["trigger.syncs"],
+                                                                                  point.slug)))
+        labels.append((point, variant))
+    runs = points_runs(base, wanted, seeds, out, cells)
+    return [Point(variant.name, variant, slug, r, same_order_label(variant, base.optim.steps, point.variant.entry),
+                  point.variant.entry) for (point, variant), (_, _, slug), r in zip(labels, wanted, runs)]
 
 
 def _plain(points: list[Point], cells: Cells) -> list | None:

@@ -18,7 +18,7 @@ budget-matched baseline) where the frontier has one, else against local SGD's mo
 accurate point within the adaptive point's MB. The verdict table answers "which method is
 best at this budget"; this table answers "did the adaptive choice of steps beat periodic
 averaging at its own budget", SelSync's paper's claim. Its same-order baseline (the
-frontier runs one after each adaptive, trigger-based point: `frontier.same_order_point`)
+frontier runs after each method's adaptive, trigger-based points: `frontier.same_order_points`)
 asks the question without the averaging order in it: per budget (each point's sync share),
 did the selection beat the same method on a fixed schedule of as many syncs beyond the
 seed spread (`selection_sentence`, which says so plainly where it did nowhere)?

@@ -55,13 +55,16 @@ class Progress:
     def started(self, what: str) -> None:
         self.say(f"{self.head()} {what}")
 
-    def started_together(self, whats: list[str], row: str | None = None, seeds: list[int] = ()) -> None:
+    def started_together(self, whats: list[str], row: str | list[str] | None = None, seeds: list[int] = ()) -> None:
         """Cells `whats` start as one batch (training/cell_batch.py): one line names them all,
-        as the seeds of `row` where the job names the row ("ROW, seeds 0, 1, 2"), else each."""
+        as the seeds of `row` where the job names the row ("ROW, seeds 0, 1, 2"; rows: "ROW;
+        ROW, seeds 0, 1, 2"), else each."""
         if len(whats) == 1:
             return self.started(whats[0])
         head = self.head().replace(f"[cell {self.done + 1} of", f"[cells {self.done + 1}-{self.done + len(whats)} of", 1)
-        named = (f"{row}, seeds {', '.join(map(str, seeds))}: {len(whats)} cells as one batch" if row is not None
+        rows = "; ".join([row] if isinstance(row, str) else row or [])
+        seeds = ", ".join(map(str, dict.fromkeys(seeds)))
+        named = (f"{rows}, seeds {seeds}: {len(whats)} cells as one batch" if rows
                  else f"{len(whats)} cells as one batch: {'; '.join(whats)}")
         self.say(f"{head} {named}")
 

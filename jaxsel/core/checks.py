@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 
 #: integers reach jit as int32 (step counters, periods, windows, sizes): a larger value would
 #: end in an OverflowError while tracing, after the run had started
@@ -21,6 +22,18 @@ def int_limit(option: str) -> int:
     """The largest value an integer option may take: a `seed` is 32 bits of a PRNG key,
     everything else an int32 once traced."""
     return MAX_SEED if option == "seed" else INT32_MAX
+
+
+def is_traced(value) -> bool:
+    """A value being traced: a cell batch's option (core/cell_options.py), checked as a
+    number when its own cell's strategy was built; the checks pass it by."""
+    jax = sys.modules.get("jax")   # not imported: nothing is traced
+    return jax is not None and isinstance(value, jax.core.Tracer)
+
+
+def as_float(value):
+    """`value` as a Python float, a traced value as it is (a cell batch's option)."""
+    return value if is_traced(value) else float(value)
 
 
 def is_int(value) -> bool:
@@ -44,7 +57,7 @@ def check_int(name: str, value, low: int, high: int | None = INT32_MAX, *, optio
               error: type[Exception] = ValueError) -> None:
     """`value` is an integer in [low, high] (or None where `optional`); `high` defaults to
     the int32 bound every traced integer has (None: unbounded, for host-only counts)."""
-    if optional and value is None:
+    if (optional and value is None) or is_traced(value):
         return
     if not is_int(value) or value < low or (high is not None and value > high):
         # the int32 bound every option has is named where it is the reason
@@ -56,7 +69,7 @@ def check_int(name: str, value, low: int, high: int | None = INT32_MAX, *, optio
 def check_number(name: str, value, *, positive: bool, optional: bool = False, unit: str = "",
                  error: type[Exception] = ValueError) -> None:
     """`value` is finite and > 0 (`positive`) or >= 0 (or None where `optional`)."""
-    if optional and value is None:
+    if (optional and value is None) or is_traced(value):
         return
     if not (is_number(value) and (value > 0 if positive else value >= 0)):
         raise error(f"{name} must be a finite number {'> 0' if positive else '>= 0'}{unit}"

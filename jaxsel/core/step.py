@@ -25,6 +25,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from . import packing
+from .cell_options import bind
 from .collectives import LOCAL, replica_mean
 from .pacing import pace
 from .parallel import AXIS, Layout, LayoutError, mesh_layout, resolve_layout
@@ -141,9 +142,12 @@ class TrainStep:
     plain Python loop cannot queue steps until XLA aborts); on accelerators it never waits.
     The training loop runs the compiled step: no check per step, its own pacing."""
 
-    def __init__(self, jitted, mesh, replicas: int | None = None):
+    def __init__(self, jitted, mesh, replicas: int | None = None, traced: Callable | None = None):
         self.jitted, self.mesh, self.replicas = jitted, mesh, replicas
         self.paced = mesh.devices.flat[0].platform == "cpu"
+        # loop -> the step's function unjitted, `(state, batch, values)`: a cell batch traces it inside its
+        # own program, with each cell's option values (training/cell_batch.py, core/cell_options.py)
+        self.traced = traced
 
     def __call__(self, state, batch):
         self._check(state, batch)
@@ -167,7 +171,7 @@ class TrainStep:
         _check_batch(batch, n)
 
     def __getattr__(self, name: str):
-        if name in ("jitted", "mesh", "paced", "replicas"):   # not set yet (a copy being made): no recursion
+        if name in ("jitted", "mesh", "paced", "replicas", "traced"):   # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.jitted, name)
 
@@ -252,20 +256,21 @@ def make_train_step(
         )(params)
         return loss, new_ms, aux, grads, tensor_square_sums(grads)
 
-    def replica_update(n: int, rs: TrainState, computed, weight, replica):
-        """One replica (unbatched view) of `n`: the method's step on its gradients, and the metrics."""
+    def replica_update(n: int, values: dict, rs: TrainState, computed, weight, replica):
+        """One replica (unbatched view) of `n`: the method's step on its gradients, and the
+        metrics; `values`: a cell batch's options for the strategy (core/cell_options.py)."""
         loss, new_ms, aux, grads, square_sums = computed
         gnorm = norm_sum(square_sums)   # computed only where read: the strategy, or the metric
         if new_ms is not None:
             rs = rs.replace(model_state=new_ms)
         ctx = StepContext(axis=AXIS, n=n, step=rs.step, optimizer=optimizer, weight=weight, replica=replica)
-        new_state, facts = replica_step(strategy, rs, grads, StepStats(rs.step, loss, gnorm, grads), ctx)
+        new_state, facts = replica_step(bind(strategy, values), rs, grads, StepStats(rs.step, loss, gnorm, grads), ctx)
         shared = {"loss": replica_mean(loss, AXIS), **facts.metrics()}
         per_replica = {"replica_loss": loss, **({"grad_norm": gnorm} if grad_norm_metric else {}),
                        **facts.replica, **aux}
         return new_state, shared, per_replica
 
-    def device_step(loop: str, n: int, k: int, state: TrainState, batch):
+    def device_step(loop: str, n: int, k: int, state: TrainState, batch, values: dict):
         """A device's block: gradients of its k of the `n` replicas (`loop`), then the
         method's step as a vmap (axis LOCAL) over the leading axis."""
         batch = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
@@ -273,19 +278,19 @@ def make_train_step(
         replica = lax.axis_index(AXIS) * k + jnp.arange(k, dtype=jnp.int32)
         keys = () if rng is None else (replica_keys(rng, state.step, replica),)
         computed = _over_packed_replicas(replica_grads, loop, (state.params, state.model_state, batch, *keys))
-        return jax.vmap(functools.partial(replica_update, n), in_axes=(_replica_axes(None), 0, None, 0),
+        return jax.vmap(functools.partial(replica_update, n, values), in_axes=(_replica_axes(None), 0, None, 0),
                         out_axes=(_replica_axes(None), None, 0), axis_name=LOCAL, axis_size=k)(
             state, computed, weight, replica)
 
-    def step(loop: str, state, batch):
+    def step(loop: str, state, batch, values: dict | None = None):
         check_state(state, "the train step")   # at trace time: once per compile
         check_strategy_state(state, strategy, "the train step", optimizer)
         n = num_replicas(state)   # the state's leading axis says N; the mesh says M
         k = _per_device(n, mesh)
         sharded = jax.shard_map(functools.partial(device_step, resolve_packing(loop, mesh, k), n, k), mesh=mesh,
-                                in_specs=(_state_specs(), P(AXIS)), out_specs=(_state_specs(), P(), P(AXIS)))
+                                in_specs=(_state_specs(), P(AXIS), P()), out_specs=(_state_specs(), P(), P(AXIS)))
         batch = jax.tree.map(lambda x: jax.reshard(x, NamedSharding(mesh, P(AXIS))), batch)
-        new_state, shared, per_replica = sharded(state, batch)
+        new_state, shared, per_replica = sharded(state, batch, values or {})
         return new_state, {**shared, **per_replica}
 
     return _jitted_step(step, functools.partial(_program_digest, replica_grads, rng), mesh, donate, packing, replicas)
@@ -339,10 +344,12 @@ def _jitted_step(step: Callable, program_of: Callable, mesh, donate: bool, packi
         return jax.jit(functools.partial(step, loop), in_shardings=(state_shardings, NamedSharding(mesh, P(AXIS))),
                        donate_argnums=(0,) if donate else ())
 
+    traced = lambda loop: functools.partial(step, loop if packing_loop == "auto" else packing_loop)   # noqa: E731
     if packing_loop != "auto":
-        return TrainStep(build(packing_loop), mesh, replicas)
+        return TrainStep(build(packing_loop), mesh, replicas, traced)
     return TrainStep(packing.AutoLoop(build, program_of, mesh, single_loop=resolve_packing("auto", mesh, 1),
-                                      per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh, replicas)
+                                      per_device=lambda state: _per_device(num_replicas(state), mesh)), mesh, replicas,
+                     traced)
 
 
 def _program_digest(replica_grads: Callable, rng, state, batch) -> str:

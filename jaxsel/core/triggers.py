@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import check_int
+from .checks import check_int, check_number, is_traced
 from .collectives import replica_sum
 from .registry import Registry
 from .sync import StepStats
@@ -103,6 +103,7 @@ class Periodic(Trigger):
 
     period: int
     start: int = 0
+    cell_options: ClassVar[tuple[str, ...]] = ("period",)   # read only in the modulus (core/cell_options.py)
 
     def __post_init__(self):
         _check_step("period", self.period, 1)
@@ -158,7 +159,17 @@ class Spread(Trigger):
         return np.concatenate([np.arange(w), w + spread_steps(self.syncs - w, self.steps - w)]) if w else \
             spread_steps(self.syncs, self.steps)
 
+    @property
+    def cell_options(self) -> tuple[str, ...]:
+        """The sync count and warm-up, where `fires` may compute the pattern on the device
+        in int32 ((t+1) K < 2^31); else none (core/cell_options.py)."""
+        return ("syncs", "warmup") if int(self.steps) * (int(self.syncs) + 1) < 2**31 else ()
+
     def fires(self, step):
+        if is_traced(self.syncs) or is_traced(self.warmup):   # a cell batch's values: `firing_steps` on the device
+            t, w = step % self.steps, self.warmup
+            u, k, n = t - w, self.syncs - w, self.steps - w
+            return (t < w) | ((u + 1) * k // n > u * k // n)
         mask = np.zeros(self.steps, bool)
         mask[self.firing_steps()] = True
         return jnp.asarray(mask)[step % self.steps]
@@ -272,10 +283,10 @@ class Significance(Trigger):
     statistic: str = DEFAULT_STATISTIC
     warmup: int | None = None
     vote_bytes: ClassVar[int] = 4  # one float32 psum per step
+    cell_options: ClassVar[tuple[str, ...]] = ("delta",)   # read only in the test's comparison
 
     def __post_init__(self):
-        if not (math.isfinite(float(self.delta)) and float(self.delta) >= 0.0):
-            raise ValueError(f"delta must be a finite number >= 0, got {self.delta!r}")
+        check_number("delta", self.delta, positive=False)   # a traced delta (a cell batch's) passes
         _check_step("window", self.window, 1)
         if not (0.0 <= float(self.alpha) < 1.0):
             raise ValueError(f"alpha must be in [0, 1), got {self.alpha!r}")

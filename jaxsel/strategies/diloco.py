@@ -156,6 +156,7 @@ class DiLoCo(OuterLoop, Strategy):
     seed: int = 0
     name: ClassVar[str] = "diloco"
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's (SPARTA's draw)
+    cell_options: ClassVar[tuple[str, ...]] = ("period",)   # read only in the trigger's modulus (core/cell_options.py)
 
     def __post_init__(self):
         self.trigger  # validates H >= 1

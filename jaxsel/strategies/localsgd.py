@@ -48,6 +48,7 @@ class LocalSGD(ModelPayload, Triggered):
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed: the islands' draw
+    cell_options: ClassVar[tuple[str, ...]] = ("period",)   # read only in the trigger's modulus (core/cell_options.py)
 
     def __post_init__(self):
         self.settle_islands()

@@ -237,6 +237,7 @@ class TriggeredStrategy(GradientPayload, Triggered):
     trigger_options: dict = dataclasses.field(default_factory=dict)
     """the trigger's options (trigger.FIELD=VALUE)"""
     name: ClassVar[str] = "triggered"
+    cell_options: ClassVar[tuple[str, ...]] = ("trigger",)   # the trigger's own (core/cell_options.py)
 
     def __post_init__(self):
         self.settle(trigger=get_trigger(self.trigger, self.trigger_options or None), trigger_options={})

@@ -32,13 +32,14 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ..core import packing
 from ..core.cell_axis import cells_batched
+from ..core.cell_options import cell_values, program_key
 from ..core.correlation import replica_metrics
-from ..core.pacing import pace
-from ..core.parallel import global_batch
+from ..core.parallel import AXIS, global_batch, mesh_of
 from ..core.step import resolve_packing
 from . import distributed
 from ..core.state import TrainState
@@ -48,7 +49,7 @@ from .plan import RunPlan, created_dirs, plan_run
 from .run import Run, assemble_run, check_paths
 from .rundir.lock import lock_run
 from .rundir.owner import new_run_id, run_id_of
-from .runlog import RunLog, stack_steps
+from .runlog import RunLog
 from .train import RunResult, evaluate_run, finished_run, log_settings, nonfinite_error, open_run_dir, step_due
 
 
@@ -65,41 +66,46 @@ def why_alone(cfg: TrainConfig) -> str | None:
     return None
 
 
-#: the settings two cells of one program may differ in
-PER_CELL = frozenset({"seed", "out_dir", "run_group", "progress"})
+#: the settings two cells of one program may differ in (their strategies: in `program_key`)
+PER_CELL = frozenset({"seed", "out_dir", "run_group", "progress", "strategy", "strategy_options"})
 
 
 def program_of(plan: RunPlan) -> list:
-    """What two cells must agree on to share a program: their settings less the seed and
-    where they are written (`PER_CELL`)."""
-    return [(f.name, getattr(plan.cfg, f.name)) for f in dataclasses.fields(plan.cfg) if f.name not in PER_CELL]
+    """What two cells must agree on to share a program: their settings less the seed, where
+    they are written and the strategy's entry (`PER_CELL`), and their built strategies less
+    the run's seed and their cell options' values (core/cell_options.py)."""
+    return [(f.name, getattr(plan.cfg, f.name)) for f in dataclasses.fields(plan.cfg)
+            if f.name not in PER_CELL] + [program_key(seedless(plan.strategy))]
 
 
 def share_program(plans: list[RunPlan]) -> list[list[int]]:
     """`plans`' indices in groups that train as one (first appearance order; a cell that
-    must run alone is a group of its own): same `program_of`, equal strategies."""
-    groups: list[tuple[list, object, list[int]]] = []
+    must run alone is a group of its own): the same `program_of`."""
+    groups: list[tuple[list, list[int]]] = []
     alone: list[list[int]] = []
     for i, plan in enumerate(plans):
         if why_alone(plan.cfg) is not None:
             alone.append([i])
             continue
         key = program_of(plan)
-        strategy = seedless(plan.strategy)
-        home = next((g for g in groups if g[0] == key and g[1] == strategy), None)
+        home = next((g for g in groups if g[0] == key), None)
         if home is None:
-            groups.append((key, strategy, [i]))
+            groups.append((key, [i]))
         else:
-            home[2].append(i)
-    return sorted([g[2] for g in groups] + alone, key=lambda g: g[0])
+            home[1].append(i)
+    return sorted([g[1] for g in groups] + alone, key=lambda g: g[0])
 
 
 def seedless(strategy):
     """`strategy` with the run's seed it takes (if any) set to 0: strategies equal so may
     still differ in their seed, which `same_program` tells apart."""
-    if dataclasses.is_dataclass(strategy) and any(f.name == "seed" for f in dataclasses.fields(strategy)):
+    if takes_seed(strategy):
         return dataclasses.replace(strategy, seed=0)
     return strategy
+
+
+def takes_seed(strategy) -> bool:
+    return dataclasses.is_dataclass(strategy) and any(f.name == "seed" for f in dataclasses.fields(strategy))
 
 
 class NotOneProgram(ValueError):
@@ -107,20 +113,20 @@ class NotOneProgram(ValueError):
 
 
 def same_program(runs: list[Run]) -> bool:
-    """Whether the cells' steps lower to one program: two cells of other seeds suffice (a
-    seed that enters the program as a constant, SPARTA's draw, makes them differ); a lone
-    cell is compared with its twin of the next seed, so that whether a cell batches never
-    depends on how many of its job's cells are left to train."""
-    if len(runs) == 1:
-        cfg = runs[0].cfg
-        twin = plan_run(dataclasses.replace(cfg, seed=cfg.optim.seed + 1), job_cell=True)   # nothing is created
-        if twin.strategy == runs[0].strategy:
-            return True
-        runs = [runs[0], assemble_run(twin)]
-    if all(run.strategy == runs[0].strategy for run in runs):   # no seed in the strategy: one program
+    """Whether the cells' steps (their `program_of` equal) lower to one program: they do
+    unless their strategy takes the run's seed; then the first cell is compared with its
+    twin of the next seed (a seed that enters the program as a constant, SPARTA's draw,
+    makes them differ), so that whether a cell batches never depends on which cells of its
+    job are left to train."""
+    first = runs[0]
+    if not takes_seed(first.strategy):
+        return True
+    cfg = first.cfg
+    twin = plan_run(dataclasses.replace(cfg, seed=cfg.optim.seed + 1), job_cell=True)   # nothing is created
+    if twin.strategy == first.strategy:
         return True
     texts = {run.train_step.lower(run.state, global_batch(run.loader.batch(0), run.mesh)).as_text()
-             for run in runs[:2]}
+             for run in (first, assemble_run(twin))}
     return len(texts) == 1
 
 
@@ -138,16 +144,17 @@ class Lane:
 
 
 def cell_step(run: Run):
-    """The lone run's jitted step (its packing loop, as chosen for the run) with its data
-    transform in front: one cell's program, to be vmapped."""
-    jitted = run.train_step.jitted
-    if isinstance(jitted, packing.AutoLoop):
-        loop = run.packing_choice["loop"] if run.packing_choice else resolve_packing("auto", run.mesh, 1)
-        jitted = jitted.jitted(loop)
+    """The lone run's step function (its packing loop, as chosen for the run), with its
+    data transform in front: one cell's program `(state, batch, option values)`,
+    to be vmapped; the values bind the cell's own options (core/cell_options.py)."""
+    loop = run.packing_choice["loop"] if run.packing_choice else resolve_packing("auto", run.mesh, 1)
+    # jitted, so the cell vmap batches the traced step (the collectives' rules see it there:
+    # core/cell_axis.py), not the tracing of the packed replicas' own vmap
+    step = jax.jit(run.train_step.traced(loop))
     transform = run.plan.data.device_transform if run.plan is not None else None
     if transform is None:
-        return jitted
-    return lambda state, batch: jitted(state, transform(batch, state.step))
+        return step
+    return lambda state, batch, values: step(state, transform(batch, state.step), values)
 
 
 #: vmap axes of a batch's state: every field on the cell axis but the step counter, which
@@ -157,16 +164,18 @@ def cell_step(run: Run):
 CELL_AXES = TrainState(step=None, params=0, opt_state=0, model_state=0, strategy_state=0)
 
 
-def batched_step(run: Run):
-    """One jitted step of (stacked state, each cell's batch as the lone run places it): the
-    batches stacked on the cell axis inside the program, then the cell vmap; the state is
-    donated."""
-    over_cells = jax.vmap(cell_step(run), in_axes=(CELL_AXES, 0), out_axes=(CELL_AXES, 0))
+def batched_window(run: Run, length: int):
+    """One jitted program of `length` steps of every cell (a `lax.scan` over the window's
+    steps of the cell vmap around the lone run's step): the stacked state in (donated),
+    each step's batches on leading (step, cell) axes, the cells' option values on the cell
+    axis, and the state out with every step's metrics on (step, cell) axes. One dispatch and one placement of the data per window,
+    not per step: for a tiny model those per-step host costs were most of a batch's time."""
+    over_cells = jax.vmap(cell_step(run), in_axes=(CELL_AXES, 0, 0), out_axes=(CELL_AXES, 0))
 
-    def step(state, batches: tuple):
-        return over_cells(state, jax.tree.map(lambda *xs: jnp.stack(xs), *batches))
+    def window(state, batches, values):
+        return lax.scan(lambda s, b: over_cells(s, b, values), state, batches, length=length)
 
-    return jax.jit(step, donate_argnums=(0,))
+    return jax.jit(window, donate_argnums=(0,))
 
 
 #: every cell's replica reads (divergence, correlation) in one program, left on the device
@@ -200,9 +209,30 @@ def unstacker(state, count: int):
                               for c in range(count)], out_shardings=[shardings] * count)
 
 
-def place_batches(hosts: tuple, mesh) -> tuple:
-    """The cells' host batches of one step, each placed as a lone run places it."""
-    return tuple(global_batch(host, mesh) for host in hosts)
+def place_window(steps: list[tuple], mesh):
+    """A window's host batches (`steps[i][c]`: step i's batch of cell c) as one array per
+    name on leading (step, cell) axes, placed once, each device given its replicas' rows of
+    every step and cell (as a lone run places one batch)."""
+    sharding = NamedSharding(mesh_of(mesh), P(None, None, AXIS))
+    stacked = jax.tree.map(lambda *xs: np.stack(xs).reshape(len(steps), len(steps[0]), *xs[0].shape),
+                           *[host for cells in steps for host in cells])
+    return jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), stacked)
+
+
+def cells_values(strategies: list, mesh) -> dict:
+    """Each cell's option values (core/cell_options.py) stacked on the cell axis, on every
+    device."""
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *map(cell_values, strategies))
+    return jax.device_put(stacked, NamedSharding(mesh_of(mesh), P()))
+
+
+def window_ends(cfg: TrainConfig) -> list[int]:
+    """The steps each window ends after: every step a lone run reads its metrics, evaluates
+    or reads its replicas at (`step_due`, `divergence_every`), and the last; so the window's
+    metrics are flushed, and the state read, exactly where a lone run's are."""
+    reads_every = cfg.evaluation.divergence_every or cfg.evaluation.log_every
+    return [t for t in range(cfg.optim.steps)
+            if step_due(cfg, t, False, False).flush or (t + 1) % reads_every == 0]
 
 
 def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False,
@@ -218,7 +248,7 @@ def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False,
         raise ValueError(f"a cell cannot train in a batch: {refused[0]}")
     with StopSignals(checkpointing=False) as signals, contextlib.ExitStack() as held:
         runs = [assemble_run(plan) for plan in plans]
-        if any(seedless(r.strategy) != seedless(runs[0].strategy) for r in runs) or not same_program(runs):
+        if any(program_of(p) != program_of(plans[0]) for p in plans) or not same_program(runs):
             raise NotOneProgram("the cells' steps are not one program: they train one by one")
         if on_start is not None:
             on_start()
@@ -253,38 +283,70 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     for lane in lanes:
         lane.run = dataclasses.replace(lane.run, state=None)   # the stacked state holds it now
     computed = lanes + lanes[:1] * pad   # each cell's data, the first's again for each copy
-    feeds = [lane.run.loader.host_batches(0, cfg.optim.steps, cfg.data.prefetch) for lane in computed]
-    for feed in feeds:
-        held.callback(feed.close)
-    step = batched_step(first)
-    t0 = time.perf_counter()
-    with cells_batched():   # the collectives' rules see the cell vmap (core/cell_axis.py)
-        compiled = step.lower(state, place_batches(tuple(lane.run.loader.batch(0) for lane in computed),
-                                                   first.mesh)).compile()
-    compile_time = time.perf_counter() - t0
+    windows = _placed_windows([lane.run.loader for lane in computed], window_ends(cfg), cfg.data.prefetch,
+                              first.mesh, held)
+    values = cells_values([lane.run.strategy for lane in computed], first.mesh)
+    reads_every = cfg.evaluation.divergence_every or cfg.evaluation.log_every
+    programs: dict[int, object] = {}   # window length -> its compiled program
+    compile_time = 0.0
     _evaluate(lanes, unstack(state), 0)
-    window: list[tuple[int, dict]] = []
-    reads: dict[int, dict] = {}   # step -> every cell's replica reads, on the device
     _tick(lanes)
-    for t, hosts in zip(range(cfg.optim.steps), zip(*feeds)):
-        state, metrics = compiled(state, place_batches(tuple(h for _, h in hosts), first.mesh))
-        window.append((t, metrics))
-        pace(metrics["loss"])
-        if (t + 1) % (cfg.evaluation.divergence_every or cfg.evaluation.log_every) == 0:
-            reads[t] = cells_replica_metrics(state.params)
-        due = step_due(cfg, t, False, signals.signum is not None)
-        if due.flush:
-            _flush(lanes, window, reads, t, tolerate_faults)
-            window, reads = [], {}
-            if due.eval:
-                _evaluate(lanes, unstack(state), t + 1)
-            _tick(lanes)
+    for (start, end), batches in windows:
+        length = end + 1 - start
+        if length not in programs:
+            t0 = time.perf_counter()
+            with cells_batched():   # the collectives' rules see the cell vmap (core/cell_axis.py)
+                programs[length] = batched_window(first, length).lower(state, batches, values).compile()
+            compile_time += time.perf_counter() - t0
+        state, metrics = programs[length](state, batches, values)
+        due = step_due(cfg, end, False, signals.signum is not None)
+        reads = {end: cells_replica_metrics(state.params)} if (end + 1) % reads_every == 0 else {}
+        windows.ahead()   # the next window's data built while the devices run this one
+        _log_window(lanes, range(start, end + 1), metrics, reads, end if due.flush else None, tolerate_faults)
+        if due.eval:
+            _evaluate(lanes, unstack(state), end + 1)
+        _tick(lanes)
         if due.halt:
-            raise TrainingInterrupted(signals.signum, t + 1, None)
+            raise TrainingInterrupted(signals.signum, end + 1, None)
     finals = unstack(state)
     return [lane.failed if lane.failed is not None else
             finished_run(lane.cfg, lane.run, view, lane.log, lane.out_dir, compile_time, 0, lane.late_warning)
             for lane, view in zip(lanes, finals)]
+
+
+class _placed_windows:
+    """Each window's (first step, last step) and its cells' batches placed on the devices
+    (`place_window`), one window ahead: `ahead()` builds the next while the devices run the
+    current one. Tables in memory are gathered here, on the training thread (a quarter of
+    a millisecond a batch: cheaper than a thread per cell handing them over); loaders that
+    decode on worker processes feed through their own `host_batches`."""
+
+    def __init__(self, loaders: list, ends: list[int], prefetch: int, mesh, held: contextlib.ExitStack):
+        self.spans = list(zip([0] + [e + 1 for e in ends[:-1]], ends))
+        self.mesh, self.loaders, self.next = mesh, loaders, None
+        self.feeds = None
+        if any(loader.processes for loader in loaders):
+            feeds = [loader.host_batches(0, ends[-1] + 1, prefetch) for loader in loaders]
+            for feed in feeds:
+                held.callback(feed.close)
+            self.feeds = zip(*feeds)
+
+    def _build(self, start: int, end: int):
+        if self.feeds is not None:
+            steps = [tuple(host for _, host in next(self.feeds)) for _ in range(start, end + 1)]
+        else:
+            steps = [tuple(loader.batch(t) for loader in self.loaders) for t in range(start, end + 1)]
+        return place_window(steps, self.mesh)
+
+    def ahead(self) -> None:
+        if self.spans and self.next is None:
+            self.next = self._build(*self.spans[0])
+
+    def __iter__(self):
+        while self.spans:
+            self.ahead()
+            batches, self.next = self.next, None
+            yield self.spans.pop(0), batches
 
 
 def _tick(lanes: list[Lane]) -> None:
@@ -298,19 +360,21 @@ def _evaluate(lanes: list[Lane], views: list, step: int) -> None:
             evaluate_run(lane.run, view, lane.log, step)
 
 
-def _flush(lanes: list[Lane], window: list[tuple[int, dict]], reads: dict, t: int, tolerate_faults: bool) -> None:
-    """The window's metrics and replica reads of every cell in one transfer, each cell's
-    rows logged by its own RunLog; a cell whose rows turn non-finite stops there (raised
-    unless tolerated)."""
-    fetched, reads = jax.device_get((stack_steps([m for _, m in window]), reads))
+def _log_window(lanes: list[Lane], steps: range, metrics: dict, reads: dict, flush_at: int | None,
+                tolerate_faults: bool) -> None:
+    """The window's metrics (leading axes: step, cell) and replica reads of every cell in
+    one transfer, each cell's rows given to its own RunLog, which flushes them where a lone
+    run's does (`flush_at`); a cell whose rows turn non-finite stops there (raised unless
+    tolerated)."""
+    fetched, reads = jax.device_get((metrics, reads))
     for c, lane in enumerate(lanes):
         if lane.failed is not None:
             continue
-        for i, (step, _) in enumerate(window):
+        for i, step in enumerate(steps):
             lane.log.add_step(step, {name: values[i, c] for name, values in fetched.items()})
         for step, values in reads.items():
             lane.log.add_replica_metrics(step, {name: v[c] for name, v in values.items()})
-        bad = lane.log.flush(t)
+        bad = lane.log.flush(flush_at) if flush_at is not None else None
         if bad is not None:
             lane.failed = nonfinite_error(bad, lane.cfg, None)
             if not tolerate_faults:
