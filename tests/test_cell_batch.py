@@ -208,7 +208,11 @@ def test_a_job_stopped_mid_batch_says_so_and_its_batch_trains_again_to_the_same_
 # ------------------------------------------------ a method's budget points as one batch (cell options)
 
 POINTS = [("localsgd", "period", (2, 5), {}),
+          ("diloco", "period", (3, 8), {}),
+          ("postlocal", "period", (3, 7), {}),
+          ("accordion", "low", (2, 4), {"high": 8, "interval": 10}),
           ("selsync", "delta", (0.05, 0.3), {"window": 5}),
+          ("selsync", "max_local", (2, 8), {"window": 5, "delta": 5.0}),
           ("triggered", "trigger.syncs", (4, 17), {"trigger": "spread", "trigger.steps": STEPS, "trigger.warmup": 3})]
 
 
@@ -218,7 +222,7 @@ def point_cells(tmp_path, where: str, strategy: str, key: str, values, extra: di
                                 out_dir=str(tmp_path / where / f"{v}" / f"seed{s}")) for v in values for s in seeds]
 
 
-@pytest.mark.parametrize("strategy, key, values, extra", POINTS, ids=[p[0] for p in POINTS])
+@pytest.mark.parametrize("strategy, key, values, extra", POINTS, ids=[f"{p[0]}-{p[1]}" for p in POINTS])
 def test_a_method_s_budget_points_train_as_one_batch_each_cell_its_lone_run(tmp_path, strategy, key, values, extra):
     """Points that differ in a cell option (core/cell_options.py) share one program: each
     cell decides from its own value (its sync count exactly its lone run's) and ends as its
@@ -251,8 +255,11 @@ def test_points_differing_in_more_than_cell_options_train_apart(tmp_path):
     period = point_cells(tmp_path, "p", "localsgd", "period", (2, 5), {}, seeds=(0,))
     syncs = point_cells(tmp_path, "k", "localsgd", "syncs", (3,), {"total_steps": STEPS}, seeds=(0,))
     capped = point_cells(tmp_path, "c", "selsync", "max_local", (4, 8), {}, seeds=(0,))
-    plans = [plan_run(c, job_cell=True) for c in (*period, *syncs, *capped)]
-    assert share_program(plans) == [[0, 1], [2], [3], [4]]   # max_local is not a cell option: a cap is its program
+    uncapped = point_cells(tmp_path, "u", "selsync", "delta", (0.3,), {}, seeds=(0,))
+    after = point_cells(tmp_path, "a", "selsync", "delta", (0.3,), {"sync": "model"}, seeds=(0,))
+    plans = [plan_run(c, job_cell=True) for c in (*period, *syncs, *capped, *uncapped, *after)]
+    # a period and a sync count are two triggers; a cap or none, two programs; so are the two orders
+    assert share_program(plans) == [[0, 1], [2], [3, 4], [5], [6]]
 
 
 def test_cell_options_bind_a_copy_and_leave_the_built_strategy_alone():
@@ -286,3 +293,18 @@ def test_a_spread_schedule_traced_fires_exactly_where_its_host_mask_does(syncs, 
     traced = jax.jit(jax.vmap(lambda t, k, w: bind(trigger, {"syncs": k, "warmup": w}).fires(t), (0, None, None)))(
         np.arange(2 * steps, dtype=np.int32), np.int32(syncs), np.int32(warmup))
     assert np.array_equal(np.asarray(traced), expected)
+
+
+@pytest.mark.parametrize("strategy, options", [("localsgd", {"period": 4}), ("fedavg", {"period": 4}),
+                                               ("diloco", {"period": 4})])
+def test_a_strategy_that_says_it_never_draws_from_its_seed_lowers_alike_for_two_seeds(tmp_path, strategy, options):
+    """`draws_from_seed` False lets cells of other seeds batch without comparing programs:
+    it must be true of the program (a seed read in the step would make these differ)."""
+    from jaxsel.core.parallel import global_batch
+    from jaxsel.training.run import assemble_run
+
+    runs = [assemble_run(plan_run(c, job_cell=True)) for c in cells_of(tmp_path, strategy, strategy, options, None,
+                                                                          seeds=(0, 1))]
+    assert runs[0].strategy.seed != runs[1].strategy.seed and not runs[0].strategy.draws_from_seed
+    texts = {r.train_step.lower(r.state, global_batch(r.loader.batch(0), r.mesh)).as_text() for r in runs}
+    assert len(texts) == 1

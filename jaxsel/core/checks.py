@@ -36,6 +36,11 @@ def as_float(value):
     return value if is_traced(value) else float(value)
 
 
+def as_int(value):
+    """`value` as a Python int, a traced value as it is (a cell batch's option)."""
+    return value if is_traced(value) else int(value)
+
+
 def is_int(value) -> bool:
     """An integer that is not a bool (NumPy integers included)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

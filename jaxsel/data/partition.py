@@ -37,6 +37,9 @@ class Partition:
     def indices(self, replica: int, step: int, batch_size: int) -> np.ndarray:
         """The `batch_size` example indices replica `replica` reads at `step`."""
         pool = self.pools[replica]
+        epoch, offset = divmod(step * batch_size, len(pool))
+        if offset + batch_size <= len(pool):   # within one pass (most steps): a slice of its order
+            return pool[self._order(replica, epoch)[offset:offset + batch_size]].astype(np.int64, copy=False)
         positions = step * batch_size + np.arange(batch_size)
         epochs, offsets = np.divmod(positions, len(pool))
         out = np.empty(batch_size, dtype=np.int64)

@@ -6,6 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from ..core.budget import Budget
+from ..core.checks import as_int
 from ..core.sync import STRATEGIES
 from ..core.triggers import AccordionPeriod
 from .payload import ModelPayload
@@ -35,11 +36,12 @@ class Accordion(ModelPayload, Triggered):
     """averaging period otherwise"""
     name: ClassVar[str] = "accordion"
     sync: ClassVar[str] = "model"
+    cell_options: ClassVar[tuple[str, ...]] = ("low", "high")   # the periods the trigger selects between
 
     @property
     def trigger(self):
-        return AccordionPeriod(interval=int(self.interval), eta=float(self.eta), low=int(self.low),
-                               high=int(self.high))
+        return AccordionPeriod(interval=int(self.interval), eta=float(self.eta), low=as_int(self.low),
+                               high=as_int(self.high))
 
     def describe(self) -> str:
         return (f"{super().describe()} (interval {self.interval}, period {self.low} if the gradient's norm "

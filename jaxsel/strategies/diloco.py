@@ -170,6 +170,12 @@ class DiLoCo(OuterLoop, Strategy):
                                  f"compress (got {self.compress!r})")
 
     @property
+    def draws_from_seed(self) -> bool:
+        """Whether the run's seed enters the step (SPARTA's entries): if not, cells of other
+        seeds share one program (training/cell_batch.py)."""
+        return self.sparta is not None
+
+    @property
     def trigger(self) -> Periodic:
         return Periodic(self.period)
 

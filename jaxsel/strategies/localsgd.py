@@ -77,6 +77,12 @@ class LocalSGD(ModelPayload, Triggered):
         self.settle(aggregator=islands)
 
     @property
+    def draws_from_seed(self) -> bool:
+        """Whether the run's seed enters the step (the islands' draw): if not, cells of
+        other seeds share one program (training/cell_batch.py)."""
+        return self.islands is not None
+
+    @property
     def trigger(self):
         if self.syncs is not None:
             return Spread(self.syncs, self.total_steps)
@@ -134,6 +140,10 @@ class FedAvg(LocalSGD):
             self.settle(aggregator=ClientSampled(fraction=float(self.fraction), base=self.aggregator,
                                                  seed=int(self.seed)))
         super().__post_init__()
+
+    @property
+    def draws_from_seed(self) -> bool:
+        return self.islands is not None or float(self.fraction) < 1.0   # the participants' draw too
 
     def describe(self) -> str:
         c = "" if float(self.fraction) == 1.0 else f", C={self.fraction:g}"

@@ -38,6 +38,7 @@ class PostLocalSGD(ModelSync, Strategy):
     total_steps: int | None = None
     name: ClassVar[str] = "postlocal"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps",)
+    cell_options: ClassVar[tuple[str, ...]] = ("period",)   # read only in the local phase's modulus
 
     def __post_init__(self):
         if self.switch_step is None:

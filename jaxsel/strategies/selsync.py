@@ -7,7 +7,7 @@ from typing import ClassVar
 from ..compat.renamed_options import renamed
 from ..core.budget import Budget, fires, sweep
 from ..core.sync import STRATEGIES
-from ..core.checks import as_float, check_int
+from ..core.checks import as_float, as_int, check_int
 from ..core.triggers import DEFAULT_STATISTIC, Capped, Significance
 from .payload import GradientPayload
 from .traits import method_traits
@@ -62,7 +62,8 @@ class SelSync(GradientPayload, Triggered):
     """also average the optimizer's state (momentum) at a sync, before the update (false: it stays local, as in
     the authors' code)"""
     name: ClassVar[str] = "selsync"
-    cell_options: ClassVar[tuple[str, ...]] = ("delta",)   # read only in the test's comparison (core/cell_options.py)
+    # read only in the test's comparison and the cap's count (core/cell_options.py)
+    cell_options: ClassVar[tuple[str, ...]] = ("delta", "max_local")
 
     def __post_init__(self):
         check_int("max_local", self.max_local, 1, optional=True)
@@ -72,7 +73,7 @@ class SelSync(GradientPayload, Triggered):
     def trigger(self):
         significance = Significance(delta=as_float(self.delta), window=int(self.window), alpha=float(self.alpha),
                                     statistic=self.statistic, warmup=self.warmup)
-        return significance if self.max_local is None else Capped(significance, int(self.max_local))
+        return significance if self.max_local is None else Capped(significance, as_int(self.max_local))
 
     def describe(self) -> str:
         warm = "" if self.warmup is None else f", warmup={self.warmup}"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from pathlib import Path
 
@@ -99,13 +100,20 @@ def share_program(plans: list[RunPlan]) -> list[list[int]]:
 def seedless(strategy):
     """`strategy` with the run's seed it takes (if any) set to 0: strategies equal so may
     still differ in their seed, which `same_program` tells apart."""
-    if takes_seed(strategy):
+    if holds_seed(strategy):
         return dataclasses.replace(strategy, seed=0)
     return strategy
 
 
-def takes_seed(strategy) -> bool:
+def holds_seed(strategy) -> bool:
     return dataclasses.is_dataclass(strategy) and any(f.name == "seed" for f in dataclasses.fields(strategy))
+
+
+def takes_seed(strategy) -> bool:
+    """Whether the strategy may draw from the run's seed in its step: it holds a `seed` and
+    does not say it never draws from it (`draws_from_seed` false: local SGD without islands,
+    tests/test_cell_batch.py compares the lowered programs of two seeds)."""
+    return holds_seed(strategy) and getattr(strategy, "draws_from_seed", True)
 
 
 class NotOneProgram(ValueError):
@@ -229,10 +237,16 @@ def cells_values(strategies: list, mesh) -> dict:
 def window_ends(cfg: TrainConfig) -> list[int]:
     """The steps each window ends after: every step a lone run reads its metrics, evaluates
     or reads its replicas at (`step_due`, `divergence_every`), and the last; so the window's
-    metrics are flushed, and the state read, exactly where a lone run's are."""
+    metrics are flushed, and the state read, exactly where a lone run's are. Where those
+    spans differ in length (reads every 10 steps, evaluations every 25), each is cut into
+    windows of their greatest common length, so one program (compiled once) runs them all."""
     reads_every = cfg.evaluation.divergence_every or cfg.evaluation.log_every
-    return [t for t in range(cfg.optim.steps)
-            if step_due(cfg, t, False, False).flush or (t + 1) % reads_every == 0]
+    ends = [t for t in range(cfg.optim.steps) if step_due(cfg, t, False, False).flush or (t + 1) % reads_every == 0]
+    lengths = {b - a for a, b in zip([-1] + ends, ends)}
+    common = math.gcd(*lengths)
+    if len(lengths) == 1 or common < 2:
+        return ends
+    return list(range(common - 1, cfg.optim.steps, common))
 
 
 def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False,
