@@ -140,6 +140,14 @@ def test_a_strategy_that_draws_from_the_run_s_seed_trains_alone(tmp_path):
     assert not any((tmp_path / "sparta").rglob("*.json"))
 
 
+def test_islands_whose_draw_holds_the_seed_are_programs_apart(tmp_path):
+    """Islands settle their draw's seed into the aggregator when built: cells of two seeds
+    are two programs (grouped apart, without rebuilding either strategy)."""
+    plans = [plan_run(c, job_cell=True) for c in cells_of(tmp_path, "islands", "islands", {"period": 4}, None,
+                                                          seeds=(0, 1))]
+    assert share_program(plans) == [[0], [1]]
+
+
 def test_the_collectives_rules_see_the_cell_vmap_only_inside_a_batch():
     assert not cell_axis.under_cell_vmap("replicas")
     with cell_axis.cells_batched():
@@ -308,3 +316,22 @@ def test_a_strategy_that_says_it_never_draws_from_its_seed_lowers_alike_for_two_
     assert runs[0].strategy.seed != runs[1].strategy.seed and not runs[0].strategy.draws_from_seed
     texts = {r.train_step.lower(r.state, global_batch(r.loader.batch(0), r.mesh)).as_text() for r in runs}
     assert len(texts) == 1
+
+
+def test_every_declared_budget_point_groups_with_its_seeds_or_stands_alone(tmp_path):
+    """The frontier asks for every method's points and seeds together: grouping them builds
+    no strategy anew and never fails; a method's points that differ only in cell options
+    share a program (local SGD's five periods)."""
+    from jaxsel.analysis.cells import row_config
+    from jaxsel.analysis.frontier import plan_frontier
+    from jaxsel.analysis.frontier_points import fired, stand_in
+    from jaxsel.training.tasks import task_named
+
+    base = TrainConfig(**dict(task_named("label-skew").settings), progress=False)
+    for method, variants in plan_frontier(base, None, None, 2).methods.items():
+        plans = [plan_run(row_config(base, stand_in(v) if fired(v) else v, str(tmp_path / f"{i}-{s}"), s), job_cell=True)
+                 for i, v in enumerate(variants) for s in (0, 1)]
+        groups = share_program(plans)
+        assert sorted(i for g in groups for i in g) == list(range(len(plans)))
+        if method == "localsgd":
+            assert groups == [list(range(len(plans)))]

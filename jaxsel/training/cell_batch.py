@@ -26,6 +26,7 @@ of that, a stopped cell is trained again from its first step.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import time
@@ -98,11 +99,15 @@ def share_program(plans: list[RunPlan]) -> list[list[int]]:
 
 
 def seedless(strategy):
-    """`strategy` with the run's seed it takes (if any) set to 0: strategies equal so may
-    still differ in their seed, which `same_program` tells apart."""
-    if holds_seed(strategy):
-        return dataclasses.replace(strategy, seed=0)
-    return strategy
+    """`strategy` with the run's seed it takes (if any) set to 0 on a copy (not rebuilt: what
+    its constructor settled from the seed, islands' draw, stays, and keeps such strategies
+    apart): strategies equal so may still differ in their seed, which `same_program` tells
+    apart."""
+    if not holds_seed(strategy):
+        return strategy
+    copied = copy.copy(strategy)
+    object.__setattr__(copied, "seed", 0)
+    return copied
 
 
 def holds_seed(strategy) -> bool:
