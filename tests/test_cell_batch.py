@@ -129,23 +129,29 @@ def test_cells_share_a_program_only_where_settings_and_strategy_agree_but_for_th
     assert share_program(plans) == [[0, 1], [2, 3], [4], [5]]
 
 
-def test_a_strategy_that_draws_from_the_run_s_seed_trains_alone(tmp_path):
-    """SPARTA's entries are drawn from the run's seed, a constant of its program: its seeds'
-    steps are not one program, refused before any file is written."""
-    cfgs = cells_of(tmp_path, "sparta", "sparta", {}, None, seeds=(0, 1))
+def test_a_strategy_that_draws_from_the_run_s_seed_on_the_host_trains_alone(tmp_path):
+    """syncswitch's stragglers are a table drawn on the host from the run's seed, a constant
+    of its program: its seeds' steps are not one program, refused before any file is written."""
+    cfgs = cells_of(tmp_path, "syncswitch", "syncswitch", {"policy": "online"}, None, seeds=(0, 1))
     plans = [plan_run(c, job_cell=True) for c in cfgs]
     assert share_program(plans) == [[0, 1]]   # equal but for the seed: the programs tell
     with pytest.raises(NotOneProgram):
         train_cells(plans)
-    assert not any((tmp_path / "sparta").rglob("*.json"))
+    assert not any((tmp_path / "syncswitch").rglob("*.json"))
 
 
-def test_islands_whose_draw_holds_the_seed_are_programs_apart(tmp_path):
-    """Islands settle their draw's seed into the aggregator when built: cells of two seeds
-    are two programs (grouped apart, without rebuilding either strategy)."""
-    plans = [plan_run(c, job_cell=True) for c in cells_of(tmp_path, "islands", "islands", {"period": 4}, None,
-                                                          seeds=(0, 1))]
-    assert share_program(plans) == [[0], [1]]
+#: strategies whose draws take the run's seed as a PRNG key's seed: a cell option, so their seeds batch
+SEEDED = [("islands", {"period": 4}), ("sparta", {"fraction": 0.05}), ("fedavg", {"period": 4, "fraction": 0.5}),
+          ("diloco", {"period": 5, "sparta": 0.05}), ("localsgd", {"period": 4, "aggregator": "random"})]
+
+
+@pytest.mark.parametrize("strategy, options", SEEDED, ids=[s for s, _ in SEEDED])
+def test_draws_from_the_run_s_seed_batch_as_each_cell_s_value(tmp_path, strategy, options):
+    """Islands, SPARTA's entries, FedAvg's clients, a random replica: each cell draws from
+    its own seed inside the batch (its value on the cell axis), exactly as its lone run."""
+    lone, batched = lone_and_batched(tmp_path, strategy, options)
+    for a, b in zip(lone, batched):
+        same_cell(a, b)
 
 
 def test_the_collectives_rules_see_the_cell_vmap_only_inside_a_batch():
@@ -277,7 +283,7 @@ def test_cell_options_bind_a_copy_and_leave_the_built_strategy_alone():
 
     a, b = LocalSGD(period=4), LocalSGD(period=16)
     assert program_key(a) == program_key(b) != program_key(LocalSGD(syncs=3, total_steps=30))
-    assert cell_values(a) == {"period": np.int32(4)} and cell_values(a)["period"].dtype == np.int32
+    assert cell_values(a) == {"period": 4, "seed": 0} and cell_values(a)["period"].dtype == np.int32
     bound = bind(a, {"period": np.int32(7)})
     assert bound.period == 7 and a.period == 4 and bound.trigger.period == 7
     spread = TriggeredStrategy(trigger="spread", trigger_options={"syncs": 5, "steps": 40, "warmup": 2})
@@ -301,21 +307,6 @@ def test_a_spread_schedule_traced_fires_exactly_where_its_host_mask_does(syncs, 
     traced = jax.jit(jax.vmap(lambda t, k, w: bind(trigger, {"syncs": k, "warmup": w}).fires(t), (0, None, None)))(
         np.arange(2 * steps, dtype=np.int32), np.int32(syncs), np.int32(warmup))
     assert np.array_equal(np.asarray(traced), expected)
-
-
-@pytest.mark.parametrize("strategy, options", [("localsgd", {"period": 4}), ("fedavg", {"period": 4}),
-                                               ("diloco", {"period": 4})])
-def test_a_strategy_that_says_it_never_draws_from_its_seed_lowers_alike_for_two_seeds(tmp_path, strategy, options):
-    """`draws_from_seed` False lets cells of other seeds batch without comparing programs:
-    it must be true of the program (a seed read in the step would make these differ)."""
-    from jaxsel.core.parallel import global_batch
-    from jaxsel.training.run import assemble_run
-
-    runs = [assemble_run(plan_run(c, job_cell=True)) for c in cells_of(tmp_path, strategy, strategy, options, None,
-                                                                          seeds=(0, 1))]
-    assert runs[0].strategy.seed != runs[1].strategy.seed and not runs[0].strategy.draws_from_seed
-    texts = {r.train_step.lower(r.state, global_batch(r.loader.batch(0), r.mesh)).as_text() for r in runs}
-    assert len(texts) == 1
 
 
 def test_every_declared_budget_point_groups_with_its_seeds_or_stands_alone(tmp_path):

@@ -218,6 +218,7 @@ class RandomReplica(Aggregator):
     (the same choice on every replica: the key derives from the replicated step)."""
 
     seed: int = 0
+    cell_options: ClassVar[tuple[str, ...]] = ("seed",)   # read only as a PRNG key's seed (core/cell_options.py)
 
     def __call__(self, tree, axis, ctx):
         n = replica_count(axis)
@@ -250,6 +251,7 @@ class IslandMean(Aggregator):
     size: int = 2
     seed: int = 0
     within_groups: ClassVar[bool] = True
+    cell_options: ClassVar[tuple[str, ...]] = ("seed",)   # read only as a PRNG key's seed (core/cell_options.py)
     argument: ClassVar[str] = "K"
 
     def __post_init__(self):
@@ -300,6 +302,7 @@ class ClientSampled(Aggregator):
     base: str = "weighted"
     seed: int = 0
     linear: ClassVar[bool] = True
+    cell_options: ClassVar[tuple[str, ...]] = ("seed",)   # read only as a PRNG key's seed (core/cell_options.py)
 
     def __post_init__(self):
         if not (0.0 < float(self.fraction) <= 1.0):
@@ -438,6 +441,7 @@ class WithFaultyReplicas(Aggregator):
     count: int = 1
     scale: float = 100.0
     seed: int = 0
+    cell_options: ClassVar[tuple[str, ...]] = ("inner", "seed")   # the garbage's key; the inner rule's own
 
     def __post_init__(self):
         check_int("faulty replicas", self.count, 1)

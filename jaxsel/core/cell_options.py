@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-from .checks import is_int, is_number
+from .checks import INT32_MAX, is_int, is_number
 
 #: what `program_key` holds in place of a cell option's value
 A_CELL_VALUE = "<a cell's value>"
@@ -32,13 +32,19 @@ def _declared(obj) -> tuple[str, ...]:
     return tuple(getattr(obj, "cell_options", ())) if dataclasses.is_dataclass(obj) else ()
 
 
+def _a_value(value) -> bool:
+    """A number a cell's array holds exactly: a float, or an integer an int32 holds (a seed
+    beyond it stays a constant of its program)."""
+    return is_number(value) and not (is_int(value) and not -INT32_MAX - 1 <= value <= INT32_MAX)
+
+
 def option_values(obj, prefix: str = "") -> dict:
     """The object's cell options that hold a number, by dotted name (an option left None,
     or given as something else, is part of the program, not a cell's value)."""
     out = {}
     for name in _declared(obj):
         value = getattr(obj, name)
-        if is_number(value):
+        if _a_value(value):
             out[prefix + name] = value
         elif _declared(value):
             out.update(option_values(value, f"{prefix}{name}."))
@@ -54,7 +60,7 @@ def program_key(obj):
     fields = []
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if f.name in declared and is_number(value):
+        if f.name in declared and _a_value(value):
             value = A_CELL_VALUE
         elif f.name in declared:
             value = program_key(value)

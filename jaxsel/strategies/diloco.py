@@ -156,7 +156,8 @@ class DiLoCo(OuterLoop, Strategy):
     seed: int = 0
     name: ClassVar[str] = "diloco"
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's (SPARTA's draw)
-    cell_options: ClassVar[tuple[str, ...]] = ("period",)   # read only in the trigger's modulus (core/cell_options.py)
+    # the period, read only in the trigger's modulus; the seed, only as SPARTA's key (core/cell_options.py)
+    cell_options: ClassVar[tuple[str, ...]] = ("period", "seed")
 
     def __post_init__(self):
         self.trigger  # validates H >= 1
@@ -168,12 +169,6 @@ class DiLoCo(OuterLoop, Strategy):
             if self.compress is not None:
                 raise ValueError(f"diloco sparta={self.sparta!r} sends its entries uncompressed; it takes no "
                                  f"compress (got {self.compress!r})")
-
-    @property
-    def draws_from_seed(self) -> bool:
-        """Whether the run's seed enters the step (SPARTA's entries): if not, cells of other
-        seeds share one program (training/cell_batch.py)."""
-        return self.sparta is not None
 
     @property
     def trigger(self) -> Periodic:

@@ -48,7 +48,9 @@ class LocalSGD(ModelPayload, Triggered):
     name: ClassVar[str] = "localsgd"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed: the islands' draw
-    cell_options: ClassVar[tuple[str, ...]] = ("period",)   # read only in the trigger's modulus (core/cell_options.py)
+    # the period, read only in the trigger's modulus; the seed and the aggregator's (islands', a client
+    # sample's draw), read only as a PRNG key's seed (core/cell_options.py)
+    cell_options: ClassVar[tuple[str, ...]] = ("period", "seed", "aggregator")
 
     def __post_init__(self):
         self.settle_islands()
@@ -75,12 +77,6 @@ class LocalSGD(ModelPayload, Triggered):
             raise ValueError(f"{self.name} islands={self.islands!r} takes a plain mean within each island; it "
                              f"takes no other aggregator, got aggregator={self.aggregator!r}")
         self.settle(aggregator=islands)
-
-    @property
-    def draws_from_seed(self) -> bool:
-        """Whether the run's seed enters the step (the islands' draw): if not, cells of
-        other seeds share one program (training/cell_batch.py)."""
-        return self.islands is not None
 
     @property
     def trigger(self):
@@ -140,10 +136,6 @@ class FedAvg(LocalSGD):
             self.settle(aggregator=ClientSampled(fraction=float(self.fraction), base=self.aggregator,
                                                  seed=int(self.seed)))
         super().__post_init__()
-
-    @property
-    def draws_from_seed(self) -> bool:
-        return self.islands is not None or float(self.fraction) < 1.0   # the participants' draw too
 
     def describe(self) -> str:
         c = "" if float(self.fraction) == 1.0 else f", C={self.fraction:g}"

@@ -90,6 +90,8 @@ class SPARTA(ModelSync, Triggered):
     name: ClassVar[str] = "sparta"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("seed",)   # seed unset: the run's
+    # the seed, read only as the entries' key; the full average's period, only in its modulus (core/cell_options.py)
+    cell_options: ClassVar[tuple[str, ...]] = ("seed", "period")
 
     def __post_init__(self):
         check_fraction("fraction", self.fraction)

@@ -1,11 +1,13 @@
 """Cells that share a program, trained as one: a leading cell axis over the jitted step.
 
 A long job's cells (analysis/cells.py) that differ only in their seed (model init, data
-order, the loss's keys) run the same program on other numbers. Trained one by one, each
-pays the per-step overhead of a tiny model alone (dispatch, collectives among simulated
-devices, host reads); here C of them run as one jitted step, `jax.vmap` over a leading
-cell axis of (state, batch) around the lone run's own shard_map'd step (core/step.py,
-unchanged). A sync decision that differs between cells makes the step's `lax.cond` a
+order, the loss's keys) or in their method's numeric options (a budget point: a period, a
+delta) run the same program on other numbers. Trained one by one, each pays the per-step
+overhead of a tiny model alone (dispatch, collectives among simulated devices, host reads);
+here C of them run as one jitted program: a `lax.scan` over a window of steps (the window's
+data placed on the devices at once) of `jax.vmap` over a leading cell axis of (state,
+batch, option values) around the lone run's own shard_map'd step (core/step.py, which
+binds each cell's option values into its strategy). A sync decision that differs between cells makes the step's `lax.cond` a
 select under the vmap: both branches are computed for every cell, collectives included,
 and each cell keeps its own branch's values. The single-cell path never comes here: a
 lone run's cond stays a real conditional.
@@ -17,9 +19,11 @@ times), read back per cell from one fetch of the window's metrics. Evaluations a
 replica reads run on each cell's own slice of the state, by the lone run's functions.
 
 Which cells batch (`why_alone`, `share_program`): those whose settings agree but for the
-seed and the run directory and whose strategies, as built, are equal; a strategy that
-draws from the run's seed as a constant of its program (SPARTA's entries, islands,
-syncswitch's stragglers) builds unequal per seed and its cells run alone. Runs that
+seed, the strategy's entry and the run directory and whose strategies, as built, agree but
+for the seed and their cell options' values (core/cell_options.py: a method's budget
+points, the seed where a draw takes it as a PRNG key's: SPARTA's entries, islands); a
+strategy that draws from the run's seed on the host, a constant of its program
+(syncswitch's stragglers), is compared with its twin of the next seed and runs alone. Runs that
 checkpoint, skip non-finite steps or span processes run alone too: a job's cells do none
 of that, a stopped cell is trained again from its first step.
 """
@@ -39,7 +43,7 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..core.cell_axis import cells_batched
-from ..core.cell_options import cell_values, program_key
+from ..core.cell_options import cell_values, option_values, program_key
 from ..core.correlation import replica_metrics
 from ..core.parallel import AXIS, global_batch, mesh_of
 from ..core.step import resolve_packing
@@ -115,10 +119,10 @@ def holds_seed(strategy) -> bool:
 
 
 def takes_seed(strategy) -> bool:
-    """Whether the strategy may draw from the run's seed in its step: it holds a `seed` and
-    does not say it never draws from it (`draws_from_seed` false: local SGD without islands,
-    tests/test_cell_batch.py compares the lowered programs of two seeds)."""
-    return holds_seed(strategy) and getattr(strategy, "draws_from_seed", True)
+    """Whether the run's seed may be a constant of the strategy's step: it holds a `seed`
+    that is not one of its cell options (those enter as each cell's value: SPARTA's, the
+    islands' draw)."""
+    return holds_seed(strategy) and "seed" not in option_values(strategy)
 
 
 class NotOneProgram(ValueError):
