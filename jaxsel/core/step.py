@@ -257,8 +257,7 @@ def make_train_step(
         return loss, new_ms, aux, grads, tensor_square_sums(grads)
 
     def replica_update(n: int, values: dict, rs: TrainState, computed, weight, replica):
-        """One replica (unbatched view) of `n`: the method's step on its gradients, and the
-        metrics; `values`: a cell batch's options for the strategy (core/cell_options.py)."""
+        """One replica (unbatched) of `n`: the method's step, its cell `values` bound, and the metrics."""
         loss, new_ms, aux, grads, square_sums = computed
         gnorm = norm_sum(square_sums)   # computed only where read: the strategy, or the metric
         if new_ms is not None:
