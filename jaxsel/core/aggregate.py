@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 from . import robust
+from .cell_options import CellOptions
 from .checks import MAX_SEED, check_int
 from .collectives import (Groups, replica_count, replica_gather, replica_index, replica_max, replica_mean,
                           replica_min, replica_segment_sum, replica_sum)
@@ -22,7 +23,7 @@ from .registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
-class Aggregator:
+class Aggregator(CellOptions):
     """Base: `__call__(tree, axis, ctx) -> aggregated tree (identical on all replicas)`."""
 
     #: "allreduce" or "allgather": which collective the cost model should charge

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -75,20 +76,30 @@ def cell_values(strategy) -> dict[str, np.ndarray]:
             for name, value in option_values(strategy).items()}
 
 
+class CellOptions:
+    """Base of jaxsel's frozen option holders (strategies, triggers, aggregators): none
+    declared by default, and the one way a copy takes a cell's values (`bind`)."""
+
+    cell_options: ClassVar[tuple[str, ...]] = ()
+
+    def take_cell_values(self, values: dict) -> None:
+        """Set `values` on this object, a copy `bind` made (frozen fields, set as
+        `Strategy.settle` sets them: the constructor's checks ran on the cell's numbers)."""
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
 def bind(obj, values: dict):
     """A copy of `obj` whose cell options are `values` (a cell's traced arrays, by dotted
     name): set on a copy of the built object, not through its constructor, whose checks and
     derived fields were settled with the cell's own numbers."""
     if not values:
         return obj
-    bound = copy.copy(obj)
     nested: dict[str, dict] = {}
     for name, value in values.items():
         head, _, rest = name.partition(".")
-        if rest:
-            nested.setdefault(head, {})[rest] = value
-        else:
-            object.__setattr__(bound, head, value)
-    for head, inner in nested.items():
-        object.__setattr__(bound, head, bind(getattr(obj, head), inner))
+        nested.setdefault(head, {})[rest] = value
+    bound = copy.copy(obj)
+    bound.take_cell_values({head: inner[""] if "" in inner else bind(getattr(obj, head), inner)
+                            for head, inner in nested.items()})
     return bound

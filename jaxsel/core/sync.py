@@ -44,6 +44,7 @@ from jax import lax
 
 from . import compression
 from .aggregate import Aggregator, Bound, get_aggregator
+from .cell_options import CellOptions
 from .collectives import Groups, PackedReplicasDisagree, mesh_axes, must_agree, varies_across_local_replicas
 from .registry import Registry
 
@@ -342,7 +343,7 @@ class _ReadsMovedAttributes(abc.ABCMeta):
         return _moved_attribute(cls, name)
 
 
-class Strategy(metaclass=_ReadsMovedAttributes):
+class Strategy(CellOptions, metaclass=_ReadsMovedAttributes):
     """A synchronization method. Subclasses are frozen dataclasses whose fields are the
     method's options (the CLI and configs check option names against them); `init` gives a
     replica's state, `apply` its step. Everything else has a default. What the layers

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .cell_options import CellOptions
 from .checks import check_int, check_number, is_traced
 from .collectives import replica_sum
 from .registry import Registry
@@ -46,7 +47,7 @@ def any_replica(vote, axis: str):
     return replica_sum(jnp.asarray(vote).astype(jnp.float32), axis) > 0
 
 
-class Trigger:
+class Trigger(CellOptions):
     """Base class. Subclasses are frozen dataclasses (fields = options)."""
 
     #: bytes each replica contributes to the decision's own collective (a vote), per step

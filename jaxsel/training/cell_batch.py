@@ -110,7 +110,7 @@ def seedless(strategy):
     if not holds_seed(strategy):
         return strategy
     copied = copy.copy(strategy)
-    object.__setattr__(copied, "seed", 0)
+    copied.settle(seed=0)
     return copied
 
 
