@@ -320,8 +320,8 @@ def test_every_declared_budget_point_groups_with_its_seeds_or_stands_alone(tmp_p
 
     base = TrainConfig(**dict(task_named("label-skew").settings), progress=False)
     for method, variants in plan_frontier(base, None, None, 2).methods.items():
-        plans = [plan_run(row_config(base, stand_in(v) if fired(v) else v, str(tmp_path / f"{i}-{s}"), s), job_cell=True)
-                 for i, v in enumerate(variants) for s in (0, 1)]
+        plans = [plan_run(row_config(base, stand_in(v) if fired(v) else v, str(tmp_path / f"{i}-{s}"), s),
+                          job_cell=True) for i, v in enumerate(variants) for s in (0, 1)]
         groups = share_program(plans)
         assert sorted(i for g in groups for i in g) == list(range(len(plans)))
         if method == "localsgd":

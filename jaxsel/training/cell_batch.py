@@ -7,9 +7,10 @@ overhead of a tiny model alone (dispatch, collectives among simulated devices, h
 here C of them run as one jitted program: a `lax.scan` over a window of steps (the window's
 data placed on the devices at once) of `jax.vmap` over a leading cell axis of (state,
 batch, option values) around the lone run's own shard_map'd step (core/step.py, which
-binds each cell's option values into its strategy). A sync decision that differs between cells makes the step's `lax.cond` a
-select under the vmap: both branches are computed for every cell, collectives included,
-and each cell keeps its own branch's values. The single-cell path never comes here: a
+binds each cell's option values into its strategy). A sync decision that differs between
+cells (or that reads a cell's option) makes the step's `lax.cond` a select under the vmap:
+both branches are computed for every cell, collectives included, and each cell keeps its
+own branch's values. The single-cell path never comes here: a
 lone run's cond stays a real conditional.
 
 Everything else is each cell's own, exactly as a lone run keeps it: its run plan, data
@@ -23,9 +24,9 @@ seed, the strategy's entry and the run directory and whose strategies, as built,
 for the seed and their cell options' values (core/cell_options.py: a method's budget
 points, the seed where a draw takes it as a PRNG key's: SPARTA's entries, islands); a
 strategy that draws from the run's seed on the host, a constant of its program
-(syncswitch's stragglers), is compared with its twin of the next seed and runs alone. Runs that
-checkpoint, skip non-finite steps or span processes run alone too: a job's cells do none
-of that, a stopped cell is trained again from its first step.
+(syncswitch's stragglers), is compared with its twin of the next seed and runs alone.
+Runs that checkpoint, skip non-finite steps or span processes run alone too: a job's cells
+do none of that, a stopped cell is trained again from its first step.
 """
 from __future__ import annotations
 
@@ -115,6 +116,7 @@ def seedless(strategy):
 
 
 def holds_seed(strategy) -> bool:
+    """Whether the strategy has a `seed` field (the run's, where unset)."""
     return dataclasses.is_dataclass(strategy) and any(f.name == "seed" for f in dataclasses.fields(strategy))
 
 
@@ -132,8 +134,8 @@ class NotOneProgram(ValueError):
 def same_program(runs: list[Run]) -> bool:
     """Whether the cells' steps (their `program_of` equal) lower to one program: they do
     unless their strategy takes the run's seed; then the first cell is compared with its
-    twin of the next seed (a seed that enters the program as a constant, SPARTA's draw,
-    makes them differ), so that whether a cell batches never depends on which cells of its
+    twin of the next seed (a seed that enters the program as a constant, syncswitch's
+    stragglers, makes them differ), so that whether a cell batches never depends on which cells of its
     job are left to train."""
     first = runs[0]
     if not takes_seed(first.strategy):
@@ -185,8 +187,9 @@ def batched_window(run: Run, length: int):
     """One jitted program of `length` steps of every cell (a `lax.scan` over the window's
     steps of the cell vmap around the lone run's step): the stacked state in (donated),
     each step's batches on leading (step, cell) axes, the cells' option values on the cell
-    axis, and the state out with every step's metrics on (step, cell) axes. One dispatch and one placement of the data per window,
-    not per step: for a tiny model those per-step host costs were most of a batch's time."""
+    axis, and the state out with every step's metrics on (step, cell) axes. One dispatch
+    and one placement of the data per window, not per step: for a tiny model those per-step
+    host costs were most of a batch's time."""
     over_cells = jax.vmap(cell_step(run), in_axes=(CELL_AXES, 0, 0), out_axes=(CELL_AXES, 0))
 
     def window(state, batches, values):
@@ -306,7 +309,7 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     for lane in lanes:
         lane.run = dataclasses.replace(lane.run, state=None)   # the stacked state holds it now
     computed = lanes + lanes[:1] * pad   # each cell's data, the first's again for each copy
-    windows = _placed_windows([lane.run.loader for lane in computed], window_ends(cfg), cfg.data.prefetch,
+    windows = WindowFeed([lane.run.loader for lane in computed], window_ends(cfg), cfg.data.prefetch,
                               first.mesh, held)
     values = cells_values([lane.run.strategy for lane in computed], first.mesh)
     reads_every = cfg.evaluation.divergence_every or cfg.evaluation.log_every
@@ -337,7 +340,7 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
             for lane, view in zip(lanes, finals)]
 
 
-class _placed_windows:
+class WindowFeed:
     """Each window's (first step, last step) and its cells' batches placed on the devices
     (`place_window`), one window ahead: `ahead()` builds the next while the devices run the
     current one. Tables in memory are gathered here, on the training thread (a quarter of
