@@ -308,8 +308,8 @@ def same_order_points(base: TrainConfig, adaptive: list[tuple[Point, str]], seed
     """The adaptive points' same-order baselines (`adaptive`: each point and where progress
     placed it), on the same seeds: each its method with only the trigger replaced by a
     spread schedule of its mean sync count over seeds, rounded (`same_order_variant`, as
-    `jaxsel compare` builds it). None for a point where a seed failed (no count to match)
-    or where an earlier point already trains that configuration."""
+    `jaxsel compare` builds it). No baseline for a point where a seed failed (no count to
+    match) or where another point already trains that configuration."""
     wanted: list[tuple[str, Variant, str]] = []
     labels: list[tuple[Point, Variant]] = []
     for point, where in adaptive:
