@@ -225,6 +225,7 @@ class Cells:
         unless the job runs them one by one (`batch_cells` False); a lone seed too (beside
         a copy of itself), so a cell ends with the same bits however many of its row are
         trained with it: a comparison of one seed, a resumed job, a shard's share."""
+        rows = [row] * len(wanted) if isinstance(row, str) else row   # each cell's row, or None
         found = [self.ready(cfg, what) for cfg, what in wanted]
         todo = [i for i, f in enumerate(found) if f is None]
         if not self.batch_cells or not todo:
@@ -235,8 +236,8 @@ class Cells:
             if why_alone(cells[0][1].cfg) is not None:
                 found[cells[0][0]] = self.train_alone(*wanted[cells[0][0]])
                 continue
-            rows = row if row is None or isinstance(row, str) else list(dict.fromkeys(row[i] for i, _ in cells))
-            batch = self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells], rows)
+            named = None if rows is None else list(dict.fromkeys(rows[i] for i, _ in cells))
+            batch = self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells], named)
             for (i, _), result in zip(cells, batch):
                 found[i] = result
         return found
@@ -282,14 +283,15 @@ class Cells:
         return self.recorded(cfg, run, time.perf_counter() - started)
 
     def train_batch(self, wanted: list[tuple[TrainConfig, str]], plans: list,
-                    row: str | list[str] | None = None) -> list[RunResult | FailedCell]:
+                    rows: list[str] | None = None) -> list[RunResult | FailedCell]:
         """Train cells that share a program as one batch (`cell_batch.train_cells`), each
-        recorded as if it had run alone; the batch's time is shared out among its cells."""
+        recorded as if it had run alone (`rows`: the rows they belong to, as progress names
+        them); the batch's time is shared out among its cells."""
         started = time.perf_counter()
         try:
             runs = train_cells(plans, tolerate_faults=self.tolerate_faults,
                                on_start=lambda: self.progress.started_together(
-                                   [what for _, what in wanted], row, [cfg.optim.seed for cfg, _ in wanted]))
+                                   [what for _, what in wanted], rows, [cfg.optim.seed for cfg, _ in wanted]))
         except NotOneProgram:   # a strategy that draws from the run's seed: one by one
             return [self.train_alone(cfg, what) for cfg, what in wanted]
         except TrainingInterrupted as stop:

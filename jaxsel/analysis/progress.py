@@ -55,16 +55,15 @@ class Progress:
     def started(self, what: str) -> None:
         self.say(f"{self.head()} {what}")
 
-    def started_together(self, whats: list[str], row: str | list[str] | None = None, seeds: list[int] = ()) -> None:
+    def started_together(self, whats: list[str], rows: list[str] | None = None, seeds: list[int] = ()) -> None:
         """Cells `whats` start as one batch (training/cell_batch.py): one line names them all,
-        as the seeds of `row` where the job names the row ("ROW, seeds 0, 1, 2"; rows: "ROW;
-        ROW, seeds 0, 1, 2"), else each."""
+        as the seeds of the `rows` they belong to where the job names them ("ROW, seeds 0,
+        1, 2"; two rows: "ROW; ROW, seeds 0, 1, 2"), else each."""
         if len(whats) == 1:
             return self.started(whats[0])
         head = self.head().replace(f"[cell {self.done + 1} of", f"[cells {self.done + 1}-{self.done + len(whats)} of", 1)
-        rows = "; ".join([row] if isinstance(row, str) else row or [])
-        seeds = ", ".join(map(str, dict.fromkeys(seeds)))
-        named = (f"{rows}, seeds {seeds}: {len(whats)} cells as one batch" if rows
+        shown = ", ".join(map(str, dict.fromkeys(seeds)))
+        named = (f"{'; '.join(rows)}, seeds {shown}: {len(whats)} cells as one batch" if rows
                  else f"{len(whats)} cells as one batch: {'; '.join(whats)}")
         self.say(f"{head} {named}")
 

@@ -36,7 +36,7 @@ def _declared(obj) -> tuple[str, ...]:
 def _a_value(value) -> bool:
     """A number a cell's array holds exactly: a float, or an integer an int32 holds (a seed
     beyond it stays a constant of its program)."""
-    return is_number(value) and not (is_int(value) and not -INT32_MAX - 1 <= value <= INT32_MAX)
+    return is_number(value) and (not is_int(value) or -INT32_MAX - 1 <= value <= INT32_MAX)
 
 
 def option_values(obj, prefix: str = "") -> dict:

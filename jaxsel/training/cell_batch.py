@@ -57,7 +57,8 @@ from .run import Run, assemble_run, check_paths
 from .rundir.lock import lock_run
 from .rundir.owner import new_run_id, run_id_of
 from .runlog import RunLog
-from .train import RunResult, evaluate_run, finished_run, log_settings, nonfinite_error, open_run_dir, step_due
+from .train import (RunResult, evaluate_run, finished_run, log_settings, nonfinite_error, open_run_dir,
+                    replicas_read_after, step_due)
 
 
 def why_alone(cfg: TrainConfig) -> str | None:
@@ -248,12 +249,11 @@ def cells_values(strategies: list, mesh) -> dict:
 
 def window_ends(cfg: TrainConfig) -> list[int]:
     """The steps each window ends after: every step a lone run reads its metrics, evaluates
-    or reads its replicas at (`step_due`, `divergence_every`), and the last; so the window's
+    or reads its replicas at (`step_due`, `replicas_read_after`), and the last; so the window's
     metrics are flushed, and the state read, exactly where a lone run's are. Where those
     spans differ in length (reads every 10 steps, evaluations every 25), each is cut into
     windows of their greatest common length, so one program (compiled once) runs them all."""
-    reads_every = cfg.evaluation.divergence_every or cfg.evaluation.log_every
-    ends = [t for t in range(cfg.optim.steps) if step_due(cfg, t, False, False).flush or (t + 1) % reads_every == 0]
+    ends = [t for t in range(cfg.optim.steps) if step_due(cfg, t, False, False).flush or replicas_read_after(cfg, t)]
     lengths = {b - a for a, b in zip([-1] + ends, ends)}
     common = math.gcd(*lengths)
     if len(lengths) == 1 or common < 2:
@@ -312,7 +312,6 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     windows = WindowFeed([lane.run.loader for lane in computed], window_ends(cfg), cfg.data.prefetch,
                               first.mesh, held)
     values = cells_values([lane.run.strategy for lane in computed], first.mesh)
-    reads_every = cfg.evaluation.divergence_every or cfg.evaluation.log_every
     programs: dict[int, object] = {}   # window length -> its compiled program
     compile_time = 0.0
     _evaluate(lanes, unstack(state), 0)
@@ -326,7 +325,7 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
             compile_time += time.perf_counter() - t0
         state, metrics = programs[length](state, batches, values)
         due = step_due(cfg, end, False, signals.signum is not None)
-        reads = {end: cells_replica_metrics(state.params)} if (end + 1) % reads_every == 0 else {}
+        reads = {end: cells_replica_metrics(state.params)} if replicas_read_after(cfg, end) else {}
         windows.ahead()   # the next window's data built while the devices run this one
         _log_window(lanes, range(start, end + 1), metrics, reads, end if due.flush else None, tolerate_faults)
         if due.eval:

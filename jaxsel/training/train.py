@@ -166,7 +166,7 @@ def _train(cfg: TrainConfig, run: Run, signals: StopSignals, run_id: str | None,
             state, metrics = compiled(state, batch)
             log.add_step(t, metrics)
             pace(metrics["loss"])   # the compiled step does not pace itself (core/pacing.py)
-            if (t + 1) % (cfg.evaluation.divergence_every or cfg.evaluation.log_every) == 0:
+            if replicas_read_after(cfg, t):
                 log.add_replica_metrics(t, pace(replica_metrics(state.params)))
             due = step_due(cfg, t, ckpt is not None, signals.signum is not None)
             if due.flush:
@@ -209,6 +209,12 @@ def finished_run(cfg: TrainConfig, run: Run, state, log: RunLog, out_dir: Path |
         write_record(RunDir(out_dir).evals, log.evals)
         write_record(RunDir(out_dir).final, final)
     return RunResult(cfg, log.records, log.evals, final, state, cfg.method.strategy, run.timing)
+
+
+def replicas_read_after(cfg: TrainConfig, t: int) -> bool:
+    """Whether the run reads its replicas (divergence, correlation) after step t: every
+    `divergence_every` steps, else at every metric read."""
+    return (t + 1) % (cfg.evaluation.divergence_every or cfg.evaluation.log_every) == 0
 
 
 def step_due(cfg: TrainConfig, t: int, checkpointing: bool, signalled: bool) -> Due:
