@@ -247,8 +247,10 @@ def test_grid_prints_the_table_the_verdict_and_the_true_layout(grid):
     out, rows, printed = grid
     assert f"run directory: {out}" in printed and "[entry 3 of 3, matched baseline] localsgd:syncs=" in printed
     assert "[entry 1 of 3] bsp, seeds 0, 1: 2 cells as one batch" in printed
-    layout = "8 replicas on 8 x CPU (cpu), 1 per device"   # what the test host really has
-    assert f"layout: {layout}" in printed and all(r["layout"] == layout for r in rows)
+    # the test host's 8 CPU devices, the replicas packed on one by the job (analysis/job_layout.py)
+    layout = "8 replicas on 1 x CPU (cpu), 8 per device, packed by vmap"
+    assert f"layout: {layout} (a job that batches its cells packs" in printed
+    assert all(r["layout"] == f"{layout} (forced)" for r in rows)
     assert "replicas' own" in printed and "acc (min-max)" in printed and "means over 2 seeds (0, 1)" in printed
     table = printed[printed.index("\nstrategy "):printed.rindex("\nwrote ")]
     assert max(len(line) for line in table.splitlines()) <= 120   # the table, its legend and notes wrapped

@@ -65,11 +65,13 @@ def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path, monkeypatc
     (issue 59 item 2): one layout for the layout line and every cell (was one per cell and
     one more for the line); one strategy per cell (its seed and its data's steps per epoch)
     and one per entry, built to check the entries before anything trains, which the row's
-    label and record (the order it averages in: issue 58) reuse (were built again: 8)."""
+    label and record (the order it averages in: issue 58) reuse (were built again: 8). Two
+    layouts: the one the settings give, whose devices the job reads, and the job's own, its
+    replicas packed on one CPU device (analysis/job_layout.py), which every cell runs."""
     assert cli_main(["compare", "--strategies", "bsp,localsgd:period=2", "--seeds", "2", "--no-match-budget",
                      "--dataset", "digits", "--partition", "seldp", *TINY, "--out", str(tmp_path / "c")]) == 0
     cells, entries = 4, 2
-    assert builds == {"layout": 1, "strategy": cells + entries, "paths planned": cells, "dirs created": cells,
+    assert builds == {"layout": 2, "strategy": cells + entries, "paths planned": cells, "dirs created": cells,
                       "paths checked": 2 * cells, "config checked": cells, "resume resolved": cells}
 
 

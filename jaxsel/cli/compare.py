@@ -77,6 +77,7 @@ def _compare(args, out: str) -> int:
     from ..analysis.matched_budget import built, is_adaptive
     from ..core.options import OptionError
     from ..analysis.job import kept_compilations
+    from ..analysis.job_layout import job_layout, packed_note
     from ..analysis.shard import joins
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
@@ -86,14 +87,15 @@ def _compare(args, out: str) -> int:
     match = args.match_budget is not False   # on unless --no-match-budget
     with user_input():
         parse_target(args.target)
-        base = config_from_args(args, strategy="bsp")   # each row sets its strategy
+        given = config_from_args(args, strategy="bsp")   # each row sets its strategy
+        base = job_layout(given, args.batch_cells)   # analysis/job_layout.py
         if args.attribution and args.match_budget is False:
             raise OptionError("--attribution splits an adaptive row's gap to its budget-matched baselines; "
                               "drop --no-match-budget")
         if args.attribution:   # the rows the attribution needs (analysis/attribution.py)
             args.strategies = attribution_entries(base, args.strategies, lambda v: is_adaptive(built(base, v)))
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
-        layout = layout_line(base)
+        layout = layout_line(base) + packed_note(base, given)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
     check_data(base)

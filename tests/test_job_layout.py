@@ -1,0 +1,84 @@
+"""A job that batches its cells packs the replicas on one CPU device (analysis/job_layout.py,
+issue 62 item 1): where it does, where the layout stands, what the job prints and records,
+and that a cell of such a batch is still its lone run."""
+import dataclasses
+import json
+
+import pytest
+
+from jaxsel.analysis.job_layout import has_convolution, job_layout, why_not_packed
+from jaxsel.cli import main
+from jaxsel.training.cell_batch import share_program, train_cells
+from jaxsel.training.config import TrainConfig
+from jaxsel.training.plan import plan_run
+from jaxsel.training.train import train
+
+from test_cell_batch import same_cell
+
+MLP = TrainConfig(progress=False)   # mnist1d, an MLP, 8 replicas on the suite's 8 CPU devices
+
+
+def test_a_job_that_batches_packs_an_mlp_on_one_cpu_device():
+    assert why_not_packed(MLP) is None
+    packed = job_layout(MLP, batch_cells=True)
+    assert (packed.placement.devices, packed.placement.packing) == (1, "vmap")
+    assert dataclasses.replace(packed, devices=None, packing="auto") == MLP   # nothing else changes
+
+
+@pytest.mark.parametrize("given, why", [
+    (dict(devices=8), "the layout was given"),
+    (dict(packing="unroll"), "the layout was given"),
+    (dict(replicas=1), "not several CPU devices"),
+    (dict(model="cnn", dataset="digits"), "the model has a convolution"),
+])
+def test_the_layout_stands_where_given_single_or_convolutional(given, why):
+    cfg = dataclasses.replace(MLP, **given)
+    assert why_not_packed(cfg) == why
+    assert job_layout(cfg, batch_cells=True) is cfg
+
+
+def test_one_by_one_keeps_the_layout_as_set():
+    assert job_layout(MLP, batch_cells=False) is MLP
+
+
+def convolutional(**given) -> bool:
+    cfg = dataclasses.replace(MLP, **given)
+    return has_convolution(cfg.data, cfg.optim)
+
+
+def test_convolutions_are_found_in_the_model_built_abstractly():
+    assert not convolutional()
+    assert convolutional(model="cnn", dataset="digits") and convolutional(model="resnet20", dataset="digits")
+
+
+@pytest.mark.parametrize("strategy, options", [("bsp", {}), ("selsync", {"delta": 0.3, "window": 5})])
+def test_a_cell_of_a_packed_batch_is_its_lone_packed_run(tmp_path, strategy, options):
+    base = TrainConfig(strategy=strategy, strategy_options=options, steps=30, eval_every=20, progress=False,
+                       devices=1, packing="vmap")
+    cfgs = [dataclasses.replace(base, seed=s, out_dir=str(tmp_path / "batched" / f"seed{s}")) for s in (0, 1, 2)]
+    lone = [train(plan_run(dataclasses.replace(c, out_dir=c.out_dir.replace("batched", "lone")), job_cell=True))
+            for c in cfgs]
+    plans = [plan_run(c, job_cell=True) for c in cfgs]
+    assert share_program(plans) == [[0, 1, 2]]
+    for a, b in zip(lone, train_cells(plans)):
+        same_cell(a, b)
+        assert b.final["layout"] == a.final["layout"] and "8 per device, packed by vmap" in a.final["layout"]
+
+
+@pytest.mark.parametrize("flags, packed", [([], True), (["--no-batch-cells"], False), (["--devices", "8"], False)])
+def test_the_job_prints_and_records_the_layout_its_cells_ran(tmp_path, capsys, flags, packed):
+    out = tmp_path / "job"
+    assert main(["compare", "--strategies", "bsp", "--seeds", "2", "--steps", "10", "--eval-every", "10",
+                 "--no-match-budget", "--no-progress", "--out", str(out), *flags]) == 0
+    printed = capsys.readouterr().out
+    line = next(line for line in printed.splitlines() if line.startswith("layout: "))
+    config = json.loads((out / "bsp" / "seed0" / "config.json").read_text())
+    if packed:
+        assert line.startswith("layout: 8 replicas on 1 x CPU (cpu), 8 per device, packed by vmap (a job that "
+                               "batches its cells packs its replicas on one CPU device; --devices 8 or "
+                               "--no-batch-cells put one on each of 8)")
+        assert (config["devices"], config["packing"]) == (1, "vmap")
+        assert config["layout"] == "8 replicas on 1 x CPU (cpu), 8 per device, packed by vmap (forced)"
+    else:
+        assert line == "layout: 8 replicas on 8 x CPU (cpu), 1 per device"
+        assert config["layout"] == "8 replicas on 8 x CPU (cpu), 1 per device"
