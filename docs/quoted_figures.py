@@ -199,7 +199,8 @@ def paper_local_sgd(rows: list) -> str:
 
 
 #: README's main job, `jaxsel compare` with its defaults (Python 3.11, JAX 0.10.2)
-DEFAULT_JOB = "jaxsel compare (its defaults: task label-skew, seeds 0-2; Python 3.11, JAX 0.10.2)"
+DEFAULT_JOB = ("jaxsel compare (its defaults: task label-skew, seeds 0-2, the replicas packed on one CPU device; "
+               "Python 3.11, JAX 0.10.2, commit f6be5c3)")
 #: docs/COMPARE.md's run of the paper's regime
 PAPER_JOB = "jaxsel compare --task paper (seeds 0-2; Python 3.11, JAX 0.10.2)"
 
