@@ -6,10 +6,11 @@ every collective of a step waits until each of them has been scheduled: one cell
 that a batch of cells pays at every step and every replica read. Packed on one device,
 the replicas of every cell are a vmap, and the collectives reduce within the device.
 Measured on a 2-core machine (BENCHMARKS.md, "A batch's replicas on one CPU device"): the
-default job's batches run in well under two thirds of their time on 8 devices. A
-convolution is the exception: a vmap over the replicas' kernels makes it a grouped
-convolution, which XLA:CPU computes slower (the digits CNN's `jaxsel compare` took 161 s
-packed against 100 s on 8 devices), so a model with one keeps its devices.
+default job took 0.80-0.92 of its time on 8 devices, the frontier 0.87, each with a third
+of the system time (the 8 threads' hand-overs). A convolution is the exception: a vmap over
+the replicas' kernels makes it a grouped convolution, which XLA:CPU computes slower (the
+digits CNN's `jaxsel compare` took 161 s packed against 100 s on 8 devices), so a model
+with one keeps its devices.
 
 So a job (`jaxsel compare`, `jaxsel frontier`) that batches its cells packs its replicas
 on one CPU device, computed by vmap, when neither `--devices` nor `--packing` was given,
@@ -25,8 +26,8 @@ import dataclasses
 
 from ..training.config import TrainConfig
 
-#: how the packed replicas are computed (a vmap: the unrolled loop compiles 8 copies of
-#: the step into every batch's program, measured 2.5x the compile time)
+#: how the packed replicas are computed (a vmap: the unrolled loop puts 8 copies of the
+#: step into every batch's program, measured 2.4x the time to trace and compile it)
 LOOP = "vmap"
 
 
