@@ -62,8 +62,8 @@ def test_a_library_train_builds_them_once_too(builds, tmp_path):
 
 def test_each_cell_of_a_comparison_builds_them_once(builds, tmp_path, monkeypatch):
     """2 entries x 2 seeds: 4 runs, each planned once. The job asks the plan for the rest
-    (issue 59 item 2): one layout for the layout line and every cell (was one per cell and
-    one more for the line); one strategy per cell (its seed and its data's steps per epoch)
+    (issue 59 item 2): each layout once, for the layout line and every cell (was one per
+    cell and one more for the line); one strategy per cell (its seed and its data's steps per epoch)
     and one per entry, built to check the entries before anything trains, which the row's
     label and record (the order it averages in: issue 58) reuse (were built again: 8). Two
     layouts: the one the settings give, whose devices the job reads, and the job's own, its
