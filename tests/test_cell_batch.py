@@ -32,9 +32,9 @@ TIMES = ("train_time_s", "projected_time_s", "wall_time_s", "compile_time_s", "p
 
 
 def cells_of(tmp_path, where: str, strategy: str, options: dict, devices, seeds=(0, 1, 2),
-             steps: int = STEPS) -> list[TrainConfig]:
+             steps: int = STEPS, packing: str = "auto") -> list[TrainConfig]:
     base = TrainConfig(strategy=strategy, strategy_options=options, steps=steps, progress=False, devices=devices,
-                       eval_every=min(20, steps))
+                       packing=packing, eval_every=min(20, steps))
     return [dataclasses.replace(base, seed=s, out_dir=str(tmp_path / where / f"seed{s}")) for s in seeds]
 
 
@@ -76,8 +76,9 @@ def same_cell(lone, batched) -> None:
     assert files(lone.config) == files(batched.config)
 
 
-def lone_and_batched(tmp_path, strategy: str, options: dict, devices=None, steps: int = STEPS):
-    cfgs = cells_of(tmp_path, "batched", strategy, options, devices, steps=steps)
+def lone_and_batched(tmp_path, strategy: str, options: dict, devices=None, steps: int = STEPS,
+                     packing: str = "auto"):
+    cfgs = cells_of(tmp_path, "batched", strategy, options, devices, steps=steps, packing=packing)
     lone = [train(plan_run(dataclasses.replace(c, out_dir=c.out_dir.replace("batched", "lone")), job_cell=True))
             for c in cfgs]
     plans = [plan_run(c, job_cell=True) for c in cfgs]

@@ -8,12 +8,9 @@ import pytest
 
 from jaxsel.analysis.job_layout import has_convolution, job_layout, why_not_packed
 from jaxsel.cli import main
-from jaxsel.training.cell_batch import share_program, train_cells
 from jaxsel.training.config import TrainConfig
-from jaxsel.training.plan import plan_run
-from jaxsel.training.train import train
 
-from test_cell_batch import same_cell
+from test_cell_batch import lone_and_batched, same_cell
 
 MLP = TrainConfig(progress=False)   # mnist1d, an MLP, 8 replicas on the suite's 8 CPU devices
 
@@ -53,14 +50,8 @@ def test_convolutions_are_found_in_the_model_built_abstractly():
 
 @pytest.mark.parametrize("strategy, options", [("bsp", {}), ("selsync", {"delta": 0.3, "window": 5})])
 def test_a_cell_of_a_packed_batch_is_its_lone_packed_run(tmp_path, strategy, options):
-    base = TrainConfig(strategy=strategy, strategy_options=options, steps=30, eval_every=20, progress=False,
-                       devices=1, packing="vmap")
-    cfgs = [dataclasses.replace(base, seed=s, out_dir=str(tmp_path / "batched" / f"seed{s}")) for s in (0, 1, 2)]
-    lone = [train(plan_run(dataclasses.replace(c, out_dir=c.out_dir.replace("batched", "lone")), job_cell=True))
-            for c in cfgs]
-    plans = [plan_run(c, job_cell=True) for c in cfgs]
-    assert share_program(plans) == [[0, 1, 2]]
-    for a, b in zip(lone, train_cells(plans)):
+    lone, batched = lone_and_batched(tmp_path, strategy, options, devices=1, packing="vmap")
+    for a, b in zip(lone, batched):
         same_cell(a, b)
         assert b.final["layout"] == a.final["layout"] and "8 per device, packed by vmap" in a.final["layout"]
 
