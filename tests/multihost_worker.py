@@ -68,14 +68,18 @@ def main(port: str, nproc: str, pid: str, out: str) -> None:
     dog = distributed.start(f"127.0.0.1:{port}", int(nproc), int(pid), peer_timeout=30)
     from jaxsel import train
 
-    out = Path(out)
-    for name, cfg in configs(out):
-        result = train(cfg)
-        params = distributed.to_host(result.state.params)
-        (out / f"{name}.layout.{pid}").write_text(result.final["layout"])   # what each process ran
-        if int(pid) == 0:
-            np.savez(out / f"{name}.npz", **flat(params))
-            (out / f"{name}.json").write_text(json.dumps(result.final))
+    out, name = Path(out), "before the first run"
+    try:
+        for name, cfg in configs(out):
+            result = train(cfg)
+            params = distributed.to_host(result.state.params)
+            (out / f"{name}.layout.{pid}").write_text(result.final["layout"])   # what each process ran
+            if int(pid) == 0:
+                np.savez(out / f"{name}.npz", **flat(params))
+                (out / f"{name}.json").write_text(json.dumps(result.final))
+    except BaseException as err:   # as `jaxsel train` leaves: the other process exits at once, naming it
+        distributed.leave_after_error(dog, err, f"multihost_worker ({name})")
+        raise
     dog.finish()
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from jaxsel.cli import main as cli_main
+from jaxsel.data.paths import WRITE_PROBE
 from jaxsel.training.config import ConfigError
 from jaxsel.training.plan import plan_run
 from jaxsel.training.rundir.owner import not_jaxsels
@@ -36,6 +37,8 @@ def test_jaxsels_own_folders_pass(tmp_path):
     (tmp_path / "old" / "4" / "meta").mkdir(parents=True)   # a jaxsel's from before owner files
     (tmp_path / "old" / "8.orbax-checkpoint-tmp-123").mkdir()
     (tmp_path / "old" / ".jaxsel.lock").write_text("1")
+    (tmp_path / "old" / WRITE_PROBE.format(pid=14666, thread=139979452521344)).write_bytes(b"")   # another
+    # process's probe: process 0 of a multi-host run probes the folder while the others check it
     (tmp_path / "owned" / "x").mkdir(parents=True)
     (tmp_path / "owned" / ".jaxsel-owner.json").write_text("{}")
     assert not_jaxsels(tmp_path / "old") == not_jaxsels(tmp_path / "owned") == not_jaxsels(tmp_path / "no") == []

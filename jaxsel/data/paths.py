@@ -29,9 +29,15 @@ def os_reason(err: OSError) -> str:
     return err.strerror or type(err).__name__
 
 
+#: the name of `check_writable`'s probe file, and the pattern of every caller's: a folder other
+#: processes read while one probes it (a multi-host run's checkpoint folder) shows it
+WRITE_PROBE = ".jaxsel-write-test-{pid}-{thread}"
+WRITE_PROBES = r"\.jaxsel-write-test-\d+-\d+"
+
+
 def check_writable(path: Path, option: str) -> None:
     """Probe with a real file: os.access lies under root and on some network mounts."""
-    probe = path / f".jaxsel-write-test-{os.getpid()}-{threading.get_ident()}"   # one per caller
+    probe = path / WRITE_PROBE.format(pid=os.getpid(), thread=threading.get_ident())   # one per caller
     try:
         probe.write_bytes(b"")
         probe.unlink()

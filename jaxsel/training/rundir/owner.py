@@ -36,6 +36,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from ...data.paths import WRITE_PROBES
 from ..checkpoint import existing_steps
 from ..config import TrainConfig, default_checkpoint_name
 from .names import CONFIG_FILE, LOCK_NAME, OWNER_FILE
@@ -99,9 +100,11 @@ def foreign_owner(root: str | os.PathLike, run_dir: str | os.PathLike | None) ->
 
 #: what jaxsel (and Orbax for it) writes into a checkpoint folder besides step folders: its
 #: lock and owner files, the owner file's temporary, a fork's half copy, a step set aside as
-#: corrupt, a save's temporary folder
+#: corrupt, a save's temporary folder, and the probe of a process checking it can write there
+#: (process 0 of a multi-host run probes while the others check the folder: one of them
+#: refused the run, and the rest waited at its start)
 OWN_NAMES = re.compile(rf"{re.escape(LOCK_NAME)}|{re.escape(OWNER_FILE)}(\.\d+\.tmp)?|\.fork-\d+-\d+"
-                       rf"|corrupt-\d+-[\d-]+|\d+\.orbax-checkpoint-tmp.*")
+                       rf"|corrupt-\d+-[\d-]+|\d+\.orbax-checkpoint-tmp.*|{WRITE_PROBES}")
 #: what a step folder of jaxsel's holds (any one of them; an empty one is a save cut short)
 STEP_PARTS = frozenset({"meta", "state", "_CHECKPOINT_METADATA", "commit_success.txt"})
 
