@@ -69,11 +69,14 @@ class FailedCell:
 @dataclasses.dataclass(frozen=True)
 class PendingCell:
     """A cell of another shard (`shard.py`) that was not in when this shard came to it:
-    `ordinal` is its number in the job's order, `what` its progress name."""
+    `ordinal` is its number in the job's order, `what` its progress name; or one of a batch
+    this process trains on its queue's threads (`training`: the batch's future and the
+    cell's place in it, batch_queue.py)."""
 
     config: TrainConfig
     ordinal: int
     what: str
+    training: tuple | None = None
 
 
 class JobInterrupted(TrainingInterrupted):
@@ -198,7 +201,7 @@ class Cells:
 
     def __init__(self, out: Path, progress: Progress, *, keep_states: bool = False, tolerate_faults: bool = False,
                  load_only: bool = False, code: dict | None = None, shard=None, late_warnings: bool = True,
-                 batch_cells: bool = True):
+                 batch_cells: bool = True, queue=None):
         self.out, self.progress, self.code = out, progress, code or code_identity()
         self.shard, self.ordinal = shard, 0   # this process's Shard (None: every cell), the next cell's number
         progress.shard = shard
@@ -206,6 +209,8 @@ class Cells:
         self.batch_cells = batch_cells   # `get_all` trains cells that share a program as one batch
         self.packing: tuple[str, str] | None = None   # (the job's packing loop, the cell that ran it first)
         self.late_warnings = late_warnings   # False: the job's table notes a cell that never synced after warm-up
+        self.queue = queue   # a BatchQueue (batch_queue.py): `get_all`'s batches train on its threads
+        self.batches: list = []   # the futures of the batches handed to it
 
     def name(self, directory: Path) -> str:
         return directory.relative_to(self.out).as_posix()
@@ -237,8 +242,14 @@ class Cells:
                 found[cells[0][0]] = self.train_alone(*wanted[cells[0][0]])
                 continue
             named = None if rows is None else list(dict.fromkeys(rows[i] for i, _ in cells))
-            batch = self.train_batch([wanted[i] for i, _ in cells], [p for _, p in cells], named)
-            for (i, _), result in zip(cells, batch):
+            batch = ([wanted[i] for i, _ in cells], [p for _, p in cells], named)
+            if self.queue is None:
+                results = self.train_batch(*batch)
+            else:   # trained on the queue's threads while this one plans on; waited for where needed
+                future = self.queue.submit(lambda batch=batch: self.train_batch(*batch))
+                self.batches.append(future)
+                results = [PendingCell(wanted[i][0], -1, wanted[i][1], (future, k)) for k, (i, _) in enumerate(cells)]
+            for (i, _), result in zip(cells, results):
                 found[i] = result
         return found
 
@@ -291,7 +302,8 @@ class Cells:
         try:
             runs = train_cells(plans, tolerate_faults=self.tolerate_faults,
                                on_start=lambda: self.progress.started_together(
-                                   [what for _, what in wanted], rows, [cfg.optim.seed for cfg, _ in wanted]))
+                                   [what for _, what in wanted], rows, [cfg.optim.seed for cfg, _ in wanted]),
+                               signals=self.queue.signals if self.queue is not None else None)
         except NotOneProgram:   # a strategy that draws from the run's seed: one by one
             return [self.train_alone(cfg, what) for cfg, what in wanted]
         except TrainingInterrupted as stop:
@@ -331,10 +343,23 @@ class Cells:
                               f"the cell's directory and resume the job to run it again") from None
 
     def settle(self, runs: list) -> tuple[list, list[PendingCell]]:
-        """`runs` with each PendingCell loaded where its shard has finished it since, and
-        the ones still missing."""
-        out = [self.finished(r.config, r.what, quiet=True) or r if isinstance(r, PendingCell) else r for r in runs]
+        """`runs` with each PendingCell loaded where its shard has finished it since (one
+        this process trains: once its batch has, waiting for it; its error raised here), and
+        the ones still missing. Before it looks for another shard's cells, every batch this
+        process handed its queue is finished and recorded: a shard that ends looks for the
+        others' cells after writing its own, so of two ending at once the later one finds
+        every cell in and writes the job's tables."""
+        out = [self._trained(r) if isinstance(r, PendingCell) and r.training is not None else r for r in runs]
+        if any(isinstance(r, PendingCell) for r in out):
+            for batch in self.batches:
+                batch.result()
+            out = [self.finished(r.config, r.what, quiet=True) or r if isinstance(r, PendingCell) else r for r in out]
         return out, [r for r in out if isinstance(r, PendingCell)]
+
+    @staticmethod
+    def _trained(cell: PendingCell):
+        future, place = cell.training
+        return future.result()[place]
 
     def need(self, runs: list) -> list:
         """`runs` with every PendingCell loaded, waiting for each while its shard runs or has

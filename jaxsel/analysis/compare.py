@@ -33,6 +33,7 @@ from ..training.runlog import projected_cluster
 from ..training.sync_horizon import late_note
 from . import job
 from .attribution import attribute
+from .batch_queue import job_queue
 from .cells import Cells, PendingCell, row_config
 from .compare_table import format_table  # noqa: F401  (the table is part of this module's API)
 from .matched_budget import (baseline_trigger, built, is_adaptive, matched_label, matched_slug, matched_variant,
@@ -91,11 +92,12 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False,   # noted in the table
-                      batch_cells=batch_cells)
-        row_runs = run_rows(base, plan, seeds, out, cells)
-        done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
-                      lambda: write_results(row_runs, base, target, out))
+        with job_queue(base, batch_cells, progress) as batches:   # several batches at once, where they gain
+            cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False,   # noted in the table
+                          batch_cells=batch_cells, queue=batches)
+            row_runs = run_rows(base, plan, seeds, out, cells)
+            done = finish(out, "compare directory", shard, settle_rows(base, row_runs, cells),
+                          lambda: write_results(row_runs, base, target, out))
         if announce is not None:
             announce(progress.summary())
     return done

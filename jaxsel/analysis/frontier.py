@@ -35,6 +35,7 @@ from ..training.job_builds import one_job
 from ..training.rundir import DERIVED_FILE, FRONTIER_FILE, FRONTIER_TABLE, METRICS_FILE, TASK_FILE
 from ..training.rundir.job_files import TASK, write_job_file
 from . import job
+from .batch_queue import job_queue
 from .cells import Cells, FailedCell, row_config
 from .compare import check_variants, config_from_settings, unique_slugs
 from .frontier_points import fired, points_for, significance_of, stand_in
@@ -199,14 +200,15 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(base, plan, seeds), announce)
-        cells = Cells(out, progress, tolerate_faults=True, shard=shard, batch_cells=batch_cells)
-        points = run_points(base, plan, seeds, out, cells)
-        missing = []
-        for point in points:
-            point.runs, left = cells.settle(point.runs)
-            missing += left
-        result = finish(out, "frontier directory", shard, missing,
-                        lambda: write_frontier(out, base, plan, points, seeds, levels))
+        with job_queue(base, batch_cells, progress) as batches:   # several batches at once, where they gain
+            cells = Cells(out, progress, tolerate_faults=True, shard=shard, batch_cells=batch_cells, queue=batches)
+            points = run_points(base, plan, seeds, out, cells)
+            missing = []
+            for point in points:
+                point.runs, left = cells.settle(point.runs)
+                missing += left
+            result = finish(out, "frontier directory", shard, missing,
+                            lambda: write_frontier(out, base, plan, points, seeds, levels))
         if announce is not None:
             announce(progress.summary())
     return result

@@ -87,6 +87,7 @@ def cmd_frontier(args) -> int:
 def _frontier(args, out: str) -> int:
     from ..analysis.frontier import check_fresh, plan_frontier, planned_cells, run_frontier
     from ..analysis.frontier_report import format_verdict
+    from ..analysis.batch_queue import batches_at_once, together_note
     from ..analysis.job_layout import job_layout, packed_note
     from ..analysis.shard import joins
     from ..data.paths import undo_created
@@ -96,7 +97,7 @@ def _frontier(args, out: str) -> int:
         given = config_from_args(args, strategy="bsp")   # each point sets its strategy
         base = job_layout(given, args.batch_cells)   # analysis/job_layout.py
         plan = plan_frontier(base, args.methods, args.grid, args.seeds)   # every point, before anything trains
-        layout = layout_line(base) + packed_note(base, given)
+        layout = layout_line(base) + packed_note(base, given) + together_note(batches_at_once(base, args.batch_cells))
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
     top = ensure_writable(out)
     cells = planned_cells(base, plan, args.seeds)

@@ -13,28 +13,37 @@ changes: a lone run's program is today's, bit for bit.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Callable, Iterator
 
 import jax
 from jax import lax
 
-_depth = [0]   # cell batches being traced (trace time only: a Python counter)
+class _Tracing(threading.local):
+    """Cell batches this thread is tracing (a Python counter, per thread: a job trains two
+    batches at once on two threads, analysis/batch_queue.py, and one of them may be a
+    lone run, which must not see the other's batch)."""
+
+    depth = 0
+
+
+_tracing = _Tracing()
 
 
 @contextlib.contextmanager
 def cells_batched() -> Iterator[None]:
     """Trace a cell batch's step inside this: the collectives' rules then know the cell vmap."""
-    _depth[0] += 1
+    _tracing.depth += 1
     try:
         yield
     finally:
-        _depth[0] -= 1
+        _tracing.depth -= 1
 
 
 def under_cell_vmap(local: str) -> bool:
     """True when a custom_vmap rule is being called by a cell batch's vmap, not by the vmap
     of a device's packed replicas (axis name `local`)."""
-    if not _depth[0]:
+    if not _tracing.depth:
         return False
     try:
         lax.axis_size(local)

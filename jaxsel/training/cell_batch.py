@@ -261,18 +261,20 @@ def window_ends(cfg: TrainConfig) -> list[int]:
     return list(range(common - 1, cfg.optim.steps, common))
 
 
-def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False,
-                on_start=None) -> list[RunResult | NonFiniteError]:
+def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False, on_start=None,
+                signals: StopSignals | None = None) -> list[RunResult | NonFiniteError]:
     """Train the cells of `plans` (one `share_program` group) as one batch; each cell's
     result as its lone `train` returns it, or, `tolerate_faults`, the NonFiniteError that
     stopped it (else the first such error is raised). A stop signal raises
-    TrainingInterrupted: no cell of the batch is finished. Cells whose steps turn out not
+    TrainingInterrupted: no cell of the batch is finished (`signals`: the job's, which a
+    batch trained off the main thread reads; else its own). Cells whose steps turn out not
     to be one program raise NotOneProgram before anything is written; `on_start()` is
     called once they are known to be one."""
     refused = [why for why in map(why_alone, (p.cfg for p in plans)) if why]
     if refused:
         raise ValueError(f"a cell cannot train in a batch: {refused[0]}")
-    with StopSignals(checkpointing=False) as signals, contextlib.ExitStack() as held:
+    own = StopSignals(checkpointing=False) if signals is None else contextlib.nullcontext(signals)
+    with own as signals, contextlib.ExitStack() as held:
         runs = [assemble_run(plan) for plan in plans]
         if any(program_of(p) != program_of(plans[0]) for p in plans) or not same_program(runs):
             raise NotOneProgram("the cells' steps are not one program: they train one by one")

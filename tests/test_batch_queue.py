@@ -1,0 +1,89 @@
+"""Batches trained at once (analysis/batch_queue.py, issue 62): a job whose replicas sit
+on one CPU device trains up to one batch per core at once, to the very bits of one batch at
+a time; where the replicas sit on several devices it keeps one at a time; a batch's error
+reaches the job, and a job that ends on an error stops the batches in flight."""
+import contextvars
+import dataclasses
+import threading
+import time
+
+import pytest
+
+from jaxsel.analysis import batch_queue
+from jaxsel.analysis.batch_queue import BatchQueue, batches_at_once
+from jaxsel.analysis.progress import Progress
+from jaxsel.core import cell_axis
+from jaxsel.training.config import TrainConfig
+from test_long_jobs import COMPARE, run_main, same_job
+
+
+def test_a_job_trains_batches_at_once_to_the_bits_of_one_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0, 1})
+    code, printed = run_main([*COMPARE, "--out", str(tmp_path / "together")])
+    assert code == 0 and "; up to 2 batches train at once (one per core)" in printed, printed
+    monkeypatch.setattr(batch_queue, "MOST", 1)
+    code, printed = run_main([*COMPARE, "--out", str(tmp_path / "alone")])
+    assert code == 0 and "at once" not in printed
+    # SelSync's matched baselines are planned from its sync count: the job waited for its batch
+    same_job(tmp_path / "together", tmp_path / "alone", "results.json")
+
+
+def test_how_many_batches_at_once(monkeypatch):
+    packed = TrainConfig(devices=1, packing="vmap")
+    monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: set(range(3)))
+    assert batches_at_once(packed, True) == 3
+    assert batches_at_once(packed, False) == 1   # one by one
+    assert batches_at_once(dataclasses.replace(packed, devices=8, packing="auto"), True) == 1   # collectives
+    monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert batches_at_once(packed, True) == batch_queue.MOST
+    assert batch_queue.together_note(1) == ""
+
+
+def test_a_batch_runs_in_the_jobs_context_and_its_error_reaches_the_waiter():
+    job = contextvars.ContextVar("job", default=None)
+    job.set("this job")
+    with BatchQueue(2) as batches:
+        seen = batches.submit(lambda: (job.get(), threading.current_thread().name))
+        failed = batches.submit(lambda: 1 / 0)
+        assert seen.result(timeout=10)[0] == "this job" and seen.result()[1].startswith("jaxsel-batch-")
+        with pytest.raises(ZeroDivisionError):
+            failed.result(timeout=10)
+
+
+def test_a_job_that_ends_on_an_error_stops_its_batches_in_flight_and_drops_the_waiting():
+    running = threading.Event()
+    with pytest.raises(RuntimeError, match="the job's own error"):
+        with BatchQueue(1) as batches:
+            def in_flight():   # a batch reads the job's signals at each window end
+                running.set()
+                while batches.signals.signum is None:
+                    time.sleep(0.01)
+                return "stopped at a window end"
+            first, waiting = batches.submit(in_flight), batches.submit(lambda: "never run")
+            assert running.wait(10)
+            raise RuntimeError("the job's own error")
+    assert first.result(timeout=1) == "stopped at a window end" and waiting.cancelled()
+
+
+def test_cells_of_batches_in_flight_are_numbered_in_the_order_they_start():
+    said = []
+    progress = Progress(9, said.append)
+    progress.started_together(["a0", "a1", "a2"], ["a"], [0, 1, 2])
+    progress.started_together(["b0", "b1", "b2"], ["b"], [0, 1, 2])
+    progress.finished(4.0)
+    progress.loaded("c0", "c/seed0")
+    progress.started("c1")
+    assert [line.split(" · ")[0] for line in said] == [
+        "[cells 1-3 of 9", "[cells 4-6 of 9", "[cell 7 of 9] c0: finished earlier, loaded from c/seed0/", "[cell 8 of 9"]
+    progress.at_once = 2
+    assert "about 0:14 left" in progress.head()   # 7 cells left at 4 s each, two batches at once
+
+
+def test_a_batch_traced_on_one_thread_is_not_seen_by_another():
+    seen = []
+    with cell_axis.cells_batched():
+        thread = threading.Thread(target=lambda: seen.append(cell_axis._tracing.depth))
+        thread.start()
+        thread.join()
+        assert cell_axis._tracing.depth == 1
+    assert seen == [0] and cell_axis._tracing.depth == 0
