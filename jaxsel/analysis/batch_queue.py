@@ -46,12 +46,20 @@ def batches_at_once(cfg, batch_cells: bool) -> int:
     devices = layout_of(cfg).devices
     if not batch_cells or len(devices) != 1 or devices[0].platform != "cpu" or distributed.is_multiprocess():
         return 1
-    return max(1, min(MOST, len(os.sched_getaffinity(0))))
+    return max(1, min(MOST, usable_cores()))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity where the OS keeps one (Linux: a
+    SLURM task or `taskset` narrows it), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def together_note(width: int) -> str:
     """What the job's layout line adds where batches train at once."""
-    return f"; up to {width} batches train at once (one per core)" if width > 1 else ""
+    return f"; up to {width} batches train at once (one per core, at most {MOST})" if width > 1 else ""
 
 
 @contextlib.contextmanager

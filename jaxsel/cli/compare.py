@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..training.job_builds import one_job
-from .common import (HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax,
+from .common import (HelpFormatter, default_out, ensure_writable, job_layout_line, overrides_note, start_jax,
                      user_input)
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
@@ -77,8 +77,7 @@ def _compare(args, out: str) -> int:
     from ..analysis.matched_budget import built, is_adaptive
     from ..core.options import OptionError
     from ..analysis.job import kept_compilations
-    from ..analysis.batch_queue import batches_at_once, together_note
-    from ..analysis.job_layout import job_layout, packed_note
+    from ..analysis.job_layout import job_layout
     from ..analysis.shard import joins
     from ..analysis.time_to_accuracy import parse_target
     from ..data.paths import undo_created
@@ -96,7 +95,7 @@ def _compare(args, out: str) -> int:
         if args.attribution:   # the rows the attribution needs (analysis/attribution.py)
             args.strategies = attribution_entries(base, args.strategies, lambda v: is_adaptive(built(base, v)))
         plan = plan_rows(base, args.strategies, args.seeds, match)   # every entry, before anything trains
-        layout = layout_line(base) + packed_note(base, given) + together_note(batches_at_once(base, args.batch_cells))
+        layout = job_layout_line(base, given, args.batch_cells)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
         refuse_run(out)   # a `jaxsel train` run's directory
     check_data(base)

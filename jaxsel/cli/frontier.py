@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..training.job_builds import one_job
-from .common import HelpFormatter, default_out, ensure_writable, layout_line, overrides_note, start_jax, user_input
+from .common import HelpFormatter, default_out, ensure_writable, job_layout_line, overrides_note, start_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
@@ -87,8 +87,7 @@ def cmd_frontier(args) -> int:
 def _frontier(args, out: str) -> int:
     from ..analysis.frontier import check_fresh, plan_frontier, planned_cells, run_frontier
     from ..analysis.frontier_report import format_verdict
-    from ..analysis.batch_queue import batches_at_once, together_note
-    from ..analysis.job_layout import job_layout, packed_note
+    from ..analysis.job_layout import job_layout
     from ..analysis.shard import joins
     from ..data.paths import undo_created
 
@@ -97,7 +96,7 @@ def _frontier(args, out: str) -> int:
         given = config_from_args(args, strategy="bsp")   # each point sets its strategy
         base = job_layout(given, args.batch_cells)   # analysis/job_layout.py
         plan = plan_frontier(base, args.methods, args.grid, args.seeds)   # every point, before anything trains
-        layout = layout_line(base) + packed_note(base, given) + together_note(batches_at_once(base, args.batch_cells))
+        layout = job_layout_line(base, given, args.batch_cells)
         check_fresh(Path(out), args.resume or joins(Path(out), args.shard))
     top = ensure_writable(out)
     cells = planned_cells(base, plan, args.seeds)

@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 import jax
 from jax import lax
 
+
 class _Tracing(threading.local):
     """Cell batches this thread is tracing (a Python counter, per thread: a job trains two
     batches at once on two threads, analysis/batch_queue.py, and one of them may be a
