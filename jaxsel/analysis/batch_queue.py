@@ -1,20 +1,23 @@
-"""A job's batches trained on background threads, several at once, where its cells run on
-one CPU device.
+"""A job's batches trained on background threads, several at once, where its cells run on one
+CPU device.
 
 A batch of cells (training/cell_batch.py) keeps about one core busy while it steps: its
-program is one vmapped step after another on one device, and XLA:CPU runs such a small
-program on a single thread. On a machine with more cores the rest idle, and so does every
-core while the job plans its next cells or records the last ones. So a job whose replicas
-are packed on one CPU device (analysis/job_layout.py) hands each batch to a queue, whose
-threads train up to `width` of them at once, while the job's own thread plans the cells
-after them; a cell it needs before planning on (a budget-matched baseline is planned from
-its method's sync count) it waits for (`Cells.need`), as it waits for another shard's.
+program is one small vmapped step after another on one device (the frontier, one batch at
+a time on 2 cores: 1.36 CPU-seconds a second, compiling, which takes both, included). On a
+machine with more cores the rest idle, and so does every core while the job plans its next
+cells or records the last ones. So a job whose replicas are packed on one CPU device
+(analysis/job_layout.py) hands each batch to a queue, whose threads train up to `width` of
+them at once, while the job's own thread plans the cells after them; a cell it needs
+before planning on (a budget-matched baseline is planned from its method's sync count) it
+waits for (`Cells.need`), as it waits for another shard's.
 
 Nothing a cell computes depends on what trains beside it: each batch is its own program on
 its own state and data, so a job's records are the same bits with one batch at a time as
-with several (tests/test_batch_queue.py). Where the replicas sit on several devices the
-batches stay one at a time: two programs with collectives over the same CPU devices in
-flight at once can deadlock.
+with several (tests/test_batch_queue.py). On 2 cores the gain is small (BENCHMARKS.md,
+"Batches at once on one CPU device": the frontier 0.72-0.91 of one at a time, the default
+job none, its baselines waiting for SelSync's batch). Where the replicas sit on several
+devices the batches stay one at a time: two programs with collectives over the same CPU
+devices in flight at once can deadlock.
 
 A stop signal is one for the whole job: the queue holds the job's `StopSignals` (Python
 delivers signals to the main thread only), every batch reads it at its window ends, and a
