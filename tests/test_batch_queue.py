@@ -68,11 +68,11 @@ def test_a_job_that_ends_on_an_error_stops_its_batches_in_flight_and_drops_the_w
 def test_cells_of_batches_in_flight_are_numbered_in_the_order_they_start():
     said = []
     progress = Progress(9, said.append)
-    progress.started_together(["a0", "a1", "a2"], ["a"], [0, 1, 2])
-    progress.started_together(["b0", "b1", "b2"], ["b"], [0, 1, 2])
+    firsts = [progress.started_together(["a0", "a1", "a2"], ["a"], [0, 1, 2]),
+              progress.started_together(["b0", "b1", "b2"], ["b"], [0, 1, 2])]
     progress.finished(4.0)
     progress.loaded("c0", "c/seed0")
-    progress.started("c1")
+    assert firsts + [progress.started("c1")] == [1, 4, 8]   # what a stopped batch's line names
     assert [line.split(" · ")[0] for line in said] == [
         "[cells 1-3 of 9", "[cells 4-6 of 9", "[cell 7 of 9] c0: finished earlier, loaded from c/seed0/", "[cell 8 of 9"]
     progress.at_once = 2

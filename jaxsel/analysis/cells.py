@@ -280,12 +280,12 @@ class Cells:
     def train_alone(self, cfg: TrainConfig, what: str) -> RunResult | FailedCell:
         """Train cell `cfg` by itself (its directory cleared by `ready`) and record it."""
         directory = Path(cfg.evaluation.out_dir)
-        self.progress.started(what)
+        number = self.progress.started(what)
         started = time.perf_counter()
         try:
             run = train(self.plan(cfg))
         except TrainingInterrupted as stop:
-            raise self.interrupted(stop, cfg, [what]) from None
+            raise self.interrupted(stop, cfg, [what], number) from None
         except Exception as err:
             if not (self.tolerate_faults and _is_fault(err)):
                 raise
@@ -298,16 +298,17 @@ class Cells:
         """Train cells that share a program as one batch (`cell_batch.train_cells`), each
         recorded as if it had run alone (`rows`: the rows they belong to, as progress names
         them); the batch's time is shared out among its cells."""
-        started = time.perf_counter()
+        started, numbered = time.perf_counter(), []   # the number progress gave its first cell
         try:
             runs = train_cells(plans, tolerate_faults=self.tolerate_faults,
-                               on_start=lambda: self.progress.started_together(
-                                   [what for _, what in wanted], rows, [cfg.optim.seed for cfg, _ in wanted]),
+                               on_start=lambda: numbered.append(self.progress.started_together(
+                                   [what for _, what in wanted], rows, [cfg.optim.seed for cfg, _ in wanted])),
                                signals=self.queue.signals if self.queue is not None else None)
         except NotOneProgram:   # a strategy that draws from the run's seed: one by one
             return [self.train_alone(cfg, what) for cfg, what in wanted]
         except TrainingInterrupted as stop:
-            raise self.interrupted(stop, wanted[0][0], [what for _, what in wanted]) from None
+            raise self.interrupted(stop, wanted[0][0], [what for _, what in wanted],
+                                   numbered[0] if numbered else None) from None
         share = (time.perf_counter() - started) / len(wanted)
         out = []
         for (cfg, _), run in zip(wanted, runs):
@@ -407,14 +408,18 @@ class Cells:
                               f"{self.name(directory)} (and the cells after it that ran {ran}) and resume the "
                               f"job: they run {loop}")
 
-    def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, whats: list[str]) -> JobInterrupted:
-        """What a signal in cells `whats` (one, or a batch's) did to the job, and how to continue it."""
+    def interrupted(self, stop: TrainingInterrupted, cfg: TrainConfig, whats: list[str],
+                    first: int | None = None) -> JobInterrupted:
+        """What a signal in cells `whats` (one, or a batch's, progress's numbers from `first`)
+        did to the job, and how to continue it."""
         import signal
 
         done, many = self.progress.done, len(whats) > 1
-        where = (f"cells {done + 1}-{done + len(whats)} of {self.progress.total}, trained as one batch "
+        first = first if first is not None else done + 1   # (stopped before it started)
+        where = (f"cells {first}-{first + len(whats) - 1} of {self.progress.total}, trained as one batch "
                  f"({'; '.join(whats)}), at step {stop.step} of {cfg.optim.steps}, which run" if many else
-                 f"cell {done + 1} of {self.progress.total} ({whats[0]}) at step {stop.step} of {cfg.optim.steps}, which runs")
+                 f"cell {first} of {self.progress.total} ({whats[0]}) at step {stop.step} of {cfg.optim.steps}, "
+                 f"which runs")
         return JobInterrupted(stop, f"received {signal.Signals(stop.signum).name}: stopped in {where} again from "
                                     f"{'their' if many else 'its'} start on resume; the {done} finished "
                                     f"cell{'s' * (done != 1)} {'are' if done != 1 else 'is'} kept in {self.out}",

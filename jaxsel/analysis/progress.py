@@ -66,15 +66,17 @@ class Progress:
         cells = f"cell {first}" if count == 1 else f"cells {first}-{first + count - 1}"
         return f"[{cells} of {self.total} · {self.done} done · {clock(elapsed)} elapsed · {eta}]"
 
-    def started(self, what: str) -> None:
+    def started(self, what: str) -> int:
+        """Cell `what` starts; its number."""
         with self._lock:
             self.say(f"{self.head()} {what}")
             self.running += 1
+            return self.done + self.running
 
-    def started_together(self, whats: list[str], rows: list[str] | None = None, seeds: list[int] = ()) -> None:
+    def started_together(self, whats: list[str], rows: list[str] | None = None, seeds: list[int] = ()) -> int:
         """Cells `whats` start as one batch (training/cell_batch.py): one line names them all,
         as the seeds of the `rows` they belong to where the job names them ("ROW, seeds 0,
-        1, 2"; two rows: "ROW; ROW, seeds 0, 1, 2"), else each."""
+        1, 2"; two rows: "ROW; ROW, seeds 0, 1, 2"), else each. The first one's number."""
         if len(whats) == 1:
             return self.started(whats[0])
         shown = ", ".join(map(str, dict.fromkeys(seeds)))
@@ -83,6 +85,7 @@ class Progress:
         with self._lock:
             self.say(f"{self.head(len(whats))} {named}")
             self.running += len(whats)
+            return self.done + self.running - len(whats) + 1
 
     def finished(self, seconds: float) -> None:
         with self._lock:
