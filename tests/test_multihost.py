@@ -20,6 +20,8 @@ import jax
 import numpy as np
 import pytest
 
+from jaxsel.training.supervisor import EXIT_PEER_LOST
+
 HERE = Path(__file__).parent
 WORKER = HERE / "multihost_worker.py"
 
@@ -127,6 +129,36 @@ def test_dead_process_makes_the_other_exit(tmp_path, victim):
                 p.kill()
     assert survivor.returncode not in (0, None)
     assert any(text in out for text in DEATH[victim]), out[-3000:]
+
+
+#: a library caller's process: joins, then process 1 raises an error of its own
+RAISES = """
+import sys
+from jaxsel.training import distributed
+port, pid = sys.argv[1], int(sys.argv[2])
+distributed.start(f"127.0.0.1:{port}", 2, pid, peer_timeout=10)
+if pid == 1:
+    raise ValueError("process 1's own error")
+distributed.barrier("never-passed")
+"""
+
+
+def test_an_uncaught_error_in_one_process_ends_the_others_naming_it(tmp_path):
+    """Not through `jaxsel train` (whose handler tells the peers): process 1 of a library
+    caller's job raises; process 0, waiting at a barrier, exits at once with the error's
+    line (it waited there until JAX's shutdown deadline aborted it, SIGABRT)."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-c", RAISES, str(port), str(i)], env=env4(2),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert "ValueError: process 1's own error" in outs[1] and procs[1].returncode != 0
+    assert "process 1 of 2 failed: ValueError: process 1's own error" in outs[0], outs[0][-3000:]
+    assert procs[0].returncode == EXIT_PEER_LOST
 
 
 def test_distributed_auto_without_a_cluster_is_a_clear_error(tmp_path):

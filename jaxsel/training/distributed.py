@@ -78,6 +78,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     orbax_barriers_via_coordinator()
     dog = Watchdog(peer_timeout)
     dog.start()
+    dog.fail_on_uncaught()
     return dog
 
 
@@ -327,6 +328,21 @@ class Watchdog(threading.Thread):
         """Tell the peers why this process is about to exit."""
         self._halt.set()
         self._set_status("failed:" + message.replace("\n", " ")[:500])
+
+    def fail_on_uncaught(self) -> None:
+        """An error that ends this process uncaught (a library caller's own, before or
+        after a run) tells the peers, as `leave_after_error` does for the command line:
+        they exit at once naming it, instead of waiting at their next barrier until JAX's
+        shutdown deadline aborts them."""
+        previous = sys.excepthook
+
+        def tell_peers(kind, err, trace):
+            if not self._halt.is_set():
+                text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                self.fail(f"{kind.__name__}: {text}" if text else kind.__name__)
+            previous(kind, err, trace)
+
+        sys.excepthook = tell_peers
 
     def exit(self, problem: str) -> None:
         """Leave now: the main thread may be blocked in a collective that cannot finish."""
