@@ -87,3 +87,30 @@ def test_a_batch_traced_on_one_thread_is_not_seen_by_another():
         thread.join()
         assert cell_axis._tracing.depth == 1
     assert seen == [0] and cell_axis._tracing.depth == 0
+
+
+def test_a_thread_opening_its_dataset_hides_its_own_output_only(capsys):
+    """TFDS's lines are hidden while a thread probes its data dir (data/quiet.py); another
+    thread's progress line printed meanwhile is kept (a global redirect of stdout lost it)."""
+    from absl import logging
+
+    from jaxsel.data.sources import quiet_tfds
+
+    level = logging.get_verbosity()
+    inside, printed = threading.Event(), threading.Event()
+
+    def progress_line():
+        inside.wait(10)
+        print("[cells 1-3 of 9] another batch's line")
+        printed.set()
+
+    thread = threading.Thread(target=progress_line)
+    thread.start()
+    with quiet_tfds():
+        print("Downloading and preparing dataset ...")
+        assert logging.get_verbosity() == logging.ERROR
+        inside.set()
+        assert printed.wait(10)
+    thread.join()
+    assert capsys.readouterr().out == "[cells 1-3 of 9] another batch's line\n"
+    assert logging.get_verbosity() == level

@@ -4,8 +4,6 @@ TensorFlow is never needed and nothing is downloaded at run time.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from .array_cache import cached_arrays
 from .catalog import CATALOG, DatasetSpec  # noqa: F401  (DatasetSpec re-exported)
 from .locking import dataset_lock, remove_stale_incomplete
 from .paths import writable_dir
+from .quiet import quiet_here
 
 DEFAULT_DATA_DIR = Path(os.environ.get("JAXSEL_DATA_DIR", Path.home() / ".cache" / "jaxsel" / "tfds"))
 
@@ -34,20 +33,12 @@ class DatasetNotPrepared(FileNotFoundError):
     """A real dataset is missing from the local data dir (nothing is downloaded at run time)."""
 
 
-@contextlib.contextmanager
 def quiet_tfds():
     """Hide TFDS's absl warnings (e.g. 'no dataset_info.json') while we probe a data dir,
     and its stdout lines "Downloading and preparing dataset ...": jaxsel downloads
-    nothing and says what it builds in its own words."""
-    from absl import logging
-
-    level = logging.get_verbosity()
-    logging.set_verbosity(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        logging.set_verbosity(level)
+    nothing and says what it builds in its own words. Only this thread's output is
+    hidden (quiet.py): a job's other threads print on."""
+    return quiet_here()
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
