@@ -19,9 +19,10 @@ from test_long_jobs import COMPARE, run_main, same_job
 
 def test_a_job_trains_batches_at_once_to_the_bits_of_one_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setenv(batch_queue.ENV, "4")
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "together")])
-    assert code == 0 and "; up to 2 batches train at once (one per core, at most 4)" in printed, printed
-    monkeypatch.setattr(batch_queue, "MOST", 1)
+    assert code == 0 and f"; up to 2 batches train at once ({batch_queue.ENV}, at most one per core)" in printed
+    monkeypatch.delenv(batch_queue.ENV)
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "alone")])
     assert code == 0 and "at once" not in printed
     # SelSync's matched baselines are planned from its sync count: the job waited for its batch
@@ -29,8 +30,15 @@ def test_a_job_trains_batches_at_once_to_the_bits_of_one_at_a_time(tmp_path, mon
 
 
 def test_how_many_batches_at_once(monkeypatch):
+    from jaxsel.training.config import ConfigError
+
     packed = TrainConfig(devices=1, packing="vmap")
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: set(range(3)))
+    assert batches_at_once(packed, True) == 1   # unasked: one at a time
+    monkeypatch.setenv(batch_queue.ENV, "two")
+    with pytest.raises(ConfigError, match="JAXSEL_BATCHES_AT_ONCE='two' must be a whole number of batches, 1 or more"):
+        batches_at_once(packed, True)
+    monkeypatch.setenv(batch_queue.ENV, "8")
     assert batches_at_once(packed, True) == 3
     assert batches_at_once(packed, False) == 1   # one by one
     assert batches_at_once(dataclasses.replace(packed, devices=8, packing="auto"), True) == 1   # collectives

@@ -17,7 +17,9 @@ with several (tests/test_batch_queue.py). On 2 cores the gain is small (BENCHMAR
 "Batches at once on one CPU device": the frontier 0.72-0.91 of one at a time, the default
 job none, its baselines waiting for SelSync's batch). Where the replicas sit on several
 devices the batches stay one at a time: two programs with collectives over the same CPU
-devices in flight at once can deadlock.
+devices in flight at once can deadlock. Where the job's packing loop is chosen by measuring
+(`packing="auto"` where it measures), the batch that chooses it trains on the job's own
+thread first (`Cells.loop_chosen`): two measuring at once could choose two loops.
 
 A stop signal is one for the whole job: the queue holds the job's `StopSignals` (Python
 delivers signals to the main thread only), every batch reads it at its window ends, and a
@@ -38,18 +40,29 @@ from ..training.faults import StopSignals
 
 #: the most batches at once: each holds its cells' states and a window of their data
 MOST = 4
+#: how many batches a job may train at once (unset: one). Opt-in: on JAX 0.12.1 a shard
+#: process training two at once died once under load with no Python traceback (a native
+#: crash, not understood yet), and on 2 cores the gain is small
+ENV = "JAXSEL_BATCHES_AT_ONCE"
 
 
 def batches_at_once(cfg, batch_cells: bool) -> int:
-    """How many batches the job of `cfg` trains at once: one per core the process may use
-    (at most `MOST`) where its replicas sit on one CPU device of one process, else 1."""
+    """How many batches the job of `cfg` trains at once: as many as `JAXSEL_BATCHES_AT_ONCE`
+    asks, at most one per core the process may use and `MOST`, where its replicas sit on
+    one CPU device of one process; else (and unasked) 1."""
     from ..training import distributed
+    from ..training.config import ConfigError
     from ..training.plan import layout_of
 
+    asked = os.environ.get(ENV, "").strip()
+    if not asked:
+        return 1
+    if not asked.isdigit() or int(asked) < 1:
+        raise ConfigError(f"{ENV}={asked!r} must be a whole number of batches, 1 or more")
     devices = layout_of(cfg).devices
     if not batch_cells or len(devices) != 1 or devices[0].platform != "cpu" or distributed.is_multiprocess():
         return 1
-    return max(1, min(MOST, usable_cores()))
+    return max(1, min(int(asked), MOST, usable_cores()))
 
 
 def usable_cores() -> int:
@@ -62,7 +75,7 @@ def usable_cores() -> int:
 
 def together_note(width: int) -> str:
     """What the job's layout line adds where batches train at once."""
-    return f"; up to {width} batches train at once (one per core, at most {MOST})" if width > 1 else ""
+    return f"; up to {width} batches train at once ({ENV}, at most one per core)" if width > 1 else ""
 
 
 @contextlib.contextmanager

@@ -243,7 +243,7 @@ class Cells:
                 continue
             named = None if rows is None else list(dict.fromkeys(rows[i] for i, _ in cells))
             batch = ([wanted[i] for i, _ in cells], [p for _, p in cells], named)
-            if self.queue is None:
+            if self.queue is None or not self.loop_chosen(batch[1][0].cfg):
                 results = self.train_batch(*batch)
             else:   # trained on the queue's threads while this one plans on; waited for where needed
                 future = self.queue.submit(lambda batch=batch: self.train_batch(*batch))
@@ -392,6 +392,13 @@ class Cells:
         if self.packing is None or cfg.placement.packing != "auto" or self.packing[0] == "single":
             return cfg
         return dataclasses.replace(cfg, packing=self.packing[0])
+
+    def loop_chosen(self, cfg: TrainConfig) -> bool:
+        """Whether the packing loop of `cfg`'s cell is known before it trains: given, or
+        chosen by the job's first cell (`pinned`). The batch whose cell chooses it (by
+        measuring, where "auto" measures) trains on the job's own thread, so that no batch
+        measures beside it and chooses another."""
+        return cfg.placement.packing != "auto" or self.packing is not None
 
     def check_packing(self, directory: Path) -> None:
         """The loop the cell in `directory` ran (its config.json) is the job's: the first
