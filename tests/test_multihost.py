@@ -44,6 +44,17 @@ def built_datasets():
         load_arrays(name, "train")
 
 
+def outputs(procs: list, timeout: float) -> list[str]:
+    """What each process printed once it ended (each waited for up to `timeout` s); any
+    still running after that is killed."""
+    try:
+        return [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
 def env4(devices: int = 4) -> dict:
     return {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
 
@@ -60,12 +71,7 @@ def test_two_processes_match_one_process(tmp_path):
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(port), "2", str(i), str(tmp_path)],
                               env=measuring(i), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(2)]
-    try:
-        logs = [p.communicate(timeout=420)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    logs = outputs(procs, 420)
     for i, p in enumerate(procs):
         assert p.returncode == 0, f"process {i} failed:\n{logs[i][-3000:]}"
 
@@ -150,12 +156,7 @@ def test_an_uncaught_error_in_one_process_ends_the_others_naming_it(tmp_path):
     port = free_port()
     procs = [subprocess.Popen([sys.executable, "-c", RAISES, str(port), str(i)], env=env4(2),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
-    try:
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = outputs(procs, 120)
     assert "ValueError: process 1's own error" in outs[1] and procs[1].returncode != 0
     assert "process 1 of 2 failed: ValueError: process 1's own error" in outs[0], outs[0][-3000:]
     assert procs[0].returncode == EXIT_PEER_LOST
