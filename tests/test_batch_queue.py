@@ -1,7 +1,9 @@
-"""Batches trained at once (analysis/batch_queue.py, issue 62): a job whose replicas sit
-on one CPU device trains up to one batch per core at once, to the very bits of one batch at
-a time; where the replicas sit on several devices it keeps one at a time; a batch's error
-reaches the job, and a job that ends on an error stops the batches in flight."""
+"""A job's batches through a queue (analysis/batch_queue.py, issue 62): asked for, where
+its replicas sit on one CPU device and it has two cores, the next batch compiles while one
+steps, and several may step at once (at most one per core), to the very bits of one batch
+after another on the job's thread; unasked, or where the replicas sit on several devices,
+the job keeps its own thread; a batch's error reaches the job, and a job that ends on an
+error stops the batches in flight."""
 import contextvars
 import dataclasses
 import threading
@@ -17,16 +19,21 @@ from jaxsel.training.config import TrainConfig
 from test_long_jobs import COMPARE, run_main, same_job
 
 
-def test_a_job_trains_batches_at_once_to_the_bits_of_one_at_a_time(tmp_path, monkeypatch):
+def test_a_job_through_its_queue_ends_with_the_bits_of_one_batch_after_another(tmp_path, monkeypatch):
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setenv(batch_queue.ENV, "4")
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "together")])
-    assert code == 0 and f"; up to 2 batches train at once ({batch_queue.ENV}, at most one per core)" in printed
-    monkeypatch.delenv(batch_queue.ENV)
+    assert code == 0 and (f"; up to 2 batches step at once ({batch_queue.ENV}, at most one per core), "
+                          "the next compiling meanwhile") in printed
+    monkeypatch.setenv(batch_queue.ENV, "1")
+    code, printed = run_main([*COMPARE, "--out", str(tmp_path / "ahead")])
+    assert code == 0 and f"; the next batch compiles while one steps ({batch_queue.ENV}=1)" in printed
+    monkeypatch.delenv(batch_queue.ENV)   # unasked: the job's own thread
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "alone")])
-    assert code == 0 and "at once" not in printed
+    assert code == 0 and "at once" not in printed and "compil" not in printed
     # SelSync's matched baselines are planned from its sync count: the job waited for its batch
     same_job(tmp_path / "together", tmp_path / "alone", "results.json")
+    same_job(tmp_path / "ahead", tmp_path / "alone", "results.json")
 
 
 def test_how_many_batches_at_once(monkeypatch):
@@ -44,7 +51,21 @@ def test_how_many_batches_at_once(monkeypatch):
     assert batches_at_once(dataclasses.replace(packed, devices=8, packing="auto"), True) == 1   # collectives
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: set(range(16)))
     assert batches_at_once(packed, True) == batch_queue.MOST
-    assert batch_queue.together_note(1) == ""
+
+
+def test_where_a_job_queues_its_batches(monkeypatch):
+    """Asked, replicas on one CPU device, cells batched, two cores: the next batch compiles
+    while one steps; unasked, one core, one by one, or several devices: the job's own thread."""
+    packed = TrainConfig(devices=1, packing="vmap")
+    monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert not batch_queue.queued(packed, True) and batch_queue.together_note(packed, True) == ""
+    monkeypatch.setenv(batch_queue.ENV, "1")
+    assert batch_queue.queued(packed, True)
+    assert batch_queue.together_note(packed, True) == f"; the next batch compiles while one steps ({batch_queue.ENV}=1)"
+    assert not batch_queue.queued(packed, False)
+    assert not batch_queue.queued(dataclasses.replace(packed, devices=8, packing="auto"), True)
+    monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0})
+    assert not batch_queue.queued(packed, True) and batch_queue.together_note(packed, True) == ""
 
 
 def test_a_batch_runs_in_the_jobs_context_and_its_error_reaches_the_waiter():
@@ -59,18 +80,34 @@ def test_a_batch_runs_in_the_jobs_context_and_its_error_reaches_the_waiter():
 
 
 def test_a_job_that_ends_on_an_error_stops_its_batches_in_flight_and_drops_the_waiting():
-    running = threading.Event()
+    """One batch steps, the next has compiled and waits to step, a third waits for a thread:
+    the job's error stops the first at its window end, the second at its first one, and the
+    third never runs."""
+    running, later = threading.Event(), []
+
+    def in_flight():   # a batch reads the job's signals at each window end
+        with batches.stepping:
+            running.set()
+            while batches.signals.signum is None or not later[0].cancelled():
+                time.sleep(0.01)
+            return "stopped at a window end"
+
+    def compiled():
+        with batches.stepping:
+            return "stopped at its first window end" if batches.signals.signum is not None else "stepped"
+
     with pytest.raises(RuntimeError, match="the job's own error"):
         with BatchQueue(1) as batches:
-            def in_flight():   # a batch reads the job's signals at each window end
-                running.set()
-                while batches.signals.signum is None:
-                    time.sleep(0.01)
-                return "stopped at a window end"
-            first, waiting = batches.submit(in_flight), batches.submit(lambda: "never run")
+            first, second = batches.submit(in_flight), batches.submit(compiled)
+            later.append(batches.submit(lambda: "never run"))
             assert running.wait(10)
+            for _ in range(1000):   # until the queue's other thread has taken it, to wait to step
+                if second.running():
+                    break
+                time.sleep(0.01)
             raise RuntimeError("the job's own error")
-    assert first.result(timeout=1) == "stopped at a window end" and waiting.cancelled()
+    assert first.result(timeout=1) == "stopped at a window end"
+    assert second.result(timeout=1) == "stopped at its first window end" and later[0].cancelled()
 
 
 def test_cells_of_batches_in_flight_are_numbered_in_the_order_they_start():

@@ -1,25 +1,33 @@
-"""A job's batches trained on background threads, several at once, where its cells run on one
-CPU device.
+"""A job's batches trained on background threads, where asked and its cells run on one CPU
+device: the next batch compiles while one steps, and several may step at once.
 
 A batch of cells (training/cell_batch.py) keeps about one core busy while it steps: its
-program is one small vmapped step after another on one device (the frontier, one batch at
-a time on 2 cores: 1.36 CPU-seconds a second, compiling, which takes both, included). On a
-machine with more cores the rest idle, and so does every core while the job plans its next
-cells or records the last ones. So a job whose replicas are packed on one CPU device
-(analysis/job_layout.py) hands each batch to a queue, whose threads train up to `width` of
-them at once, while the job's own thread plans the cells after them; a cell it needs
-before planning on (a budget-matched baseline is planned from its method's sync count) it
-waits for (`Cells.need`), as it waits for another shard's.
+program is one small vmapped step after another on one device, the host's records of
+each window written while the next one runs. Compiling its programs (about 2 s a batch
+of the frontier's 36) takes the job's thread, and the devices idle meanwhile. With
+`JAXSEL_BATCHES_AT_ONCE=N`, a job whose replicas are packed on one CPU device
+(analysis/job_layout.py), on a machine that gives it two cores or more, hands each batch
+to a queue: up to N batches step at once (at most one per core and `MOST`; `stepping`),
+and one more builds its cells and compiles its programs meanwhile on another of the
+queue's threads; the job's own thread plans the cells after them. A cell it needs before
+planning on (a budget-matched baseline is planned from its method's sync count) it waits
+for (`Cells.need`), as it waits for another shard's.
+
+Opt-in: a process training through the queue has died with SIGSEGV, rarely and without a
+Python traceback: once on JAX 0.12.1 with two batches stepping at once (a shard process
+under load), once on JAX 0.10.2 with one stepping while the next compiled (the frontier,
+44 s in; the same job ran through in the next 7 tries, and a stress test of compiling on
+one thread while another steps a donated program did not crash in 3 minutes). Not
+understood; unasked, a job trains one batch after another on its own thread.
 
 Nothing a cell computes depends on what trains beside it: each batch is its own program on
-its own state and data, so a job's records are the same bits with one batch at a time as
-with several (tests/test_batch_queue.py). On 2 cores the gain is small (BENCHMARKS.md,
-"Batches at once on one CPU device": the frontier 0.72-0.91 of one at a time, the default
-job none, its baselines waiting for SelSync's batch). Where the replicas sit on several
-devices the batches stay one at a time: two programs with collectives over the same CPU
-devices in flight at once can deadlock. Where the job's packing loop is chosen by measuring
-(`packing="auto"` where it measures), the batch that chooses it trains on the job's own
-thread first (`Cells.loop_chosen`): two measuring at once could choose two loops.
+its own state and data, so a job's records are the same bits through the queue as one
+batch after another on the job's thread (tests/test_batch_queue.py). Where the replicas
+sit on several devices the job keeps its batches on its own thread: two programs with
+collectives over the same CPU devices in flight at once can deadlock. Where the job's
+packing loop is chosen by measuring (`packing="auto"` where it measures), the batch that
+chooses it trains on the job's own thread first (`Cells.loop_chosen`): two measuring at
+once could choose two loops.
 
 A stop signal is one for the whole job: the queue holds the job's `StopSignals` (Python
 delivers signals to the main thread only), every batch reads it at its window ends, and a
@@ -38,31 +46,47 @@ from typing import Any, Callable, Iterator
 
 from ..training.faults import StopSignals
 
-#: the most batches at once: each holds its cells' states and a window of their data
+#: the most batches stepping at once: each holds its cells' states and a window of their data
 MOST = 4
-#: how many batches a job may train at once (unset: one). Opt-in: on JAX 0.12.1 a shard
-#: process training two at once died once under load with no Python traceback (a native
-#: crash, not understood yet), and on 2 cores the gain is small
+#: how many batches of a job step at once through its queue, one more compiling meanwhile
+#: (unset: no queue, one batch after another on the job's thread). Opt-in: a rare SIGSEGV
+#: through the queue is not understood (above)
 ENV = "JAXSEL_BATCHES_AT_ONCE"
 
 
-def batches_at_once(cfg, batch_cells: bool) -> int:
-    """How many batches the job of `cfg` trains at once: as many as `JAXSEL_BATCHES_AT_ONCE`
-    asks, at most one per core the process may use and `MOST`, where its replicas sit on
-    one CPU device of one process; else (and unasked) 1."""
-    from ..training import distributed
+def asked() -> int | None:
+    """How many batches `JAXSEL_BATCHES_AT_ONCE` asks to step at once (None: unset)."""
     from ..training.config import ConfigError
+
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{ENV}={value!r} must be a whole number of batches, 1 or more")
+    return int(value)
+
+
+def queued(cfg, batch_cells: bool) -> bool:
+    """Whether the job of `cfg` trains its batches through a queue: asked for
+    (`JAXSEL_BATCHES_AT_ONCE`), its cells batched, its replicas on one CPU device of one
+    process, and two cores or more for it."""
+    from ..training import distributed
     from ..training.plan import layout_of
 
-    asked = os.environ.get(ENV, "").strip()
-    if not asked:
-        return 1
-    if not asked.isdigit() or int(asked) < 1:
-        raise ConfigError(f"{ENV}={asked!r} must be a whole number of batches, 1 or more")
+    if asked() is None or not batch_cells:
+        return False
     devices = layout_of(cfg).devices
-    if not batch_cells or len(devices) != 1 or devices[0].platform != "cpu" or distributed.is_multiprocess():
+    return (len(devices) == 1 and devices[0].platform == "cpu" and not distributed.is_multiprocess()
+            and usable_cores() > 1)
+
+
+def batches_at_once(cfg, batch_cells: bool) -> int:
+    """How many batches of the job of `cfg` step at once: as many as `JAXSEL_BATCHES_AT_ONCE`
+    asks, at most one per core the process may use and `MOST`, where the job is `queued`;
+    else 1."""
+    if not queued(cfg, batch_cells):
         return 1
-    return max(1, min(int(asked), MOST, usable_cores()))
+    return max(1, min(asked(), MOST, usable_cores()))
 
 
 def usable_cores() -> int:
@@ -73,32 +97,41 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def together_note(width: int) -> str:
-    """What the job's layout line adds where batches train at once."""
-    return f"; up to {width} batches train at once ({ENV}, at most one per core)" if width > 1 else ""
+def together_note(cfg, batch_cells: bool) -> str:
+    """What the job's layout line adds where its batches go through a queue."""
+    if not queued(cfg, batch_cells):
+        return ""
+    width = batches_at_once(cfg, batch_cells)
+    if width == 1:
+        return f"; the next batch compiles while one steps ({ENV}=1)"
+    return f"; up to {width} batches step at once ({ENV}, at most one per core), the next compiling meanwhile"
 
 
 @contextlib.contextmanager
 def job_queue(cfg, batch_cells: bool, progress) -> Iterator["BatchQueue | None"]:
-    """The queue of the job of `cfg` where it trains batches at once (None: one at a time,
-    on the job's thread); `progress` shares the time left among them."""
-    width = batches_at_once(cfg, batch_cells)
-    if width == 1:
+    """The queue of the job of `cfg` where it is `queued` (None: its batches train one
+    after another on the job's thread); `progress` shares the time left among the batches
+    stepping at once."""
+    if not queued(cfg, batch_cells):
         yield None
         return
+    width = batches_at_once(cfg, batch_cells)
     progress.at_once = width
     with BatchQueue(width) as batches:
         yield batches
 
 
 class BatchQueue:
-    """`width` threads that train the batches `submit` hands them, in order, each in the
-    job's context (its one build of each strategy: training/job_builds.py). A context
-    manager: it holds the job's stop signals while open; leaving it on an error stops the
-    batches in flight at their next window end and drops the ones not begun."""
+    """Threads that train the batches `submit` hands them, in order, each in the job's
+    context (its one build of each strategy: training/job_builds.py): `width` of them step
+    at once (`stepping`, held by a batch while it steps), one more builds and compiles the
+    next meanwhile. A context manager: it holds the job's stop signals while open; leaving
+    it on an error stops the batches in flight at their next window end and drops the ones
+    not begun."""
 
     def __init__(self, width: int):
         self.width = width
+        self.stepping = threading.BoundedSemaphore(width)
         self.signals = StopSignals(checkpointing=False)
         self._todo: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
@@ -106,7 +139,7 @@ class BatchQueue:
     def __enter__(self) -> "BatchQueue":
         self.signals.__enter__()
         self._threads = [threading.Thread(target=self._work, name=f"jaxsel-batch-{i}", daemon=True)
-                         for i in range(self.width)]
+                         for i in range(self.width + 1)]
         for thread in self._threads:
             thread.start()
         return self

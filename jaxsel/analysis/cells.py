@@ -303,7 +303,8 @@ class Cells:
             runs = train_cells(plans, tolerate_faults=self.tolerate_faults,
                                on_start=lambda: numbered.append(self.progress.started_together(
                                    [what for _, what in wanted], rows, [cfg.optim.seed for cfg, _ in wanted])),
-                               signals=self.queue.signals if self.queue is not None else None)
+                               signals=self.queue.signals if self.queue is not None else None,
+                               stepping=self.queue.stepping if self.queue is not None else None)
         except NotOneProgram:   # a strategy that draws from the run's seed: one by one
             return [self.train_alone(cfg, what) for cfg, what in wanted]
         except TrainingInterrupted as stop:

@@ -92,7 +92,7 @@ def run_comparison(base: TrainConfig, strategies: str | list[str], out_dir: str 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(plan, seeds), announce)
-        with job_queue(base, batch_cells, progress) as batches:   # several batches at once, where they gain
+        with job_queue(base, batch_cells, progress) as batches:   # the next batch compiles while one steps (batch_queue.py)
             cells = Cells(out, progress, keep_states=keep_states, shard=shard, late_warnings=False,   # noted in the table
                           batch_cells=batch_cells, queue=batches)
             row_runs = run_rows(base, plan, seeds, out, cells)

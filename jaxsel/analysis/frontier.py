@@ -200,7 +200,7 @@ def run_frontier(base: TrainConfig, plan: FrontierPlan, out_dir: str | Path, *, 
         if on_start is not None:
             on_start()
         progress = Progress(planned_cells(base, plan, seeds), announce)
-        with job_queue(base, batch_cells, progress) as batches:   # several batches at once, where they gain
+        with job_queue(base, batch_cells, progress) as batches:   # the next batch compiles while one steps (batch_queue.py)
             cells = Cells(out, progress, tolerate_faults=True, shard=shard, batch_cells=batch_cells, queue=batches)
             points = run_points(base, plan, seeds, out, cells)
             missing = []

@@ -130,12 +130,12 @@ def layout_line(cfg) -> str:
 
 def job_layout_line(cfg, given, batch_cells: bool) -> str:
     """A long job's layout line: the layout of `cfg`, the job's settings, what packing the
-    replicas `given` spread changed (analysis/job_layout.py) and how many batches train at
-    once (analysis/batch_queue.py)."""
-    from ..analysis.batch_queue import batches_at_once, together_note
+    replicas `given` spread changed (analysis/job_layout.py) and how its batches overlap
+    (analysis/batch_queue.py)."""
+    from ..analysis.batch_queue import together_note
     from ..analysis.job_layout import packed_note
 
-    return layout_line(cfg) + packed_note(cfg, given) + together_note(batches_at_once(cfg, batch_cells))
+    return layout_line(cfg) + packed_note(cfg, given) + together_note(cfg, batch_cells)
 
 
 def overrides_note(command: str, overrides: dict) -> str:

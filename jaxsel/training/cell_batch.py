@@ -36,6 +36,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -262,14 +263,16 @@ def window_ends(cfg: TrainConfig) -> list[int]:
 
 
 def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False, on_start=None,
-                signals: StopSignals | None = None) -> list[RunResult | NonFiniteError]:
+                signals: StopSignals | None = None, stepping=None) -> list[RunResult | NonFiniteError]:
     """Train the cells of `plans` (one `share_program` group) as one batch; each cell's
     result as its lone `train` returns it, or, `tolerate_faults`, the NonFiniteError that
     stopped it (else the first such error is raised). A stop signal raises
     TrainingInterrupted: no cell of the batch is finished (`signals`: the job's, which a
     batch trained off the main thread reads; else its own). Cells whose steps turn out not
     to be one program raise NotOneProgram before anything is written; `on_start()` is
-    called once they are known to be one."""
+    called once they are known to be one. `stepping`: a context held while the batch steps,
+    entered once its programs are compiled (a job's queue lets one batch compile while
+    another steps: analysis/batch_queue.py)."""
     refused = [why for why in map(why_alone, (p.cfg for p in plans)) if why]
     if refused:
         raise ValueError(f"a cell cannot train in a batch: {refused[0]}")
@@ -281,7 +284,8 @@ def train_cells(plans: list[RunPlan], *, tolerate_faults: bool = False, on_start
         if on_start is not None:
             on_start()
         lanes = [_open_lane(plan, run, held) for plan, run in zip(plans, runs)]
-        return _train_lanes(lanes, signals, held, tolerate_faults)
+        return _train_lanes(lanes, signals, held, tolerate_faults,
+                            contextlib.nullcontext() if stepping is None else stepping)
 
 
 def _open_lane(plan: RunPlan, run: Run, held: contextlib.ExitStack) -> Lane:
@@ -303,7 +307,7 @@ FEWEST = 2
 
 
 def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitStack,
-                 tolerate_faults: bool) -> list:
+                 tolerate_faults: bool, stepping) -> list:
     first, cfg = lanes[0].run, lanes[0].cfg
     pad = max(0, FEWEST - len(lanes))   # copies of the first cell, computed and dropped
     state = stack_cells([lane.run.state for lane in lanes] + [first.state] * pad)
@@ -314,31 +318,41 @@ def _train_lanes(lanes: list[Lane], signals: StopSignals, held: contextlib.ExitS
     windows = WindowFeed([lane.run.loader for lane in computed], window_ends(cfg), cfg.data.prefetch,
                               first.mesh, held)
     values = cells_values([lane.run.strategy for lane in computed], first.mesh)
-    programs: dict[int, object] = {}   # window length -> its compiled program
-    compile_time = 0.0
+    t0 = time.perf_counter()
+    programs = compile_windows(first, state, windows, values)
+    compile_time = time.perf_counter() - t0
     _evaluate(lanes, unstack(state), 0)
-    _tick(lanes)
-    for (start, end), batches in windows:
-        length = end + 1 - start
-        if length not in programs:
-            t0 = time.perf_counter()
-            with cells_batched():   # the collectives' rules see the cell vmap (core/cell_axis.py)
-                programs[length] = batched_window(first, length).lower(state, batches, values).compile()
-            compile_time += time.perf_counter() - t0
-        state, metrics = programs[length](state, batches, values)
-        due = step_due(cfg, end, False, signals.signum is not None)
-        reads = {end: cells_replica_metrics(state.params)} if replicas_read_after(cfg, end) else {}
-        windows.ahead()   # the next window's data built while the devices run this one
-        _log_window(lanes, range(start, end + 1), metrics, reads, end if due.flush else None, tolerate_faults)
-        if due.eval:
-            _evaluate(lanes, unstack(state), end + 1)
+    with stepping:
         _tick(lanes)
-        if due.halt:
-            raise TrainingInterrupted(signals.signum, end + 1, None)
-    finals = unstack(state)
+        ran = None   # the window dispatched last: logged while the devices run the next one
+        for (start, end), batches in windows:
+            state, metrics = programs[end + 1 - start](state, batches, values)
+            reads = {end: cells_replica_metrics(state.params)} if replicas_read_after(cfg, end) else {}
+            # the cells' states read before the next window takes (donates) the stacked one
+            views = unstack(state) if step_due(cfg, end, False, False).eval else None
+            windows.ahead()   # the next window's data built while the devices run this one
+            if ran is not None:
+                _finish_window(lanes, ran, tolerate_faults, signals)
+            ran = RanWindow(range(start, end + 1), metrics, reads, views)
+        _finish_window(lanes, ran, tolerate_faults, signals)
+        finals = ran.views if ran.views is not None else unstack(state)   # (the last step is evaluated)
     return [lane.failed if lane.failed is not None else
             finished_run(lane.cfg, lane.run, view, lane.log, lane.out_dir, compile_time, 0, lane.late_warning)
             for lane, view in zip(lanes, finals)]
+
+
+def compile_windows(run: Run, state, windows: "WindowFeed", values) -> dict:
+    """Each window length's program (`batched_window`), compiled before the batch steps, so
+    that it can compile while another batch steps (analysis/batch_queue.py): lowered on the
+    first window's data, whose arrays the other lengths' share but for their leading axis."""
+    first = windows.peek()
+    programs = {}
+    with cells_batched():   # the collectives' rules see the cell vmap (core/cell_axis.py)
+        for length in windows.lengths:
+            shaped = jax.tree.map(lambda x: jax.ShapeDtypeStruct((length, *x.shape[1:]), x.dtype,
+                                                                 sharding=x.sharding), first)
+            programs[length] = batched_window(run, length).lower(state, shaped, values).compile()
+    return programs
 
 
 class WindowFeed:
@@ -365,15 +379,49 @@ class WindowFeed:
             steps = [tuple(loader.batch(t) for loader in self.loaders) for t in range(start, end + 1)]
         return place_window(steps, self.mesh)
 
+    @property
+    def lengths(self) -> set[int]:
+        """The windows' lengths (steps)."""
+        return {end + 1 - start for start, end in self.spans}
+
     def ahead(self) -> None:
         if self.spans and self.next is None:
             self.next = self._build(*self.spans[0])
+
+    def peek(self):
+        """The next window's batches (built now if not yet)."""
+        self.ahead()
+        return self.next
 
     def __iter__(self):
         while self.spans:
             self.ahead()
             batches, self.next = self.next, None
             yield self.spans.pop(0), batches
+
+
+class RanWindow(NamedTuple):
+    """A window dispatched to the devices: its steps, its metrics and replica reads (still
+    computing), and the cells' states after it where an evaluation is due."""
+
+    steps: range
+    metrics: dict
+    reads: dict
+    views: list | None
+
+
+def _finish_window(lanes: list[Lane], ran: RanWindow, tolerate_faults: bool, signals: StopSignals) -> None:
+    """The host's side of a window, done while the devices run the next one: a cell's rows,
+    evaluations and a stop come after the very steps a lone run's do (the next window, already
+    dispatched, is dropped with the batch on a stop or an error)."""
+    end = ran.steps[-1]
+    due = step_due(lanes[0].cfg, end, False, signals.signum is not None)
+    _log_window(lanes, ran.steps, ran.metrics, ran.reads, end if due.flush else None, tolerate_faults)
+    if due.eval:
+        _evaluate(lanes, ran.views, end + 1)
+    _tick(lanes)
+    if due.halt:
+        raise TrainingInterrupted(signals.signum, end + 1, None)
 
 
 def _tick(lanes: list[Lane]) -> None:
