@@ -1,7 +1,7 @@
-"""A job's batches through a queue (analysis/batch_queue.py, issue 62): asked for, where
-its replicas sit on one CPU device and it has two cores, the next batch compiles while one
-steps, and several may step at once (at most one per core), to the very bits of one batch
-after another on the job's thread; unasked, or where the replicas sit on several devices,
+"""A job's batches through a queue (analysis/batch_queue.py, issue 62): where its replicas
+sit on one CPU device and it has two cores, the next batch compiles while one steps, and on
+request several step at once (at most one per core), to the very bits of one batch after
+another on the job's thread; asked so (0), or where the replicas sit on several devices,
 the job keeps its own thread; a batch's error reaches the job, and a job that ends on an
 error stops the batches in flight."""
 import contextvars
@@ -25,10 +25,10 @@ def test_a_job_through_its_queue_ends_with_the_bits_of_one_batch_after_another(t
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "together")])
     assert code == 0 and (f"; up to 2 batches step at once ({batch_queue.ENV}, at most one per core), "
                           "the next compiling meanwhile") in printed
-    monkeypatch.setenv(batch_queue.ENV, "1")
+    monkeypatch.delenv(batch_queue.ENV)   # unasked: one steps, the next compiles
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "ahead")])
-    assert code == 0 and f"; the next batch compiles while one steps ({batch_queue.ENV}=1)" in printed
-    monkeypatch.delenv(batch_queue.ENV)   # unasked: the job's own thread
+    assert code == 0 and "; the next batch compiles while one steps" in printed
+    monkeypatch.setenv(batch_queue.ENV, "0")   # no queue: the job's own thread
     code, printed = run_main([*COMPARE, "--out", str(tmp_path / "alone")])
     assert code == 0 and "at once" not in printed and "compil" not in printed
     # SelSync's matched baselines are planned from its sync count: the job waited for its batch
@@ -43,7 +43,7 @@ def test_how_many_batches_at_once(monkeypatch):
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: set(range(3)))
     assert batches_at_once(packed, True) == 1   # unasked: one at a time
     monkeypatch.setenv(batch_queue.ENV, "two")
-    with pytest.raises(ConfigError, match="JAXSEL_BATCHES_AT_ONCE='two' must be a whole number of batches, 1 or more"):
+    with pytest.raises(ConfigError, match=r"JAXSEL_BATCHES_AT_ONCE='two' must be a whole number of batches \(0: no queue\)"):
         batches_at_once(packed, True)
     monkeypatch.setenv(batch_queue.ENV, "8")
     assert batches_at_once(packed, True) == 3
@@ -54,14 +54,15 @@ def test_how_many_batches_at_once(monkeypatch):
 
 
 def test_where_a_job_queues_its_batches(monkeypatch):
-    """Asked, replicas on one CPU device, cells batched, two cores: the next batch compiles
-    while one steps; unasked, one core, one by one, or several devices: the job's own thread."""
+    """Replicas on one CPU device, cells batched, two cores: the next batch compiles while one
+    steps; asked not to (0), one core, one by one, or several devices: the job's own thread."""
     packed = TrainConfig(devices=1, packing="vmap")
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0, 1})
-    assert not batch_queue.queued(packed, True) and batch_queue.together_note(packed, True) == ""
-    monkeypatch.setenv(batch_queue.ENV, "1")
     assert batch_queue.queued(packed, True)
-    assert batch_queue.together_note(packed, True) == f"; the next batch compiles while one steps ({batch_queue.ENV}=1)"
+    assert batch_queue.together_note(packed, True) == "; the next batch compiles while one steps"
+    monkeypatch.setenv(batch_queue.ENV, "0")
+    assert not batch_queue.queued(packed, True) and batch_queue.together_note(packed, True) == ""
+    monkeypatch.delenv(batch_queue.ENV)
     assert not batch_queue.queued(packed, False)
     assert not batch_queue.queued(dataclasses.replace(packed, devices=8, packing="auto"), True)
     monkeypatch.setattr(batch_queue.os, "sched_getaffinity", lambda pid: {0})

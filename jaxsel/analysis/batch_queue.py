@@ -1,24 +1,21 @@
-"""A job's batches trained on background threads, where asked and its cells run on one CPU
-device: the next batch compiles while one steps, and several may step at once.
+"""A job's batches trained on background threads where its cells run on one CPU device: the
+next batch compiles while one steps, and on request several step at once.
 
 A batch of cells (training/cell_batch.py) keeps about one core busy while it steps: its
 program is one small vmapped step after another on one device, the host's records of
 each window written while the next one runs. Compiling its programs (about 2 s a batch
-of the frontier's 36) takes the job's thread, and the devices idle meanwhile. With
-`JAXSEL_BATCHES_AT_ONCE=N`, a job whose replicas are packed on one CPU device
-(analysis/job_layout.py), on a machine that gives it two cores or more, hands each batch
-to a queue: up to N batches step at once (at most one per core and `MOST`; `stepping`),
-and one more builds its cells and compiles its programs meanwhile on another of the
-queue's threads; the job's own thread plans the cells after them. A cell it needs before
-planning on (a budget-matched baseline is planned from its method's sync count) it waits
-for (`Cells.need`), as it waits for another shard's.
+of the frontier's 36) took the job's thread, and the devices idled meanwhile. So a job
+whose replicas are packed on one CPU device (analysis/job_layout.py), on a machine that
+gives it two cores or more, hands each batch to a queue: a batch builds its cells and
+compiles its programs (`cell_batch.compile_windows`) on one of the queue's threads while
+the batch before it steps, and steps once that one is done (`stepping`); the job's own
+thread plans the cells after them meanwhile. A cell it needs before planning on (a
+budget-matched baseline is planned from its method's sync count) it waits for
+(`Cells.need`), as it waits for another shard's.
 
-Opt-in: a process training through the queue has died with SIGSEGV, rarely and without a
-Python traceback: once on JAX 0.12.1 with two batches stepping at once (a shard process
-under load), once on JAX 0.10.2 with one stepping while the next compiled (the frontier,
-44 s in; the same job ran through in the next 7 tries, and a stress test of compiling on
-one thread while another steps a donated program did not crash in 3 minutes). Not
-understood; unasked, a job trains one batch after another on its own thread.
+`JAXSEL_BATCHES_AT_ONCE=N` lets N batches step at once (at most one per core and `MOST`;
+on 2 cores it gains little: BENCHMARKS.md, "Batches at once on one CPU device"); 0 keeps
+every batch on the job's own thread, one after another.
 
 Nothing a cell computes depends on what trains beside it: each batch is its own program on
 its own state and data, so a job's records are the same bits through the queue as one
@@ -49,31 +46,30 @@ from ..training.faults import StopSignals
 #: the most batches stepping at once: each holds its cells' states and a window of their data
 MOST = 4
 #: how many batches of a job step at once through its queue, one more compiling meanwhile
-#: (unset: no queue, one batch after another on the job's thread). Opt-in: a rare SIGSEGV
-#: through the queue is not understood (above)
+#: (unset: 1; 0: no queue, one batch after another on the job's thread)
 ENV = "JAXSEL_BATCHES_AT_ONCE"
 
 
-def asked() -> int | None:
-    """How many batches `JAXSEL_BATCHES_AT_ONCE` asks to step at once (None: unset)."""
+def asked() -> int:
+    """How many batches `JAXSEL_BATCHES_AT_ONCE` asks to step at once (unset: 1)."""
     from ..training.config import ConfigError
 
     value = os.environ.get(ENV, "").strip()
     if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"{ENV}={value!r} must be a whole number of batches, 1 or more")
+        return 1
+    if not value.isdigit():
+        raise ConfigError(f"{ENV}={value!r} must be a whole number of batches (0: no queue)")
     return int(value)
 
 
 def queued(cfg, batch_cells: bool) -> bool:
-    """Whether the job of `cfg` trains its batches through a queue: asked for
-    (`JAXSEL_BATCHES_AT_ONCE`), its cells batched, its replicas on one CPU device of one
-    process, and two cores or more for it."""
+    """Whether the job of `cfg` trains its batches through a queue: its cells batched, its
+    replicas on one CPU device of one process, two cores or more for it, and not asked
+    otherwise (`JAXSEL_BATCHES_AT_ONCE=0`)."""
     from ..training import distributed
     from ..training.plan import layout_of
 
-    if asked() is None or not batch_cells:
+    if asked() == 0 or not batch_cells:
         return False
     devices = layout_of(cfg).devices
     return (len(devices) == 1 and devices[0].platform == "cpu" and not distributed.is_multiprocess()
@@ -82,8 +78,8 @@ def queued(cfg, batch_cells: bool) -> bool:
 
 def batches_at_once(cfg, batch_cells: bool) -> int:
     """How many batches of the job of `cfg` step at once: as many as `JAXSEL_BATCHES_AT_ONCE`
-    asks, at most one per core the process may use and `MOST`, where the job is `queued`;
-    else 1."""
+    asks (unset: 1), at most one per core the process may use and `MOST`, where the job is
+    `queued`; else 1."""
     if not queued(cfg, batch_cells):
         return 1
     return max(1, min(asked(), MOST, usable_cores()))
@@ -103,7 +99,7 @@ def together_note(cfg, batch_cells: bool) -> str:
         return ""
     width = batches_at_once(cfg, batch_cells)
     if width == 1:
-        return f"; the next batch compiles while one steps ({ENV}=1)"
+        return "; the next batch compiles while one steps"
     return f"; up to {width} batches step at once ({ENV}, at most one per core), the next compiling meanwhile"
 
 

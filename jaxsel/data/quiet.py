@@ -8,6 +8,12 @@ another thread printed went into the discarded buffer (a test's captured output 
 Here `sys.stdout` is replaced, while any thread is quiet, by a stream that drops only the
 quiet threads' writes and passes every other thread's on; the absl verbosity is lowered on
 the first thread's entry and put back on the last one's exit.
+
+Every stream installed is kept for the process's life (`_kept`, one per stream it
+replaced): CPython's `print()` holds `sys.stdout`'s object without a reference of its own
+while it writes, so a stream put back and freed while another thread printed through it
+crashed the process (SIGSEGV, no Python traceback: seen in a job's batch threads, and in
+tests/test_quiet_threads.py within seconds).
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ class _QuietThreads:
 
 
 _lock = threading.Lock()
+_kept: dict[int, _QuietThreads] = {}   # id of the stream replaced -> its quiet stream, never freed
 _held: list = []   # [the installed _QuietThreads, the absl verbosity to put back] while any thread is quiet
 
 
@@ -49,7 +56,9 @@ def quiet_here() -> Iterator[None]:
     me = threading.get_ident()
     with _lock:
         if not _held:
-            stream = _QuietThreads(sys.stdout)
+            if id(sys.stdout) not in _kept:   # (the quiet stream holds the one it replaced: ids stay unique)
+                _kept[id(sys.stdout)] = _QuietThreads(sys.stdout)
+            stream = _kept[id(sys.stdout)]
             _held.extend([stream, logging.get_verbosity()])
             sys.stdout = stream
             logging.set_verbosity(logging.ERROR)
