@@ -52,7 +52,8 @@ def cells(out: Path) -> dict[str, tuple[int, str]]:
 def killed_after_first_cell(argv: list[str], out: Path, log: Path, one_core: bool = False) -> dict:
     """Run `jaxsel ARGV --out OUT` in a process, SIGKILL it as soon as a cell has finished;
     the finished cells' records. `one_core`: the process may use one core, so its batches
-    train one at a time (analysis/batch_queue.py; two at once may both end before the kill)."""
+    train on its own thread, none built ahead (analysis/batch_queue.py; with
+    JAXSEL_BATCHES_AT_ONCE=2 two batches may both end before the kill)."""
     first = min(os.sched_getaffinity(0))
     with open(log, "w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "jaxsel.cli", *argv, "--out", str(out)], stdout=sink,
