@@ -3,7 +3,7 @@ sit on one CPU device and it has two cores, the next batch compiles while one st
 request several step at once (at most one per core), to the very bits of one batch after
 another on the job's thread; asked so (0), or where the replicas sit on several devices,
 the job keeps its own thread; a batch's error reaches the job, and a job that ends on an
-error stops the batches in flight."""
+error stops the batches in flight. (A thread's quiet TFDS output: tests/test_quiet_threads.py.)"""
 import contextvars
 import dataclasses
 import threading
@@ -133,30 +133,3 @@ def test_a_batch_traced_on_one_thread_is_not_seen_by_another():
         thread.join()
         assert cell_axis._tracing.depth == 1
     assert seen == [0] and cell_axis._tracing.depth == 0
-
-
-def test_a_thread_opening_its_dataset_hides_its_own_output_only(capsys):
-    """TFDS's lines are hidden while a thread probes its data dir (data/quiet.py); another
-    thread's progress line printed meanwhile is kept (a global redirect of stdout lost it)."""
-    from absl import logging
-
-    from jaxsel.data.sources import quiet_tfds
-
-    level = logging.get_verbosity()
-    inside, printed = threading.Event(), threading.Event()
-
-    def progress_line():
-        inside.wait(10)
-        print("[cells 1-3 of 9] another batch's line")
-        printed.set()
-
-    thread = threading.Thread(target=progress_line)
-    thread.start()
-    with quiet_tfds():
-        print("Downloading and preparing dataset ...")
-        assert logging.get_verbosity() == logging.ERROR
-        inside.set()
-        assert printed.wait(10)
-    thread.join()
-    assert capsys.readouterr().out == "[cells 1-3 of 9] another batch's line\n"
-    assert logging.get_verbosity() == level
