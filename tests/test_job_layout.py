@@ -3,12 +3,16 @@ issue 62 item 1): where it does, where the layout stands, what the job prints an
 and that a cell of such a batch is still its lone run."""
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from jaxsel.analysis.job_layout import has_convolution, job_layout, why_not_packed
+from jaxsel.analysis.job_layout import has_convolution, job_layout, packs_before_start, why_kept, why_not_packed
 from jaxsel.cli import main
 from jaxsel.training.config import TrainConfig
+from jaxsel.training.rundir import CELL_FILE
 
 from test_cell_batch import lone_and_batched, same_cell
 
@@ -73,3 +77,55 @@ def test_the_job_prints_and_records_the_layout_its_cells_ran(tmp_path, capsys, f
     else:
         assert line == "layout: 8 replicas on 8 x CPU (cpu), 1 per device"
         assert config["layout"] == "8 replicas on 8 x CPU (cpu), 1 per device"
+
+
+# ------------------------------------ a packing job's process starts with one CPU device
+
+@pytest.mark.parametrize("given, packs", [
+    ({}, True),
+    (dict(devices=8), False),
+    (dict(packing="vmap"), False),
+    (dict(replicas=1), False),
+    (dict(platform="gpu"), False),
+    (dict(model="cnn", dataset="digits"), False),
+])
+def test_a_job_that_will_pack_is_told_from_its_settings_before_jax_starts(given, packs):
+    assert packs_before_start(dataclasses.replace(MLP, **given), batch_cells=True) is packs
+    assert packs_before_start(dataclasses.replace(MLP, **given), batch_cells=False) is False
+
+
+def test_one_cpu_device_asked_for_packing_counts_as_the_devices_a_run_would_spread_over(monkeypatch):
+    from jaxsel.core import parallel
+    from jaxsel.training.plan import layout_of
+
+    one = layout_of(dataclasses.replace(MLP, devices=1))   # 8 replicas on the first CPU device
+    assert why_kept(MLP.placement, one, lambda: False) == "not several CPU devices"
+    monkeypatch.setattr(parallel, "_one_for_packing", True)
+    assert why_kept(MLP.placement, one, lambda: False) is None
+
+
+def compare_subprocess(out, devices: str | None) -> str:
+    """A small `jaxsel compare` in a fresh process (`devices`: its JAX_NUM_CPU_DEVICES, None
+    unset: jaxsel chooses); its printed layout line."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
+    if devices is not None:
+        env["JAX_NUM_CPU_DEVICES"] = devices
+    done = subprocess.run([sys.executable, "-m", "jaxsel.cli", "compare", "--strategies", "selsync", "--seeds", "2",
+                           "--steps", "20", "--eval-every", "10", "--no-match-budget", "--no-progress", "--out",
+                           str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return next(line for line in done.stdout.splitlines() if line.startswith("layout: "))
+
+
+@pytest.mark.slow
+def test_a_packing_job_runs_on_one_cpu_device_to_the_bits_of_eight(tmp_path):
+    """Unset, a packing job's process has one CPU device (XLA's execution pool then has a
+    thread per core, not 8: BENCHMARKS.md, "Where the frontier's time goes"); its layout
+    line and every cell's state are those of the same job on jaxsel's 8."""
+    lines = [compare_subprocess(tmp_path / name, devices) for name, devices in (("one", None), ("eight", "8"))]
+    assert lines[0] == lines[1] and "8 replicas on 1 x CPU (cpu), 8 per device, packed by vmap" in lines[0]
+    record = lambda name, seed, file: json.loads((tmp_path / name / "selsync" / f"seed{seed}" / file).read_text())
+    assert len(record("one", 0, "environment.json")["devices"]) == 1
+    assert len(record("eight", 0, "environment.json")["devices"]) == 8
+    for seed in (0, 1):
+        assert record("one", seed, CELL_FILE)["state_sha256"] == record("eight", seed, CELL_FILE)["state_sha256"]

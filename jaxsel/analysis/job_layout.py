@@ -19,6 +19,12 @@ The rule reads the settings, the model and the device count, never a timing, so 
 shard and every resume of a job picks the same layout and a CPU job stays reproducible
 bit for bit. `--no-batch-cells` keeps the layout as set: one by one is what a batch is
 measured against, and its cells reproduce `jaxsel train`'s.
+
+Such a job's process starts JAX with one CPU device (`packs_before_start`, read from the
+settings before JAX starts; `cli.common.start_job_jax`): XLA's pool of threads that execute
+programs has a thread per CPU device, 8 on a 2-core machine for one device's work (the
+frontier: the same bits in 0.92 of the time and 0.85 of the memory, BENCHMARKS.md, "Where
+the frontier's time goes"). The rule then counts the devices a run would have spread over.
 """
 from __future__ import annotations
 
@@ -40,11 +46,12 @@ def why_not_packed(cfg: TrainConfig) -> str | None:
 
 def why_kept(placement, layout, convolutional) -> str | None:
     """The rule, on the `[replicas]` section, the layout it gives and a test of the model."""
+    from ..core.parallel import one_cpu_device_for_packing
     from ..training import distributed
 
     if placement.devices is not None or placement.packing != "auto":
         return "the layout was given"
-    if layout.devices[0].platform != "cpu" or len(layout.devices) < 2:
+    if layout.devices[0].platform != "cpu" or (len(layout.devices) < 2 and not one_cpu_device_for_packing()):
         return "not several CPU devices"
     if distributed.is_multiprocess():
         return "several processes"
@@ -68,6 +75,16 @@ def has_convolution(data, optim) -> bool:
     return any(isinstance(node, (nnx.Conv, nnx.ConvTranspose)) for _, node in nnx.iter_graph(model))
 
 
+def packs_before_start(cfg: TrainConfig, batch_cells: bool) -> bool:
+    """Whether the job of `cfg` will pack its replicas on one CPU device, told from its
+    settings before JAX starts (the rule, where jaxsel makes one CPU device per replica, 8
+    at least): its process then starts with one (`core.parallel.
+    request_one_cpu_device_for_packing`)."""
+    placement = cfg.placement
+    return (batch_cells and placement.devices is None and placement.packing == "auto" and placement.replicas >= 2
+            and placement.platform in (None, "cpu") and not has_convolution(cfg.data, cfg.optim))
+
+
 def job_layout(cfg: TrainConfig, batch_cells: bool) -> TrainConfig:
     """The job's settings with its replicas packed on one CPU device where its batches gain
     by it (module docstring); else `cfg` as it is."""
@@ -83,6 +100,8 @@ def packed_note(cfg: TrainConfig, given: TrainConfig) -> str:
 
     if cfg == given:
         return ""
-    devices = len(layout_of(given).devices)
+    from ..core.parallel import one_cpu_device_for_packing
+
+    devices = given.placement.replicas if one_cpu_device_for_packing() else len(layout_of(given).devices)
     return (f", packed by {LOOP} (a job that batches its cells packs its replicas on one CPU device; "
             f"--devices {devices} or --no-batch-cells put one on each of {devices})")

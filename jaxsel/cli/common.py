@@ -111,13 +111,31 @@ def request_devices(replicas: int) -> None:
     request_cpu_devices(max(8, replicas))
 
 
-def start_jax(replicas: int) -> None:
-    """`request_devices`, then JAX's backend, so a platform this machine lacks is one
+def start_jax(replicas: int, one_cpu_device: bool = False) -> None:
+    """`request_devices` (or one CPU device, for a job that packs every replica on one:
+    `start_job_jax`), then JAX's backend, so a platform this machine lacks is one
     JaxEnvironmentError before anything is built."""
+    from ..core.parallel import request_one_cpu_device_for_packing
     from .backend import start_backend
 
-    request_devices(replicas)
+    if one_cpu_device:
+        request_one_cpu_device_for_packing()
+    else:
+        request_devices(replicas)
     start_backend()
+
+
+def start_job_jax(args) -> None:
+    """`start_jax` for a job (compare, frontier): with one CPU device where its batches will
+    pack every replica on one (analysis/job_layout.py, `packs_before_start`)."""
+    from ..analysis.job_layout import packs_before_start
+    from .settings_args import config_from_args
+
+    try:
+        packs = packs_before_start(config_from_args(args, strategy="bsp"), args.batch_cells)
+    except Exception:   # noqa: BLE001 - bad settings: the job reports them itself, once started
+        packs = False
+    start_jax(args.replicas, one_cpu_device=packs)
 
 
 def layout_line(cfg) -> str:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..training.job_builds import one_job
-from .common import (HelpFormatter, default_out, ensure_writable, job_layout_line, overrides_note, start_jax,
+from .common import (HelpFormatter, default_out, ensure_writable, job_layout_line, overrides_note, start_job_jax,
                      user_input)
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
@@ -63,7 +63,7 @@ def add_strategies_arg(group, default: str | None) -> None:
 
 @one_job()   # each cell's strategy and layout built once, from its checks to its tables
 def cmd_compare(args) -> int:
-    start_jax(args.replicas)
+    start_job_jax(args)
     check_resume(args, JOB)
     with user_input():
         args.shard = shard_of(args, JOB)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..training.job_builds import one_job
-from .common import HelpFormatter, default_out, ensure_writable, job_layout_line, overrides_note, start_jax, user_input
+from .common import HelpFormatter, default_out, ensure_writable, job_layout_line, overrides_note, start_job_jax, user_input
 from .compare import DEFAULT_TASK, DEFAULT_TASK_NOTE
 from .job_args import Job, add_job_args, check_resume, shard_of
 from .strategy_args import add_strategy_args
@@ -75,7 +75,7 @@ def parse_levels(text: str | None) -> tuple[float, ...]:
 def cmd_frontier(args) -> int:
     from ..analysis.job import kept_compilations
 
-    start_jax(args.replicas)
+    start_job_jax(args)
     check_resume(args, JOB)
     with user_input():
         args.shard = shard_of(args, JOB)

@@ -25,18 +25,39 @@ AXIS = "data"
 CPU_MAX_INFLIGHT = 8
 
 
-def request_cpu_devices(n: int) -> None:
-    """Ask XLA for `n` CPU devices; must run before JAX initialises its backends.
+def request_cpu_devices(n: int) -> bool:
+    """Ask XLA for `n` CPU devices; must run before JAX initialises its backends. Whether
+    the count is `n` now (False: the user's ``JAX_NUM_CPU_DEVICES``, honoured, or the
+    backends were started already and keep what they have).
 
-    Harmless on GPU hosts (it only shapes the CPU backend). Honours an explicit
-    ``JAX_NUM_CPU_DEVICES`` set by the user.
+    Harmless on GPU hosts (it only shapes the CPU backend).
     """
     if "JAX_NUM_CPU_DEVICES" in os.environ:
-        return
+        return False
     try:
         jax.config.update("jax_num_cpu_devices", int(n))
     except RuntimeError:  # backends already initialised: keep what exists
-        pass
+        return False
+    return True
+
+
+#: whether this process has one CPU device because its job packs every replica there
+_one_for_packing = False
+
+
+def request_one_cpu_device_for_packing() -> None:
+    """Ask for one CPU device where a job will pack every replica on one (analysis/
+    job_layout.py): XLA's pool of threads that execute programs has a thread per CPU device,
+    8 on a 2-core machine for one device's work (BENCHMARKS.md, "Where the frontier's time
+    goes": the same bits in 0.92 of the time and 0.85 of the memory). The packing rule then
+    counts the devices a run would have spread over (`one_cpu_device_for_packing`)."""
+    global _one_for_packing
+    _one_for_packing = request_cpu_devices(1) or _one_for_packing
+
+
+def one_cpu_device_for_packing() -> bool:
+    """Whether this process's one CPU device was asked for a packing job."""
+    return _one_for_packing
 
 
 class LayoutError(ValueError):
