@@ -233,7 +233,13 @@ POINTS = [("localsgd", "period", (2, 5), {}),
           ("accordion", "low", (2, 4), {"high": 8, "interval": 10}),
           ("selsync", "delta", (0.05, 0.3), {"window": 5}),
           ("selsync", "max_local", (2, 8), {"window": 5, "delta": 5.0}),
-          ("triggered", "trigger.syncs", (4, 17), {"trigger": "spread", "trigger.steps": STEPS, "trigger.warmup": 3})]
+          ("triggered", "trigger.syncs", (4, 17), {"trigger": "spread", "trigger.steps": STEPS, "trigger.warmup": 3}),
+          # options settled from another one: a superstep's period from its epochs, Sync-Switch's
+          # switch from its BSP share, SSD-SGD's GLU weight from its period (1/k)
+          ("superstep", "epochs", (0.25, 1.0), {}),
+          ("syncswitch", "bsp_fraction", (0.25, 0.5), {}),
+          ("ssdsgd", "period", (2, 5), {"warmup_steps": 3}),
+          ("streamingdiloco", "period", (4, 10), {})]
 
 
 def point_cells(tmp_path, where: str, strategy: str, key: str, values, extra: dict, seeds=(0, 1)) -> list[TrainConfig]:
@@ -318,7 +324,8 @@ def test_a_spread_schedule_traced_fires_exactly_where_its_host_mask_does(syncs, 
 def test_every_declared_budget_point_groups_with_its_seeds_or_stands_alone(tmp_path):
     """The frontier asks for every method's points and seeds together: grouping them builds
     no strategy anew and never fails; a method's points that differ only in cell options
-    share a program (local SGD's five periods)."""
+    share a program (local SGD's five periods, superstep's epochs, Sync-Switch's BSP shares,
+    SSD-SGD's and streaming DiLoCo's periods)."""
     from jaxsel.analysis.cells import row_config
     from jaxsel.analysis.frontier import plan_frontier
     from jaxsel.analysis.frontier_points import fired, stand_in
@@ -330,5 +337,5 @@ def test_every_declared_budget_point_groups_with_its_seeds_or_stands_alone(tmp_p
                           job_cell=True) for i, v in enumerate(variants) for s in (0, 1)]
         groups = share_program(plans)
         assert sorted(i for g in groups for i in g) == list(range(len(plans)))
-        if method == "localsgd":
-            assert groups == [list(range(len(plans)))]
+        if method in ("localsgd", "superstep", "syncswitch", "ssdsgd", "streamingdiloco"):
+            assert groups == [list(range(len(plans)))], method

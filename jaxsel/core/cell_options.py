@@ -6,8 +6,11 @@ seeds do. A strategy (or a trigger it holds in a field) names such options in it
 `cell_options`: numbers its step reads only in arithmetic on the device (a comparison, a
 modulus), never in Python control flow, a shape or a host array; a named field that holds
 another object with `cell_options` (a `triggered` strategy's trigger) contributes that
-object's options ("trigger.syncs"). A cell batch (training/cell_batch.py) then compiles one
-program for all its points: the options enter as arrays on the cell axis (`cell_values`),
+object's options ("trigger.syncs"). An option settled from another one (a superstep's
+period from its epochs, Sync-Switch's switch step from its BSP share, SSD-SGD's GLU weight
+from its period) is declared with the one it comes from, since both differ between the
+points; one the step never reads (the epochs, the share) enters as a cell value unused.
+A cell batch (training/cell_batch.py) then compiles one program for all its points: the options enter as arrays on the cell axis (`cell_values`),
 bound into a copy of the strategy inside the step (`bind`, core/step.py), so each cell's
 decisions come from its own values. A lone run never binds: its options stay Python
 numbers, constants of its program.

@@ -112,7 +112,7 @@ class Periodic(Trigger):
 
     def fires(self, step):
         due = (step - self.start + 1) % self.period == 0
-        return due if self.start == 0 else due & (step >= self.start)
+        return due if not is_traced(self.start) and self.start == 0 else due & (step >= self.start)
 
     def __call__(self, tstate, stats, axis):
         return tstate, self.fires(stats.step), {}

@@ -31,6 +31,7 @@ import jax
 
 from ..compat.renamed_options import renamed
 from ..core.budget import sweep
+from ..core.checks import as_float, as_int
 from ..core.aggregate import get_aggregator
 from ..core.sync import STRATEGIES, Strategy, local_cond, local_update, tree_where
 from ..core.triggers import AnyOf, Before, Periodic
@@ -65,6 +66,9 @@ class SSDSGD(Aggregated, Strategy):
     steps_per_epoch: int | None = None
     name: ClassVar[str] = "ssdsgd"
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
+    # the pull period, read only in the trigger's modulus, and the GLU weight (1/k unless
+    # given), read only in arithmetic: the budget points train as one program
+    cell_options: ClassVar[tuple[str, ...]] = ("period", "glu_beta")
 
     def __post_init__(self):
         if isinstance(self.period, bool) or int(self.period) < 1:
@@ -84,7 +88,7 @@ class SSDSGD(Aggregated, Strategy):
     @property
     def pull(self) -> AnyOf:
         """Warm-up steps and every k-th step after them set the local weights to the global ones."""
-        return AnyOf((Before(int(self.warmup_steps)), Periodic(int(self.period), start=int(self.warmup_steps))))
+        return AnyOf((Before(int(self.warmup_steps)), Periodic(as_int(self.period), start=int(self.warmup_steps))))
 
     def init(self, params, opt_state, n):
         return SSDState(params, params, opt_state)
@@ -92,7 +96,7 @@ class SSDSGD(Aggregated, Strategy):
     def local_step(self, grads, params, local_opt, anchor, ctx):
         """The replica's own step at local_lr_scale x lr, with the GLU pull toward `anchor`."""
         updates, local_opt = ctx.optimizer.update(grads, local_opt, params)
-        scale, beta = float(self.local_lr_scale), float(self.glu_beta)
+        scale, beta = float(self.local_lr_scale), as_float(self.glu_beta)
         local = jax.tree.map(lambda w, u, a: (w + scale * u + beta * (a - w)).astype(w.dtype), params, updates, anchor)
         return local, local_opt
 

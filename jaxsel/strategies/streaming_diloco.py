@@ -73,6 +73,8 @@ class StreamingDiLoCo(OuterLoop, Strategy):
     fragment_by: str = "contiguous"
     """contiguous: consecutive parameter tensors per fragment; strided: every P-th"""
     name: ClassVar[str] = "streamingdiloco"
+    # H, read only in the fragments' moduli and offsets: the budget points train as one program
+    cell_options: ClassVar[tuple[str, ...]] = ("period",)
 
     def __post_init__(self):
         if isinstance(self.fragments, bool) or not isinstance(self.fragments, int) or self.fragments < 1:
@@ -92,7 +94,9 @@ class StreamingDiLoCo(OuterLoop, Strategy):
         return Periodic(self.period, start=self.offset(p))
 
     def offset(self, p: int) -> int:
-        return p * self.period // self.fragments
+        """Fragment p's first sync step less H: p H / P (0 for fragment 0, whose schedule is
+        then a plain period's, a cell's H or not)."""
+        return 0 if p == 0 else p * self.period // self.fragments
 
     def plan(self, params) -> tuple[tuple[int, ...], ...]:
         """Leaf positions of each fragment (fixed by the parameters' shapes)."""

@@ -24,9 +24,14 @@ class Superstep(ModelPayload, Triggered):
     epochs: float = 1.0
     """epochs between two averagings (fractions allowed; at least one step)"""
     steps_per_epoch: int | None = None
+    period: int = dataclasses.field(init=False, default=1)
+    """the steps between two averagings, settled from `epochs` (not an option of its own)"""
     name: ClassVar[str] = "superstep"
     sync: ClassVar[str] = "model"
     context_fields: ClassVar[tuple[str, ...]] = ("steps_per_epoch",)
+    # the period, read only in the trigger's modulus, and the epochs it is settled from (read
+    # on the host only): the budget points of one run length train as one program
+    cell_options: ClassVar[tuple[str, ...]] = ("epochs", "period")
 
     def __post_init__(self):
         if self.steps_per_epoch is None or int(self.steps_per_epoch) < 1:
@@ -34,11 +39,8 @@ class Superstep(ModelPayload, Triggered):
                              f"got {self.steps_per_epoch!r}")
         if not float(self.epochs) > 0:
             raise ValueError(f"Superstep epochs must be a number > 0, got {self.epochs!r}")
+        self.settle(period=max(1, int(round(float(self.epochs) * int(self.steps_per_epoch)))))
         super().__post_init__()
-
-    @property
-    def period(self) -> int:
-        return max(1, int(round(float(self.epochs) * int(self.steps_per_epoch))))
 
     @property
     def trigger(self):

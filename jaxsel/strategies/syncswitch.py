@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.budget import sweep
+from ..core.checks import as_int
 from ..core.aggregate import get_aggregator
 from ..core.collectives import replica_gather, replica_index, replica_max
 from ..core.stragglers import get_stragglers, straggler_factors
@@ -149,6 +150,9 @@ class SyncSwitch(Aggregated, Strategy):
     seed: int = 0
     name: ClassVar[str] = "syncswitch"
     context_fields: ClassVar[tuple[str, ...]] = ("total_steps", "seed")   # seed unset: the run's
+    # the offline switch, read only in the step's comparisons, and the share it is settled
+    # from (read on the host only): the budget points of one run length train as one program
+    cell_options: ClassVar[tuple[str, ...]] = ("bsp_fraction", "switch_step")
 
     def __post_init__(self):
         self.check_choices()
@@ -215,7 +219,8 @@ class SyncSwitch(Aggregated, Strategy):
     def switch(self, monitor: MonitorState | None, ctx):
         """(Switch, new monitor state, per-replica metrics); every decision replicated."""
         if self.policy == "offline":
-            return Switch(ctx.step >= int(self.switch_step), ctx.step == int(self.switch_step), False), None, {}
+            switch = as_int(self.switch_step)
+            return Switch(ctx.step >= switch, ctx.step == switch, False), None, {}
         mine = self.own_step_time(monitor, ctx)
         slow = mine > float(self.straggler_factor) * jnp.median(replica_gather(mine, ctx.axis))
         count = jnp.where(slow, monitor.slow_steps + 1, 0)
