@@ -339,3 +339,35 @@ def test_every_declared_budget_point_groups_with_its_seeds_or_stands_alone(tmp_p
         assert sorted(i for g in groups for i in g) == list(range(len(plans)))
         if method in ("localsgd", "superstep", "syncswitch", "ssdsgd", "streamingdiloco"):
             assert groups == [list(range(len(plans)))], method
+
+
+@pytest.mark.parametrize("devices", [1, 8])
+def test_cells_stack_alike_by_numpy_and_by_a_program_and_cut_back_out_to_their_own_bits(devices):
+    """A batch stacks its cells' leaves with NumPy on CPU devices and with a cached program
+    on an accelerator (cell_batch._stacked): both give the same bits and placement (each
+    device its replicas of every cell), and each cell cut back out (`unstacker`) is its own
+    state, placed as it was."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from jaxsel.core.parallel import AXIS
+    from jaxsel.core.state import TrainState
+    from jaxsel.training import cell_batch
+
+    mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
+    by_replica = NamedSharding(mesh, P(AXIS))
+    rng = np.random.default_rng(0)
+    states = [TrainState(step=jax.device_put(np.int32(7), NamedSharding(mesh, P())),
+                         params={"w": jax.device_put(rng.normal(size=(8, 5, 3)).astype(np.float32), by_replica)},
+                         opt_state=(jax.device_put(rng.integers(0, 9, size=(8, 4)).astype(np.int32), by_replica),),
+                         model_state={}, strategy_state=()) for _ in range(3)]
+    stacked = cell_batch.stack_cells(states)
+    for got, *leaves in zip(jax.tree.leaves(stacked.replace(step=None)),
+                            *(jax.tree.leaves(s.replace(step=None)) for s in states)):
+        by_program = cell_batch._stacker(cell_batch._with_cell_axis(leaves[0]))(*leaves)
+        assert got.sharding == by_program.sharding == NamedSharding(mesh, P(None, AXIS))
+        assert np.array_equal(np.asarray(got), np.asarray(by_program))
+        assert np.array_equal(np.asarray(got), np.stack([np.asarray(x) for x in leaves]))
+    for own, cut in zip(states, cell_batch.unstacker(states[0], 3)(stacked)):
+        assert int(cut.step) == 7
+        for a, b in zip(jax.tree.leaves(own), jax.tree.leaves(cut)):
+            assert a.sharding == b.sharding and np.array_equal(np.asarray(a), np.asarray(b))
