@@ -216,20 +216,13 @@ def _cell_fields(state) -> TrainState:
 
 @functools.lru_cache(maxsize=64)
 def _stacker(sharding: NamedSharding):
-    """Leaves stacked on a new cell axis on an accelerator, placed by `sharding`: one
-    program per leaf shape and cell count, shared by every batch of the process."""
+    """Leaves stacked on a new cell axis, placed by `sharding`: one program per leaf shape
+    and cell count, shared by every batch of the process (a program per batch compiled its
+    cells' whole states: 5.6 s of compiling in the frontier). Not NumPy's stack placed with
+    `device_put`: on CPU devices such a buffer may alias the NumPy array, and the first
+    window donates the stacked state (a CI run aborted once with that form, in a batch's
+    first evaluation: the likely cause, not proven)."""
     return jax.jit(lambda *xs: jnp.stack(xs), out_shardings=sharding)
-
-
-def _stacked(*leaves):
-    """One leaf of every cell on a new cell axis, on the devices the cells' leaves are on.
-    On CPU devices, whose memory is the host's, stacked by NumPy and placed: no program
-    (one per leaf shape and cell count compiled in about 70 ms each, some 50 of them in the
-    frontier); on an accelerator by `_stacker`, the states never leaving it."""
-    sharding = _with_cell_axis(leaves[0])
-    if leaves[0].sharding.mesh.devices.flat[0].platform == "cpu":
-        return jax.device_put(np.stack([np.asarray(x) for x in leaves]), sharding)
-    return _stacker(sharding)(*leaves)
 
 
 @functools.lru_cache(maxsize=64)
@@ -248,7 +241,7 @@ _step_copy = jax.jit(jnp.copy)
 def stack_cells(states: list):
     """The cells' states on one leading axis (`CELL_AXES`: the step shared), each device
     holding its replicas of every cell."""
-    stacked = jax.tree.map(_stacked, *map(_cell_fields, states))
+    stacked = jax.tree.map(lambda *xs: _stacker(_with_cell_axis(xs[0]))(*xs), *map(_cell_fields, states))
     return stacked.replace(step=_step_copy(states[0].step))   # the first window takes (donates) it
 
 
